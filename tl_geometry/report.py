@@ -1,0 +1,307 @@
+"""GeometryReport: one long table of results plus provenance.
+
+Every metric returns a :class:`GeometryReport`. A row is one number: (model, hook, layer,
+metric, value, extras). ``metric`` is a dotted name such as ``"pga.z"`` or ``"epsilon.W_E"``;
+``extras`` holds JSON-able details (ccr, k, null statistics, ...). Provenance records where the
+numbers came from (model, TransformerLens version, weight processing, dtype, corpus, tokens,
+seed, package version).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+SCHEMA_VERSION = 1
+
+
+def _jsonable(x: Any) -> Any:
+    """Convert tensors / numpy scalars / tuples into JSON-able Python values."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)  # "nan", "inf", "-inf"
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "tolist"):  # torch tensors and numpy arrays / scalars
+        return _jsonable(x.tolist())
+    if hasattr(x, "item"):
+        return _jsonable(x.item())
+    return str(x)
+
+
+def _float(x: Any) -> float:
+    if isinstance(x, str):
+        return float(x)  # "nan" / "inf" written by _jsonable
+    if hasattr(x, "item"):
+        x = x.item()
+    return float(x)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One number in a report."""
+
+    model: str
+    hook: str | None
+    layer: int | None
+    metric: str
+    value: float
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "hook": self.hook,
+            "layer": self.layer,
+            "metric": self.metric,
+            "value": _jsonable(float(self.value)),
+            "extras": _jsonable(dict(self.extras)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Row":
+        return cls(
+            model=d["model"],
+            hook=d.get("hook"),
+            layer=d.get("layer"),
+            metric=d["metric"],
+            value=_float(d["value"]),
+            extras=dict(d.get("extras") or {}),
+        )
+
+
+def layer_of(hook: str | None) -> int | None:
+    """Layer index parsed from a hook name (``blocks.3.hook_resid_post`` → 3), else None."""
+    if not hook:
+        return None
+    parts = hook.split(".")
+    if len(parts) > 1 and parts[0] == "blocks" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+@dataclass(frozen=True)
+class GeometryReport:
+    """Results of one or more metrics on one or more models.
+
+    Attributes:
+        rows: the long table, one :class:`Row` per number.
+        provenance: where the numbers came from (model name, TL version, weight processing,
+            dtype, corpus, number of tokens, seed, package version, ...).
+    """
+
+    rows: tuple[Row, ...] = ()
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Iterable[Row | Mapping[str, Any]],
+        *,
+        model: Any = None,
+        provenance: Mapping[str, Any] | None = None,
+        **extra_provenance: Any,
+    ) -> "GeometryReport":
+        """Build a report; ``model`` (a model or a name) fills provenance via :func:`provenance_of`."""
+        prov: dict[str, Any] = {}
+        if model is not None:
+            prov.update(provenance_of(model))
+        prov.update(provenance or {})
+        prov.update(extra_provenance)
+        out = []
+        for r in rows:
+            if isinstance(r, Row):
+                out.append(r)
+            else:
+                r = dict(r)
+                r.setdefault("model", prov.get("model", "?"))
+                r.setdefault("hook", None)
+                r.setdefault("layer", layer_of(r["hook"]))
+                r.setdefault("extras", {})
+                out.append(Row(**r))
+        return cls(rows=tuple(out), provenance=_jsonable(prov))
+
+    @staticmethod
+    def merge(*reports: "GeometryReport", **provenance: Any) -> "GeometryReport":
+        """Concatenate rows; provenance is the union (later reports win), plus ``provenance``."""
+        rows: list[Row] = []
+        prov: dict[str, Any] = {}
+        for r in reports:
+            rows.extend(r.rows)
+            prov.update(r.provenance)
+        prov.update(_jsonable(provenance))
+        return GeometryReport(rows=tuple(rows), provenance=prov)
+
+    def filter(self, metric: str | None = None, *, prefix: str | None = None, hook: str | None = None) -> "GeometryReport":
+        """Rows whose metric equals ``metric`` / starts with ``prefix`` / whose hook is ``hook``."""
+        rows = [
+            r
+            for r in self.rows
+            if (metric is None or r.metric == metric)
+            and (prefix is None or r.metric.startswith(prefix))
+            and (hook is None or r.hook == hook)
+        ]
+        return replace(self, rows=tuple(rows))
+
+    def value(self, metric: str, hook: str | None = None, **extras: Any) -> float:
+        """The single value of ``metric`` (at ``hook``, matching ``extras``); KeyError if not one."""
+        hits = [
+            r
+            for r in self.rows
+            if r.metric == metric
+            and (hook is None or r.hook == hook)
+            and all(r.extras.get(k) == v for k, v in extras.items())
+        ]
+        if len(hits) != 1:
+            raise KeyError(
+                f"expected one row for metric={metric!r} hook={hook!r} {extras or ''}, found {len(hits)}; "
+                f"metrics present: {sorted(self.metrics)}"
+            )
+        return hits[0].value
+
+    @property
+    def metrics(self) -> set[str]:
+        return {r.metric for r in self.rows}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # ------------------------------------------------------------------ output
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "provenance": _jsonable(dict(self.provenance)),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "GeometryReport":
+        if "rows" not in d:
+            raise ValueError("not a GeometryReport dict: missing 'rows'")
+        return cls(rows=tuple(Row.from_dict(r) for r in d["rows"]), provenance=dict(d.get("provenance") or {}))
+
+    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
+        """Serialize to JSON; with ``path``, also write it atomically (temp file + rename)."""
+        text = json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
+        if path is not None:
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return text
+
+    @classmethod
+    def from_json(cls, path_or_text: str | os.PathLike) -> "GeometryReport":
+        """Read a report written by :meth:`to_json` (a path, or the JSON text itself)."""
+        s = str(path_or_text)
+        if s.lstrip().startswith("{"):
+            return cls.from_dict(json.loads(s))
+        p = Path(path_or_text)
+        if not p.exists():
+            raise FileNotFoundError(f"no such report file: {p}")
+        return cls.from_dict(json.loads(p.read_text()))
+
+    def to_pandas(self):
+        """Long table as a ``pandas.DataFrame`` (columns model, hook, layer, metric, value, + extras)."""
+        import pandas as pd
+
+        records = []
+        for r in self.rows:
+            rec = {"model": r.model, "hook": r.hook, "layer": r.layer, "metric": r.metric, "value": r.value}
+            for k, v in r.extras.items():
+                if isinstance(v, (int, float, str, bool)) or v is None:
+                    rec[k] = v
+            records.append(rec)
+        df = pd.DataFrame.from_records(records, columns=None if records else ["model", "hook", "layer", "metric", "value"])
+        if len(df):
+            df["layer"] = df["layer"].astype("Int64")
+        return df
+
+    def to_markdown(self, *, digits: int = 4) -> str:
+        """A markdown document: provenance list, then one table of all rows."""
+        lines = ["# Geometry report", ""]
+        for k, v in sorted(self.provenance.items()):
+            lines.append(f"- **{k}**: {v}")
+        lines += ["", "| model | hook | layer | metric | value |", "|---|---|---|---|---|"]
+        for r in self.rows:
+            lines.append(
+                f"| {r.model} | {r.hook or ''} | {'' if r.layer is None else r.layer} | {r.metric} | {_fmt(r.value, digits)} |"
+            )
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        models = sorted({r.model for r in self.rows})
+        return f"GeometryReport({len(self.rows)} rows, metrics={sorted(self.metrics)}, models={models})"
+
+
+def _fmt(v: float, digits: int) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if v != 0 and (abs(v) >= 1e5 or abs(v) < 10 ** (-digits)):
+        return f"{v:.{digits - 1}e}"
+    return f"{v:.{digits}g}"
+
+
+def model_name(model: Any) -> str:
+    """A display name for a model (a string passes through)."""
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "_tl_geometry_name", None)
+    if name:
+        return name
+    cfg = getattr(model, "cfg", None)
+    return str(getattr(cfg, "model_name", None) or type(model).__name__)
+
+
+def provenance_of(model: Any) -> dict[str, Any]:
+    """Provenance fields of a model: name, class, TL version, shape, dtype, weight processing."""
+    from tl_geometry import __version__
+
+    prov: dict[str, Any] = {"model": model_name(model), "tl_geometry_version": __version__}
+    if isinstance(model, str):
+        return prov
+    try:
+        import transformer_lens
+
+        prov["transformer_lens_version"] = getattr(transformer_lens, "__version__", "?")
+    except ImportError:  # pragma: no cover
+        pass
+    cfg = getattr(model, "cfg", None)
+    prov["model_class"] = type(model).__name__
+    if cfg is not None:
+        for key in ("n_layers", "d_model", "d_vocab", "n_ctx", "n_heads", "d_mlp"):
+            if getattr(cfg, key, None) is not None:
+                prov[key] = getattr(cfg, key)
+        dtype = getattr(cfg, "dtype", None)
+        prov["dtype"] = str(dtype) if dtype is not None else None
+    processing = getattr(model, "_tl_geometry_processing", None)
+    if processing is None:
+        # HookedTransformer.from_pretrained records what it did on the config (TL 3.x).
+        processing = {
+            k: getattr(cfg, attr)
+            for k, attr in (
+                ("fold_ln", "layer_norm_folding"),
+                ("center_writing_weights", "center_writing_weights"),
+                ("center_unembed", "center_unembed"),
+            )
+            if cfg is not None and hasattr(cfg, attr)
+        }
+    prov["weight_processing"] = processing
+    return prov
