@@ -1,0 +1,163 @@
+"""Crash-safe, resumable results files (JSON lines) shared by every long job.
+
+Each finished unit of work (a packing cell, a training run, a model in a sweep) is one record
+``{"key": ..., "status": "ok" | "error", ...}`` appended as a single line with one ``write``
+followed by ``flush`` + ``fsync``. A process killed mid-write can leave at most one torn last
+line; :func:`read_records` ignores (and :meth:`ResultsFile.repair` removes) a line that does not
+parse, so a unit's record appears whole or not at all. Re-running a job with the same file
+skips every key already recorded as ``"ok"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+logger = logging.getLogger(__name__)
+
+
+def job_key(params: Mapping[str, Any]) -> str:
+    """Canonical string key of a unit of work: its parameters as sorted compact JSON."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+    """All complete records in ``path`` (missing file → []); a torn line is skipped with a warning."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    with p.open("r", encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning("%s: ignoring torn/invalid line %d", p, i)
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
+
+
+class ResultsFile:
+    """An append-only JSON-lines file of finished units of work.
+
+    Examples:
+        >>> import tempfile, os
+        >>> rf = ResultsFile(os.path.join(tempfile.mkdtemp(), "r.jsonl"))
+        >>> rf.append({"k": 1}, {"value": 0.5})
+        >>> rf.done({"k": 1}), rf.done({"k": 2})
+        (True, False)
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if self.path.exists() and self.path.is_dir():
+            raise ValueError(f"results path {self.path} is a directory; pass a file path ending in .jsonl")
+
+    def records(self) -> list[dict]:
+        return read_records(self.path)
+
+    def finished_keys(self, *, include_errors: bool = False) -> set[str]:
+        """Keys recorded as "ok" (and as "error" too with ``include_errors``)."""
+        return {
+            r["key"]
+            for r in self.records()
+            if "key" in r and (r.get("status", "ok") == "ok" or include_errors)
+        }
+
+    def done(self, params: Mapping[str, Any], *, include_errors: bool = False) -> bool:
+        return job_key(params) in self.finished_keys(include_errors=include_errors)
+
+    def repair(self) -> int:
+        """Rewrite the file without torn lines (atomically); returns the number removed."""
+        if not self.path.exists():
+            return 0
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        good = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+                good.append(line)
+            except json.JSONDecodeError:
+                pass
+        removed = len([l for l in lines if l.strip()]) - len(good)
+        if removed:
+            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+            tmp.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+            os.replace(tmp, self.path)
+        return removed
+
+    def append(self, params: Mapping[str, Any], result: Mapping[str, Any], *, status: str = "ok") -> None:
+        """Append one record atomically (one write, flushed and fsynced)."""
+        if status not in ("ok", "error"):
+            raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # A torn last line (from a kill) would glue onto our record: start on a fresh line.
+        needs_newline = False
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with self.path.open("rb") as f:
+                f.seek(-1, os.SEEK_END)
+                needs_newline = f.read(1) != b"\n"
+        rec = {"key": job_key(params), "params": dict(params), "status": status, **dict(result)}
+        line = json.dumps(rec, sort_keys=True, default=str, allow_nan=True)
+        data = ("\n" if needs_newline else "") + line + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, data.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def run_jobs(
+    jobs: Iterable[Mapping[str, Any]],
+    fn: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+    results: str | os.PathLike | ResultsFile,
+    *,
+    retry_errors: bool = False,
+    catch: bool = False,
+    progress: bool = True,
+    desc: str = "jobs",
+) -> Iterator[dict]:
+    """Run ``fn(params)`` for each job not yet finished in ``results``; record each at once.
+
+    Args:
+        jobs: parameter dicts (JSON-able); their canonical JSON is the job key.
+        fn: does one unit of work, returns a JSON-able dict of results.
+        results: path of the JSON-lines file (or a :class:`ResultsFile`).
+        retry_errors: also re-run jobs recorded as "error".
+        catch: record an exception as an "error" record and continue (else it propagates,
+            after nothing is written for that job).
+
+    Yields:
+        The record of each job run now (finished jobs are skipped, not yielded).
+    """
+    from tqdm.auto import tqdm
+
+    rf = results if isinstance(results, ResultsFile) else ResultsFile(results)
+    rf.repair()
+    jobs = list(jobs)
+    finished = rf.finished_keys(include_errors=not retry_errors)
+    todo = [j for j in jobs if job_key(j) not in finished]
+    if len(todo) < len(jobs):
+        logger.info("%s: %d of %d jobs already finished; resuming", rf.path, len(jobs) - len(todo), len(jobs))
+    for params in tqdm(todo, desc=desc, disable=not progress):
+        try:
+            result = dict(fn(params))
+            status = "ok"
+        except Exception as exc:
+            if not catch:
+                raise
+            logger.exception("job %s failed", job_key(params))
+            result, status = {"error": f"{type(exc).__name__}: {exc}"}, "error"
+        rf.append(params, result, status=status)
+        yield {"key": job_key(params), "params": dict(params), "status": status, **result}
