@@ -1,0 +1,428 @@
+"""Crash-safe, resumable sweeps of metrics over many models, locally or on Ray.
+
+``sweep(jobs, metrics=..., out="results.jsonl")`` runs every *job* (one model: a name for
+:func:`tl_geometry.models.load` or a ``"module:function"`` loader, a checkpoint, a corpus) through
+:func:`tl_geometry.analyze` and appends the job's rows to ``out`` as **one** JSON line (one
+``write`` + ``fsync``, see :mod:`tl_geometry.jobs`): a job's rows appear whole or not at all.
+
+* Rerunning with the same ``out`` skips the jobs already recorded as ``"ok"``.
+* A job that raises is recorded as ``"error"`` with its message and traceback; it is retried only
+  with ``retry_errors=True``.
+* Between jobs the model is dropped and memory is returned (``gc.collect()``, CUDA cache).
+* ``executor="ray"`` submits each job as a Ray task (``num_cpus`` / ``num_gpus`` per task); only
+  the driver writes ``out``, so the file has a single writer whatever the cluster size. The rows
+  are the same as with the local executor: each job is a pure function of its parameters.
+
+The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
+changing the metrics re-runs the job instead of silently reusing old rows.
+
+Examples:
+    >>> import tl_geometry as tg                                   # doctest: +SKIP
+    >>> jobs = [tg.SweepJob("smollm2-135m"), tg.SweepJob("smollm2-135m", seed=1)]  # doctest: +SKIP
+    >>> summary = tg.sweep(jobs, metrics=["shape"], out="results.jsonl")  # doctest: +SKIP
+    >>> summary.report().to_pandas()                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import inspect
+import logging
+import re
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from tl_geometry.jobs import ResultsFile, job_key, read_records
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SweepJob", "SweepSummary", "sweep", "sweep_report", "run_job", "EXECUTORS"]
+
+EXECUTORS = ("local", "ray")
+_LOADER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_JOB_FIELDS = ("model", "checkpoint", "corpus", "n_seqs", "seq_len", "seed", "loader", "device")
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One unit of a sweep: which model to load and which tokens to feed it.
+
+    Attributes:
+        model: a name for :func:`tl_geometry.models.load` (or passed to ``loader``).
+        checkpoint: a training checkpoint (step or revision) handed to the loader; None = final.
+        corpus: a :func:`tl_geometry.corpus.tokens` source (``"pydoc"``, ``"shakespeare"``, a
+            text-file path), or ``"random"``: uniform token ids drawn with ``seed`` (for models
+            without a tokenizer).
+        n_seqs: sequences in the token batch.
+        seq_len: tokens per sequence.
+        seed: seeds the corpus sample and every sampled quantity of the metrics.
+        loader: ``"package.module:function"``, called as ``function(job_dict)`` and returning a
+            model; None uses :func:`tl_geometry.models.load`. Imported by name: never evaluated.
+        device: where the model is loaded.
+    """
+
+    model: str
+    checkpoint: str | int | None = None
+    corpus: str = "pydoc"
+    n_seqs: int = 8
+    seq_len: int = 128
+    seed: int = 0
+    loader: str | None = None
+    device: str = "cpu"
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError(f"SweepJob.model must be a non-empty string, got {self.model!r}")
+        if self.loader is not None and not (isinstance(self.loader, str) and _LOADER_RE.match(self.loader)):
+            raise ValueError(f"SweepJob.loader must look like 'package.module:function', got {self.loader!r}")
+        for name in ("n_seqs", "seq_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"SweepJob.{name} must be a positive int, got {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"SweepJob.seed must be an int, got {self.seed!r}")
+        if not isinstance(self.corpus, str):
+            raise ValueError(f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def coerce(cls, job: "SweepJob | str | Mapping[str, Any]") -> "SweepJob":
+        """A job from a :class:`SweepJob`, a model name, or a dict of its fields."""
+        if isinstance(job, cls):
+            return job
+        if isinstance(job, str):
+            return cls(model=job)
+        if isinstance(job, Mapping):
+            unknown = sorted(set(job) - set(_JOB_FIELDS))
+            if unknown:
+                raise ValueError(f"unknown job fields {unknown}; accepted: {list(_JOB_FIELDS)}")
+            return cls(**dict(job))
+        raise TypeError(f"a job must be a SweepJob, a model name or a dict, got {type(job).__name__}")
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What one call of :func:`sweep` did.
+
+    Attributes:
+        out: the results file.
+        ran: keys of the jobs run now that finished ``"ok"``.
+        failed: key → error message of the jobs run now that failed.
+        skipped: keys already finished in ``out`` (not run again).
+    """
+
+    out: str
+    ran: tuple[str, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
+
+    def report(self):
+        """Every ``"ok"`` row in ``out`` (this run and earlier ones) as one GeometryReport."""
+        return sweep_report(self.out)
+
+    def to_dict(self) -> dict:
+        return {"out": self.out, "ran": list(self.ran), "failed": dict(self.failed), "skipped": list(self.skipped)}
+
+
+def sweep_report(out: str | Path):
+    """The rows of every ``"ok"`` record of a sweep results file, merged into one report.
+
+    Each row's extras gain the job's ``checkpoint`` / ``seed`` / ``corpus`` (when not already set)
+    so rows of different jobs of the same model stay apart.
+    """
+    from tl_geometry.report import GeometryReport, Row
+
+    rows, seen = [], set()
+    for rec in read_records(out):
+        if rec.get("status") != "ok" or "rows" not in rec or rec.get("key") in seen:
+            continue
+        seen.add(rec["key"])
+        params = rec.get("params", {})
+        for r in rec["rows"]:
+            row = Row.from_dict(r)
+            extras = dict(row.extras)
+            for k in ("checkpoint", "seed", "corpus"):
+                extras.setdefault(f"job_{k}", params.get(k))
+            rows.append(Row(row.model, row.hook, row.layer, row.metric, row.value, extras))
+    return GeometryReport(rows=tuple(rows), provenance={"sweep_results": str(out)})
+
+
+def _resolve_loader(spec: str) -> Callable[[dict], Any]:
+    """Import ``"package.module:function"`` (by name, never evaluated)."""
+    if not _LOADER_RE.match(spec):
+        raise ValueError(f"loader must look like 'package.module:function', got {spec!r}")
+    mod_name, fn_name = spec.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import loader module {mod_name!r}: {exc}") from exc
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise ValueError(f"loader {spec!r}: {mod_name} has no callable {fn_name!r}")
+    return fn
+
+
+def _load_model(job: dict, loader: Callable[[dict], Any] | None):
+    if loader is not None:
+        return loader(job)
+    if job.get("loader"):
+        return _resolve_loader(job["loader"])(job)
+    from tl_geometry import models
+
+    kwargs: dict[str, Any] = {"device": job.get("device", "cpu")}
+    if job.get("checkpoint") is not None:
+        kwargs["checkpoint"] = job["checkpoint"]
+    return models.load(job["model"], **kwargs)
+
+
+def _job_tokens(model: Any, job: dict):
+    import torch
+
+    if job["corpus"] == "random":
+        d_vocab = int(model.cfg.d_vocab)
+        g = torch.Generator().manual_seed(int(job["seed"]))
+        return torch.randint(0, d_vocab, (job["n_seqs"], job["seq_len"]), generator=g)
+    from tl_geometry import corpus
+
+    return corpus.tokens(model, job["corpus"], n_seqs=job["n_seqs"], seq_len=job["seq_len"], seed=job["seed"])
+
+
+def _accepts_seed(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "seed" in params
+
+
+def _free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # pragma: no cover - freeing memory must never fail a job
+        pass
+
+
+def run_job(
+    params: Mapping[str, Any],
+    *,
+    loader: Callable[[dict], Any] | None = None,
+    hooks: Sequence[str] | None = None,
+) -> dict:
+    """Run one sweep job (the body of both executors): load, analyze, free.
+
+    Args:
+        params: the job fields of :class:`SweepJob` plus ``metrics`` (list of names or None)
+            and ``options`` (per-metric keyword options).
+        loader: overrides the job's loader (a Python callable; not part of the job key).
+        hooks: hook names for every activation/gradient metric (default: each metric's own).
+
+    Returns:
+        ``{"rows": [...], "provenance": {...}, "elapsed_s": float}`` (JSON-able).
+    """
+    from tl_geometry.analysis import analyze
+    from tl_geometry.registry import get_metric
+
+    t0 = time.perf_counter()
+    job = {k: params[k] for k in _JOB_FIELDS if k in params}
+    metrics = params.get("metrics")
+    options = params.get("options") or {}
+    model = _load_model(job, loader)
+    if not getattr(model, "_tl_geometry_name", None):
+        try:  # rows carry the job's model name, not the config's ("custom" for a built model)
+            model._tl_geometry_name = job["model"]
+        except AttributeError:  # pragma: no cover - a model refusing attributes keeps its own name
+            pass
+    try:
+        names = list(metrics) if metrics is not None else None
+        needs_tokens = names is None or any(get_metric(n).needs != "weights" for n in names)
+        tokens = _job_tokens(model, job) if needs_tokens else None
+        # Metrics that sample (pga, agop, ...) take the job's seed unless options say otherwise.
+        opts = {}
+        for n in names or []:
+            o = dict(options.get(n, {}))
+            if "seed" not in o and _accepts_seed(get_metric(n).fn):
+                o["seed"] = job["seed"]
+            if o:
+                opts[n] = o
+        report = analyze(
+            model,
+            tokens,
+            metrics=names,
+            hooks=hooks,
+            options=opts or None,
+            progress=False,
+            seed=job["seed"],
+            corpus=job["corpus"],
+            checkpoint=job.get("checkpoint"),
+        )
+        result = {
+            "rows": [r.to_dict() for r in report.rows],
+            "provenance": dict(report.provenance),
+        }
+    finally:
+        del model
+        _free_memory()
+    result["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _error_result(exc: BaseException) -> dict:
+    return {
+        "error": f"{type(exc).__name__}: {exc}",
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+    }
+
+
+def _safe_run_job(params, loader, hooks):
+    """run_job that returns (status, result) instead of raising (for Ray tasks)."""
+    try:
+        return "ok", run_job(params, loader=loader, hooks=hooks)
+    except Exception as exc:
+        return "error", _error_result(exc)
+
+
+def sweep(
+    jobs: Iterable[SweepJob | str | Mapping[str, Any]],
+    metrics: Sequence[str] | None = None,
+    out: str | Path = "results.jsonl",
+    *,
+    executor: str = "local",
+    retry_errors: bool = False,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    hooks: Sequence[str] | None = None,
+    loader: Callable[[dict], Any] | None = None,
+    num_cpus: float = 1,
+    num_gpus: float = 0,
+    progress: bool = True,
+) -> SweepSummary:
+    """Run ``metrics`` on every job's model; append each job's rows to ``out`` as it finishes.
+
+    Args:
+        jobs: :class:`SweepJob` objects, model names, or dicts of SweepJob fields.
+        metrics: registry names (None: every registered metric).
+        out: JSON-lines results file; created if missing, resumed if present.
+        executor: ``"local"`` (one job after another in this process) or ``"ray"`` (each job a Ray
+            task; uses a running Ray session or starts a local one).
+        retry_errors: re-run jobs recorded as failed (otherwise they are skipped like done ones).
+        options: per-metric keyword options, e.g. ``{"pga": {"n_null": 20}}``. A metric that
+            takes ``seed`` gets the job's seed unless its options set one.
+        hooks: hook names for every activation/gradient metric.
+        loader: a Python callable ``loader(job_dict) -> model`` used for every job (overrides the
+            jobs' ``loader`` strings; not part of the job key). With Ray it is shipped to workers
+            by cloudpickle.
+        num_cpus, num_gpus: Ray resources requested per task.
+        progress: tqdm bar over jobs.
+
+    Returns:
+        A :class:`SweepSummary`; ``summary.report()`` reads every finished row back.
+
+    Raises:
+        ValueError: unknown executor, duplicate jobs, a results path that is a directory, bad
+            job fields, ``ray`` requested but not installed.
+        KeyError: an unknown metric name (before any job runs).
+    """
+    from tl_geometry.registry import get_metric
+
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if isinstance(jobs, (str, SweepJob)) or isinstance(jobs, Mapping):
+        jobs = [jobs]
+    job_objs = [SweepJob.coerce(j) for j in jobs]
+    if not job_objs:
+        raise ValueError("jobs is empty; pass at least one model name or SweepJob")
+    if metrics is not None:
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        metrics = list(metrics)
+        if not metrics:
+            raise ValueError("metrics is empty; pass metric names or None for all")
+        for m in metrics:
+            get_metric(m)  # unknown names fail now, not in every job
+    options = {k: dict(v) for k, v in (options or {}).items()}
+    if metrics is not None:
+        extra = sorted(set(options) - set(metrics))
+        if extra:
+            raise ValueError(f"options given for metrics not being run: {extra}")
+    if num_cpus < 0 or num_gpus < 0:
+        raise ValueError(f"num_cpus and num_gpus must be >= 0, got {num_cpus}, {num_gpus}")
+
+    params_list = [{**j.to_dict(), "metrics": metrics, "options": options} for j in job_objs]
+    keys = [job_key(p) for p in params_list]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"duplicate jobs in the sweep: {dup[:3]}")
+
+    rf = ResultsFile(out)
+    removed = rf.repair()
+    if removed:
+        logger.warning("%s: removed %d torn line(s) left by an interrupted run", rf.path, removed)
+    finished = rf.finished_keys(include_errors=not retry_errors)
+    todo = [p for p, k in zip(params_list, keys) if k not in finished]
+    skipped = tuple(k for k in keys if k in finished)
+    if skipped:
+        logger.info("%s: %d of %d jobs already finished; resuming", rf.path, len(skipped), len(keys))
+
+    ran: list[str] = []
+    failed: dict[str, str] = {}
+
+    def record(params: dict, status: str, result: dict) -> None:
+        rf.append(params, result, status=status)
+        k = job_key(params)
+        if status == "ok":
+            ran.append(k)
+        else:
+            failed[k] = result["error"]
+            logger.error("sweep job %s failed: %s", params.get("model"), result["error"])
+
+    if executor == "local":
+        from tqdm.auto import tqdm
+
+        for params in tqdm(todo, desc="sweep", disable=not progress):
+            status, result = _safe_run_job(params, loader, hooks)
+            record(params, status, result)
+    else:
+        _run_ray(todo, loader, hooks, num_cpus, num_gpus, record, progress)
+    return SweepSummary(out=str(rf.path), ran=tuple(ran), failed=failed, skipped=skipped)
+
+
+def _run_ray(todo, loader, hooks, num_cpus, num_gpus, record, progress) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
+    if not todo:
+        return
+    started = False
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_safe_run_job)
+        pending = {task.remote(p, loader, hooks): p for p in todo}
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pending), desc="sweep[ray]", disable=not progress)
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                params = pending.pop(ref)
+                try:
+                    status, result = ray.get(ref)
+                except Exception as exc:  # the worker died (OOM kill, node lost)
+                    status, result = "error", _error_result(exc)
+                record(params, status, result)  # the driver is the only writer
+                bar.update(1)
+        bar.close()
+    finally:
+        if started:
+            ray.shutdown()
