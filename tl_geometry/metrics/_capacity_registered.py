@@ -1,0 +1,102 @@
+"""Registered metrics of the capacity family: "epsilon", "capacity", "epsilon_activations".
+
+Thin wrappers: weights through :func:`tl_geometry.capture.weight`, activations through
+:func:`tl_geometry.capture.collect`; the math is in :mod:`tl_geometry.metrics.capacity`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tl_geometry.registry import register_metric
+from tl_geometry.report import GeometryReport
+
+_MATRICES = ("W_E", "W_U")
+
+
+def _stats_extras(st) -> dict[str, Any]:
+    return {
+        "mean": st.mean,
+        "std": st.std,
+        "n_vectors": st.n_vectors,
+        "n_dropped": st.n_dropped,
+        "d": st.d,
+        "model_class": st.model_class,
+    }
+
+
+def _check_matrices(matrices: Sequence[str]) -> list[str]:
+    if isinstance(matrices, str):
+        matrices = [matrices]
+    bad = [m for m in matrices if m not in _MATRICES]
+    if bad or not matrices:
+        raise ValueError(f"matrices must be a non-empty subset of {_MATRICES}, got {list(matrices)}")
+    return list(matrices)
+
+
+@register_metric("epsilon", needs="weights", description="ε = μ + 2σ of pairwise cosines of W_E / W_U rows")
+def epsilon_metric(model, tokens=None, *, hooks=None, matrices: Sequence[str] = _MATRICES, progress: bool = False):
+    """ε = μ + 2σ of pairwise cosines of the rows of W_E and W_U (rows = tokens), exact."""
+    from tl_geometry.metrics.capacity import embedding_epsilon
+
+    rows = []
+    for m in _check_matrices(matrices):
+        st = embedding_epsilon(model, matrix=m, progress=progress)
+        rows.append({"metric": f"epsilon.{m}", "value": st.epsilon, "extras": _stats_extras(st)})
+    return GeometryReport.from_rows(rows, model=model)
+
+
+@register_metric("capacity", needs="weights", description="capacity bound k(d, ε) from W_E / W_U's ε")
+def capacity_metric(
+    model, tokens=None, *, hooks=None, form: str = "full", matrices: Sequence[str] = _MATRICES, progress: bool = False
+):
+    """Capacity bound k(d_model, ε) with ε from W_E and W_U (capacity paper, full form by default)."""
+    import warnings
+
+    from tl_geometry.metrics.capacity import capacity, embedding_epsilon
+
+    rows = []
+    for m in _check_matrices(matrices):
+        st = embedding_epsilon(model, matrix=m, progress=progress)
+        if 0 < st.epsilon < 1:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                k = capacity(st.d, st.epsilon, form=form)
+        else:
+            k = float("nan")
+        rows.append({"metric": f"capacity.{m}", "value": k, "extras": {"form": form, "epsilon": st.epsilon, "d": st.d}})
+    return GeometryReport.from_rows(rows, model=model)
+
+
+@register_metric(
+    "epsilon_activations", needs="activations", description="ε of a seeded sample of token activations per hook"
+)
+def epsilon_activations_metric(
+    model, tokens, *, hooks=None, max_points: int = 2048, seed: int = 0, batch_size: int = 8, progress: bool = False
+):
+    """ε = μ + 2σ of pairwise cosines of a bounded, seeded sample of token activations per hook.
+
+    Default hooks: every ``blocks.{l}.hook_resid_post``. Each row carries W_E's ε in
+    ``extras["epsilon_W_E"]`` to test the paper's caveat that the embedding's ε stands for the
+    whole latent space.
+    """
+    from tl_geometry import capture
+    from tl_geometry.metrics.capacity import embedding_epsilon, similarity_stats
+
+    if tokens is None:
+        raise ValueError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
+    hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
+    captured = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress)
+    eps_we = embedding_epsilon(model, matrix="W_E", progress=False).epsilon
+    rows = []
+    for h in hooks:
+        st = similarity_stats(captured.acts[h], progress=False)
+        rows.append(
+            {
+                "metric": "epsilon_activations",
+                "value": st.epsilon,
+                "hook": h,
+                "extras": {**_stats_extras(st), "epsilon_W_E": eps_we, "max_points": max_points, "seed": seed},
+            }
+        )
+    return GeometryReport.from_rows(rows, model=model, seed=seed, n_points=captured.n_points)
