@@ -1,1 +1,338 @@
-__all__: list[str] = []
+"""Subspace PGA (Xu, arXiv 2605.17084): is a layer's distance structure organized for the readout?
+
+For hidden states H (N, d) at one hook and the readout subspace V_k (top-k left singular vectors
+of W_U), the PGA score asks whether the k-dimensional readout view of H keeps the ranking of
+pairwise distances better than random k-dimensional views do:
+
+1. center H; CCR-c removes the top-c principal directions of the centered H;
+2. d_full = cosine distances over all N(N−1)/2 pairs of rows;
+3. ρ_read = Spearman(d_full, d(H V_k));
+4. ρ_q = Spearman(d_full, d(H Q)) for n_null Haar-random orthonormal (d, k) bases Q;
+5. z = (ρ_read − mean ρ_q) / std ρ_q (ddof = 1).
+
+The paper published no code; steps 1–5 follow ``DESIGN.md``. Our choices where the paper is
+silent are marked "Our choice:" below. Spectral metrics (RankMe, α-ReQ, ...) live in
+:mod:`tl_geometry.metrics.spectral` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
+from tl_geometry.metrics.spectral import *  # noqa: F401,F403
+from tl_geometry.metrics.spectral import __all__ as _spectral_all
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "readout_basis",
+    "haar_bases",
+    "PGAScore",
+    "pga_score",
+    "pga_profile",
+    "PC1Overlap",
+    "pc1_overlap",
+    "pga",
+    "spectral",
+    "DEFAULT_MAX_PAIRS",
+    *_spectral_all,
+]
+
+#: Above this many pairs (N ≈ 2,897 points), a seeded random subset of pairs is used.
+DEFAULT_MAX_PAIRS = 1 << 22
+
+
+# ----------------------------------------------------------------------------- readout
+def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor, "d_model k"]:
+    """Orthonormal basis V_k of the readout subspace: the top-k left singular vectors of W_U.
+
+    ``W_U`` is TransformerLens's unembedding (d_model, d_vocab) as the model holds it; whether the
+    weights were processed (``fold_ln``, ``center_unembed``) changes it, and reports record that in
+    their provenance. Computed in float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in
+    float32 or the input's wider float dtype.
+
+    Raises:
+        ValueError: not 2-D, non-finite, or k outside 1 ≤ k < d_model (k ≤ d_vocab).
+
+    Examples:
+        >>> V = readout_basis(torch.randn(8, 20), 3)
+        >>> V.shape, bool(torch.allclose(V.T @ V, torch.eye(3), atol=1e-5))
+        (torch.Size([8, 3]), True)
+    """
+    if not isinstance(W_U, Tensor) or W_U.ndim != 2:
+        raise ValueError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
+    d, v = W_U.shape
+    if not isinstance(k, int) or not 1 <= k < d or k > v:
+        raise ValueError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
+    W = W_U.detach().to(torch.float64)
+    if not torch.isfinite(W).all():
+        raise ValueError("W_U contains NaN or inf")
+    evals, evecs = torch.linalg.eigh(W @ W.T)
+    V = evecs[:, torch.argsort(evals, descending=True)[:k]]
+    out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
+    return V.to(out_dtype)
+
+
+def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) -> Float[Tensor, "n d k"]:
+    """``n`` Haar-random orthonormal (d, k) bases: QR of a Gaussian matrix, sign-fixed (R_ii > 0).
+
+    Bases are drawn one after another from one ``torch.Generator`` seeded with ``seed``, so the
+    i-th basis does not depend on how many are drawn.
+    """
+    if not 1 <= k <= d:
+        raise ValueError(f"need 1 <= k <= d, got k={k}, d={d}")
+    g = torch.Generator().manual_seed(int(seed))
+    out = torch.empty(n, d, k, dtype=torch.float64)
+    for i in range(n):
+        Q, R = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))
+        sign = torch.sign(torch.diagonal(R))
+        out[i] = Q * torch.where(sign == 0, torch.ones_like(sign), sign)
+    return out.to(dtype)
+
+
+# ----------------------------------------------------------------------------- score
+@dataclass(frozen=True)
+class PGAScore:
+    """Result of :func:`pga_score` at one hook and one CCR level.
+
+    Attributes:
+        rho_read: Spearman(d_full, d_read).
+        null_mean, null_std: mean and std (ddof=1) of the null ρ's.
+        z: (rho_read − null_mean) / null_std.
+        null_rhos: the n_null null ρ's.
+        n_points, n_pairs: N and the number of pairs correlated.
+        pairs_subsampled: True when N(N−1)/2 > max_pairs and a seeded subset of pairs was used.
+        ccr, k, d, seed: the settings.
+    """
+
+    rho_read: float
+    null_mean: float
+    null_std: float
+    z: float
+    null_rhos: Float[Tensor, "n_null"]
+    n_points: int
+    n_pairs: int
+    pairs_subsampled: bool
+    ccr: int
+    k: int
+    d: int
+    seed: int
+
+    @property
+    def n_null(self) -> int:
+        return int(self.null_rhos.numel())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["null_rhos"] = self.null_rhos.tolist()
+        out["n_null"] = self.n_null
+        return out
+
+
+def _check_H(H: Tensor, name: str = "H") -> Tensor:
+    if not isinstance(H, Tensor) or H.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D tensor (N, d), got {getattr(H, 'shape', type(H))}")
+    if H.shape[0] < 3:
+        raise ValueError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
+    if not torch.isfinite(H).all():
+        raise ValueError(f"{name} contains NaN or inf activations")
+    return H.detach().to(torch.float64)
+
+
+def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Centered H (float64) and its right singular vectors / singular values; error if constant."""
+    Hc = H - H.mean(0, keepdim=True)
+    scale = H.abs().max().clamp_min(1e-300)
+    if float(Hc.abs().max() / scale) < 1e-12:
+        raise ValueError("activations are constant across points (zero variance after centering); PGA is undefined")
+    _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
+    return Hc, S, Vh
+
+
+def _remove_top(Hc: Tensor, S: Tensor, Vh: Tensor, c: int) -> Tensor:
+    """CCR-c: project out the top-c principal directions of the centered H."""
+    if c == 0:
+        return Hc
+    if c >= int((S > S[0] * 1e-10).sum()):
+        raise ValueError(f"ccr={c} removes all variance (centered H has rank {int((S > S[0] * 1e-10).sum())})")
+    P = Vh[:c]
+    return Hc - (Hc @ P.T) @ P
+
+
+def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | None) -> tuple[Tensor, int]:
+    if not isinstance(readout, Tensor) or readout.ndim != 2:
+        raise ValueError(f"readout must be a 2-D (d, k) basis, got {getattr(readout, 'shape', type(readout))}")
+    if readout.shape[0] != d:
+        raise ValueError(
+            f"readout basis has d={readout.shape[0]} rows but H has d={d} columns; "
+            "the W_U/readout shape does not match the activations"
+        )
+    k = readout.shape[1]
+    if not 1 <= k < d:
+        raise ValueError(f"k must satisfy 1 <= k < d={d}, got k={k}")
+    if not torch.isfinite(readout).all():
+        raise ValueError("readout contains NaN or inf")
+    if null_bases is not None:
+        if null_bases.ndim != 3 or tuple(null_bases.shape[1:]) != (d, k):
+            raise ValueError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
+        n_null = null_bases.shape[0]
+    if n_null < 2:
+        raise ValueError(f"n_null must be >= 2 (the null std needs two subspaces), got {n_null}")
+    return readout.to(torch.float64), n_null
+
+
+def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
+    rhos = torch.empty(bases.shape[0], dtype=torch.float64)
+    for s in range(0, bases.shape[0], batch):
+        Q = bases[s : s + batch].to(torch.float64)
+        sims = cosine_similarities(torch.matmul(Hx, Q), pairs)  # (b, n_pairs), one Gram per basis
+        for t in range(sims.shape[0]):
+            rhos[s + t] = ref.spearman(sims[t])
+    return rhos
+
+
+def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
+    ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
+    if ref.ss == 0.0:
+        raise ValueError("all pairwise distances of H are equal; the rank correlation is undefined")
+    rho = ref.spearman(cosine_similarities(Hx @ readout, pairs))
+    nulls = _null_rhos(ref, Hx, pairs, bases, batch)
+    mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
+    if not math.isfinite(rho) or not torch.isfinite(nulls).all():
+        raise ValueError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
+    if std == 0.0:
+        raise ValueError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
+    d, k = readout.shape
+    return PGAScore(rho, mean, std, (rho - mean) / std, nulls.float(), Hx.shape[0], pairs.n_pairs,
+                    pairs.subsampled, ccr, k, d, seed)
+
+
+def _batch_size(n: int, n_pairs: int, memory_mb: float) -> int:
+    per_basis = 8 * (n * n + 3 * n_pairs)
+    return max(1, int(memory_mb * 2**20 // per_basis))
+
+
+def pga_profile(
+    H: Float[Tensor, "N d"],
+    readout: Float[Tensor, "d k"],
+    *,
+    ccrs: Sequence[int] = (0, 1, 5, 10),
+    n_null: int = 100,
+    null_bases: Float[Tensor, "n_null d k"] | None = None,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    memory_mb: float = 512,
+) -> dict[int, PGAScore]:
+    """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
+
+    Same arguments as :func:`pga_score` with ``ccrs`` a sequence of CCR levels; returns
+    ``{ccr: PGAScore}``.
+    """
+    H = _check_H(H)
+    N, d = H.shape
+    readout, n_null = _check_common(d, readout, n_null, null_bases)
+    ccrs = [int(c) for c in ccrs]
+    if not ccrs or any(c < 0 for c in ccrs):
+        raise ValueError(f"ccr levels must be non-negative integers, got {ccrs}")
+    if null_bases is None:
+        null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
+    Hc, S, Vh = _center_svd(H)
+    pairs = make_pairs(N, max_pairs, seed)
+    if pairs.subsampled:
+        logger.info("PGA: %d points give %d pairs > max_pairs=%d; using %d seeded random pairs",
+                    N, N * (N - 1) // 2, max_pairs, pairs.n_pairs)
+    batch = _batch_size(N, pairs.n_pairs, memory_mb)
+    return {c: _score(_remove_top(Hc, S, Vh, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch)
+            for c in ccrs}
+
+
+def pga_score(
+    H: Float[Tensor, "N d"],
+    readout: Float[Tensor, "d k"],
+    *,
+    n_null: int = 100,
+    ccr: int = 1,
+    null_bases: Float[Tensor, "n_null d k"] | None = None,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    memory_mb: float = 512,
+) -> PGAScore:
+    """Subspace PGA z-score of hidden states H against the readout subspace (DESIGN.md steps 1–5).
+
+    Args:
+        H: (N, d) hidden states at one hook (any float dtype; computed in float64).
+        readout: (d, k) orthonormal readout basis, e.g. :func:`readout_basis` of W_U.
+        n_null: number of Haar-random null subspaces (ignored when ``null_bases`` is given).
+        ccr: CCR level: remove the top-``ccr`` principal directions of the centered H first.
+        null_bases: (n_null, d, k) orthonormal bases to use as the null (reproducible across
+            implementations); default: :func:`haar_bases` with ``seed``.
+        seed: seeds the null bases and, when pairs are subsampled, the pair sample.
+        max_pairs: correlate at most this many pairs; above it a seeded random subset is used
+            and ``pairs_subsampled`` is set (None: always all pairs).
+        memory_mb: bound on the working memory of the batched null projections.
+
+    Our choice: cosine distance of a zero row (e.g. a point whose projection vanishes) is 1 to
+    every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).
+
+    Raises:
+        ValueError: N < 3, NaN/inf, constant activations, readout not matching H, k ≥ d,
+            n_null < 2, a null std of zero.
+
+    Examples:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> V = readout_basis(torch.randn(16, 50, generator=g), 4)
+        >>> H = torch.randn(40, 4, generator=g) @ V.T + 0.01 * torch.randn(40, 16, generator=g)
+        >>> pga_score(H, V, n_null=20, ccr=0).z > 3
+        True
+    """
+    return pga_profile(H, readout, ccrs=(ccr,), n_null=n_null, null_bases=null_bases, seed=seed,
+                       max_pairs=max_pairs, memory_mb=memory_mb)[int(ccr)]
+
+
+# ----------------------------------------------------------------------------- PC1 migration
+@dataclass(frozen=True)
+class PC1Overlap:
+    """Overlap ‖V_kᵀ p_1‖² of the top principal direction with the readout subspace.
+
+    Attributes:
+        overlap: ‖V_kᵀ p_1‖² in [0, 1].
+        expected: k/d, its mean for a uniformly random direction.
+        ratio: overlap / expected.
+        explained_variance: fraction of the total variance along p_1.
+    """
+
+    overlap: float
+    expected: float
+    ratio: float
+    explained_variance: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Overlap:
+    """PC1 migration: how much of the top principal direction p_1 of the centered H lies in V_k.
+
+    Raises:
+        ValueError: as :func:`pga_score` for bad H / readout.
+    """
+    H = _check_H(H)
+    d = H.shape[1]
+    readout, _ = _check_common(d, readout, 2, None)
+    _, S, Vh = _center_svd(H)
+    p1 = Vh[0]
+    ov = float(((readout.T @ p1) ** 2).sum())
+    exp = readout.shape[1] / d
+    return PC1Overlap(ov, exp, ov / exp, float(S[0] ** 2 / (S**2).sum()))
+
+
+# ----------------------------------------------------------------------------- registered
+from tl_geometry.metrics._pga_metric import pga, spectral  # noqa: E402  (registers "pga", "spectral")

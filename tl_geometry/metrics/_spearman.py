@@ -1,0 +1,149 @@
+"""Exact Spearman correlation of pairwise cosine similarities against one fixed reference.
+
+The PGA score compares the ranking of the N(N−1)/2 pairwise distances of the full hidden
+states with the ranking in many k-dimensional subspaces. This module ranks the reference once
+and then, for each subspace, needs one sort of its similarities and a dot product:
+
+With ``r`` the (average) ranks of the reference and ``o`` the permutation that sorts the
+subspace similarities, the subspace rank of pair ``o[j]`` is ``j + 1`` (no ties), so
+
+    Σ_i (r_i − r̄)(q_i − q̄) = Σ_j (r_{o[j]} − r̄) · j,
+
+a gather of the (small, integer) centered reference ranks and a dot with ``arange``; no scatter
+of the subspace ranks is needed. Ties are found from the sorted values and then handled exactly
+like ``scipy.stats.rankdata(method="average")``. Ranks are held doubled (2·rank is an integer for
+average ranks) so that every sum is exact in float64.
+
+Spearman(1 − cos_a, 1 − cos_b) = Spearman(cos_a, cos_b), so cosine *similarities* are ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+_EPS = 1e-30
+
+
+def pair_count(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Which pairs (i < j) of N points enter the correlation.
+
+    Attributes:
+        n_points: N.
+        flat: linear indices ``i·N + j`` into an N×N Gram matrix (all pairs, ``triu`` order),
+            or None when pairs were subsampled.
+        i, j: row indices of the subsampled pairs (None when all pairs are used).
+        subsampled: True when a seeded random subset of pairs is used.
+    """
+
+    n_points: int
+    flat: Tensor | None
+    i: Tensor | None
+    j: Tensor | None
+    subsampled: bool
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.flat.numel() if self.flat is not None else self.i.numel())
+
+
+def make_pairs(n: int, max_pairs: int | None, seed: int) -> Pairs:
+    """All N(N−1)/2 pairs, or ``max_pairs`` pairs drawn uniformly (with a seed) when there are more.
+
+    Our choice (the paper is silent): subsampled pairs are drawn i.i.d. uniformly over unordered
+    pairs i ≠ j (with replacement, which is immaterial when N(N−1)/2 ≫ max_pairs).
+    """
+    total = pair_count(n)
+    if max_pairs is None or total <= max_pairs:
+        iu = torch.triu_indices(n, n, 1)
+        return Pairs(n, iu[0] * n + iu[1], None, None, False)
+    g = torch.Generator().manual_seed(int(seed) + 7919)
+    i = torch.randint(0, n, (max_pairs,), generator=g)
+    j = torch.randint(0, n - 1, (max_pairs,), generator=g)
+    j = j + (j >= i).long()  # uniform over j != i
+    return Pairs(n, None, torch.minimum(i, j), torch.maximum(i, j), True)
+
+
+def unit_rows(Y: Tensor) -> Tensor:
+    """Rows scaled to unit norm; a zero row stays zero (cosine 0 with every other row)."""
+    return Y / Y.norm(dim=-1, keepdim=True).clamp_min(_EPS)
+
+
+def cosine_similarities(Y: Tensor, pairs: Pairs, chunk: int = 1 << 20) -> Tensor:
+    """Cosine similarities of the rows of ``Y`` (…, N, k) at ``pairs``: shape (…, n_pairs)."""
+    U = unit_rows(Y)
+    if pairs.flat is not None:
+        G = U @ U.transpose(-1, -2)
+        return G.flatten(-2).index_select(-1, pairs.flat)
+    out = []
+    for s in range(0, pairs.n_pairs, chunk):
+        i, j = pairs.i[s : s + chunk], pairs.j[s : s + chunk]
+        out.append((U.index_select(-2, i) * U.index_select(-2, j)).sum(-1))
+    return torch.cat(out, dim=-1)
+
+
+def _doubled_average_ranks_sorted(v: Tensor) -> Tensor | None:
+    """2·(average rank) at each position of the sorted vector ``v``; None when there are no ties."""
+    m = v.shape[-1]
+    eq = v[1:] == v[:-1]
+    if not bool(eq.any()):
+        return None
+    pos = torch.arange(m, device=v.device)
+    new = torch.ones(m, dtype=torch.bool, device=v.device)
+    new[1:] = ~eq
+    last = torch.ones(m, dtype=torch.bool, device=v.device)
+    last[:-1] = ~eq
+    start = torch.cummax(torch.where(new, pos, 0), 0).values
+    end = torch.cummin(torch.where(last, pos, m - 1).flip(0), 0).values.flip(0)
+    return start + end + 2  # 1-based: (start + 1) + (end + 1)
+
+
+@dataclass(frozen=True)
+class RankedReference:
+    """The reference vector ranked once: doubled, centered average ranks and their sum of squares."""
+
+    r2c: Tensor  # 2·rank − (M + 1), int32 or int64, exact
+    ss: float  # Σ (rank − mean)²
+    n: int
+
+    @classmethod
+    def from_values(cls, x: Tensor) -> "RankedReference":
+        m = x.shape[-1]
+        v, o = torch.sort(x)
+        r2s = _doubled_average_ranks_sorted(v)
+        if r2s is None:
+            r2s = torch.arange(2, 2 * m + 1, 2, device=x.device)
+        r2 = torch.empty(m, dtype=torch.int64, device=x.device)
+        r2[o] = r2s
+        r2c = r2 - (m + 1)
+        ss = float((r2c.double() ** 2).sum()) / 4.0
+        dtype = torch.int32 if 2 * m + 2 < 2**31 else torch.int64
+        return cls(r2c.to(dtype), ss, m)
+
+    def spearman(self, y: Tensor) -> float:
+        """Spearman correlation between the reference and ``y`` (same length); NaN if ``y`` is constant."""
+        if self.ss == 0.0:
+            return float("nan")
+        m = self.n
+        v, o = torch.sort(y)
+        g = self.r2c.index_select(0, o).double()  # 2·(r − r̄) in y's sorted order
+        q2 = _doubled_average_ranks_sorted(v)
+        if q2 is None:
+            # q_j = j + 1 and Σ g = 0, so the centering of q drops out.
+            cov = float(torch.dot(g, torch.arange(m, dtype=torch.float64, device=y.device))) / 2.0
+            ssq = m * (m * m - 1) / 12.0
+        else:
+            q2c = (q2 - (m + 1)).double()
+            cov = float(torch.dot(g, q2c)) / 4.0
+            ssq = float((q2c**2).sum()) / 4.0
+        if ssq == 0.0:
+            return float("nan")
+        return cov / math.sqrt(self.ss * ssq)
