@@ -1,1 +1,407 @@
-__all__: list[str] = []
+"""Interaction family: AGOP at hook points, AOFE, NFA correlation, depth/width ratio.
+
+Sun, Yang, Zhang, Du, "Law of Neural Interaction: Depth–Width Shape, Interaction Efficiency,
+and Generalization", arXiv 2605.27989.
+
+* The **AGOP** (average gradient outer product) of a function F with respect to an input a is
+  ``G = E[Jᵀ J]``, ``J = ∂F/∂a``. At a hook h of a language model (input space, our default)
+  J_{b,t} = ∂F_b/∂a_{b,t} with F_b all logits of sequence b; averaged over sequences and kept
+  positions. The paper's TinyGPT convention (output space) is ``E[(PJ)(PJ)ᵀ]`` with J the
+  Jacobian of the last-position logits w.r.t. the input embeddings and P a fixed Gaussian
+  projection to 64 dimensions.
+* **AOFE** (average off-diagonal Frobenius energy) ``= ‖G‖_F² − Σ_i G_ii²`` of the symmetrized
+  G; **AOFE ratio** ``= AOFE / ‖G‖_F²`` (0 for a diagonal G, 1 − 1/n for a rank-1 all-equal G):
+  how much of the gradient energy couples different directions.
+* **R_D/W** ``= n_layers / d_model``; the paper's efficient interval is [0.023, 0.047].
+
+The math (this module) is pure functions on tensors; reading a model goes through
+:mod:`tl_geometry.capture` (see :mod:`tl_geometry.metrics._agop` for the gradient loops).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from tl_geometry.registry import register_metric
+from tl_geometry.report import GeometryReport
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AOFE",
+    "aofe",
+    "AGOPResult",
+    "HookAGOP",
+    "agop",
+    "AGOPAccumulator",
+    "wtw_aofe",
+    "projection_matrix",
+    "NFACorrelation",
+    "nfa_correlation",
+    "nfa",
+    "depth_width_ratio",
+    "in_efficient_interval",
+    "EFFICIENT_INTERVAL",
+]
+
+#: The paper's efficient depth/width interval for R_D/W = n_layers / d_model.
+EFFICIENT_INTERVAL: tuple[float, float] = (0.023, 0.047)
+
+
+# ----------------------------------------------------------------------------- AOFE
+@dataclass(frozen=True)
+class AOFE:
+    """AOFE of a square matrix (see :func:`aofe`).
+
+    Attributes:
+        aofe: ‖G‖_F² − Σ_i G_ii² of the symmetrized G.
+        ratio: aofe / ‖G‖_F², in [0, 1).
+        frobenius2: ‖G‖_F² of the symmetrized G.
+    """
+
+    aofe: Float[Tensor, ""]
+    ratio: Float[Tensor, ""]
+    frobenius2: Float[Tensor, ""]
+
+    def to_dict(self) -> dict:
+        return {"aofe": float(self.aofe), "ratio": float(self.ratio), "frobenius2": float(self.frobenius2)}
+
+
+def _check_square(G: Any, name: str = "G") -> Tensor:
+    if not isinstance(G, Tensor):
+        raise TypeError(f"{name} must be a torch tensor, got {type(G).__name__}")
+    if G.ndim != 2 or G.shape[0] != G.shape[1]:
+        raise ValueError(f"{name} must be a square 2-D matrix, got shape {tuple(G.shape)}")
+    if G.shape[0] < 2:
+        raise ValueError(f"{name} must be at least 2 × 2 (no off-diagonal entries in {tuple(G.shape)})")
+    if not torch.isfinite(G).all():
+        raise ValueError(f"{name} has non-finite entries")
+    return G
+
+
+def aofe(G: Float[Tensor, "d d"]) -> AOFE:
+    """Average off-diagonal Frobenius energy of a (symmetrized) matrix.
+
+    The paper's definition: with S = (G + Gᵀ)/2, ``AOFE = ‖S‖_F² − Σ_i S_ii²`` and
+    ``ratio = AOFE / ‖S‖_F²``. Computed in float64.
+
+    Args:
+        G: a square matrix (an AGOP, a Gram WᵀW, ...).
+
+    Returns:
+        :class:`AOFE` with float64 scalar tensors.
+
+    Raises:
+        TypeError: not a tensor. ValueError: not square, smaller than 2 × 2, non-finite, or all
+        zero (the ratio is undefined).
+
+    Examples:
+        >>> import torch
+        >>> float(aofe(torch.eye(3)).ratio)
+        0.0
+        >>> round(float(aofe(torch.ones(4, 4)).ratio), 4)  # (n² − n) / n²
+        0.75
+    """
+    G = _check_square(G).detach().to(torch.float64)
+    S = 0.5 * (G + G.T)
+    frob2 = (S * S).sum()
+    if frob2 == 0:
+        raise ValueError("G is all zero; the AOFE ratio is undefined")
+    diag2 = (torch.diagonal(S) ** 2).sum()
+    off = frob2 - diag2
+    return AOFE(aofe=off, ratio=off / frob2, frobenius2=frob2)
+
+
+def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
+    """AOFE of the Gram ``WᵀW / n`` of a matrix whose rows are vectors (e.g. W_E, vocab × d).
+
+    The paper's weight-side companion of the AGOP: how much the embedding's second moment
+    couples different coordinates.
+    """
+    if not isinstance(W, Tensor) or W.ndim != 2:
+        raise ValueError(f"W must be a 2-D tensor (rows are vectors), got {getattr(W, 'shape', type(W).__name__)}")
+    W = W.detach().to(torch.float64)
+    return aofe(W.T @ W / W.shape[0])
+
+
+def projection_matrix(d_out: int, d_in: int, *, seed: int = 0) -> Float[Tensor, "k v"]:
+    """The paper's fixed Gaussian projection P (d_out × d_in), entries N(0, 1)/√d_out."""
+    if d_out < 2 or d_in < 1:
+        raise ValueError(f"projection needs d_out >= 2 and d_in >= 1, got {d_out}, {d_in}")
+    g = torch.Generator().manual_seed(int(seed) + 7919)
+    return torch.randn(d_out, d_in, generator=g) / d_out**0.5
+
+
+# ----------------------------------------------------------------------------- AGOP statistics
+@dataclass(frozen=True)
+class HookAGOP:
+    """AGOP summary at one hook.
+
+    Attributes:
+        aofe, ratio, trace, frobenius: of the estimated G (ratio = AOFE ratio).
+        stderr: probe-estimator standard error of G in Frobenius norm,
+            sqrt(E‖Ĝ − G‖_F²) estimated from the per-probe-group estimates (0 when exact).
+        rel_stderr: stderr / ‖Ĝ‖_F.
+        aofe_stderr, ratio_stderr, trace_stderr: delete-a-group jackknife standard errors.
+        n_probes: probes used (0 when exact). n_positions: positions averaged over.
+    """
+
+    aofe: float
+    ratio: float
+    trace: float
+    frobenius: float
+    stderr: float
+    rel_stderr: float
+    aofe_stderr: float
+    ratio_stderr: float
+    trace_stderr: float
+    n_probes: int
+    n_positions: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _scalars(G: Tensor) -> tuple[float, float, float]:
+    a = aofe(G)
+    return float(a.aofe), float(a.ratio), float(torch.trace(G.double()))
+
+
+class AGOPAccumulator:
+    """Streaming accumulator of per-probe-group sums of g gᵀ (pure tensors, no model).
+
+    Probe p goes to group ``p % n_groups``; ``update(key, p, g)`` adds ``gᵀ g`` for the rows g
+    (n, d) of one probe's gradients. ``compute`` divides by probes × positions.
+
+    Our choice: the estimator's error is measured over groups of probes (batch means) rather than
+    per probe, which bounds memory at ``n_groups × d²`` per hook whatever ``n_probes``; with
+    ``n_groups == n_probes`` it is the plain per-probe standard error.
+    """
+
+    def __init__(self, n_probes: int, n_groups: int | None = None):
+        if int(n_probes) < 2:
+            raise ValueError(f"n_probes must be >= 2 to estimate a standard error, got {n_probes}")
+        self.n_probes = int(n_probes)
+        self.n_groups = min(self.n_probes, 8 if n_groups is None else int(n_groups))
+        if self.n_groups < 2:
+            raise ValueError(f"n_groups must be >= 2, got {n_groups}")
+        self.sums: dict[str, Tensor] = {}
+        self.n_positions: dict[str, int] = {}
+
+    def update(self, key: str, probe: int, g: Float[Tensor, "n d"]) -> None:
+        if not torch.isfinite(g).all():
+            raise ValueError(f"non-finite gradient at {key!r}")
+        g = g.detach().float()
+        if key not in self.sums:
+            self.sums[key] = torch.zeros(self.n_groups, g.shape[1], g.shape[1], dtype=torch.float32, device=g.device)
+            self.n_positions[key] = 0
+        self.sums[key][probe % self.n_groups] += g.T @ g
+        if probe == 0:
+            self.n_positions[key] += g.shape[0]
+
+    def compute(self, key: str) -> tuple[Float[Tensor, "d d"], HookAGOP]:
+        S, N, P, K = self.sums[key].double(), self.n_positions[key], self.n_probes, self.n_groups
+        if N == 0:
+            raise ValueError(f"no positions accumulated at {key!r}")
+        n_k = torch.tensor([len(range(k, P, K)) for k in range(K)], dtype=torch.float64, device=S.device)
+        G = S.sum(0) / (P * N)
+        G_k = S / (n_k[:, None, None] * N)
+        var1 = (n_k * ((G_k - G) ** 2).sum((1, 2))).sum() / (K - 1)  # per-probe Frobenius variance
+        stderr = float((var1 / P).sqrt())
+        # delete-a-group jackknife for the non-linear scalars
+        jack = [_scalars((S.sum(0) - S[k]) / ((P - n_k[k]) * N)) for k in range(K)]
+        jt = torch.tensor(jack, dtype=torch.float64)
+        jse = ((K - 1) / K * ((jt - jt.mean(0)) ** 2).sum(0)).sqrt().tolist()
+        a, r, tr = _scalars(G)
+        fro = float(G.norm())
+        stats = HookAGOP(a, r, tr, fro, stderr, stderr / fro if fro > 0 else float("nan"),
+                         jse[0], jse[1], jse[2], P, N)
+        return G.float(), stats
+
+
+def exact_stats(G: Float[Tensor, "d d"], n_positions: int) -> HookAGOP:
+    """:class:`HookAGOP` of an exactly computed AGOP (all standard errors 0)."""
+    a, r, tr = _scalars(G)
+    return HookAGOP(a, r, tr, float(G.double().norm()), 0.0, 0.0, 0.0, 0.0, 0.0, 0, int(n_positions))
+
+
+@dataclass(frozen=True)
+class AGOPResult:
+    """AGOPs at one or more hooks (see :func:`agop`).
+
+    Attributes:
+        matrices: hook → G (d × d, float32; 64 × 64 in output space).
+        stats: hook → :class:`HookAGOP`.
+        space: "input" or "output".
+        exact: True when computed from exact Jacobians.
+        seed: probe seed.
+    """
+
+    matrices: Mapping[str, Float[Tensor, "d d"]]
+    stats: Mapping[str, HookAGOP]
+    space: str
+    exact: bool
+    seed: int
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def hooks(self) -> list[str]:
+        return list(self.stats)
+
+    def __getitem__(self, hook: str) -> HookAGOP:
+        return self.stats[hook]
+
+    def to_dict(self) -> dict:
+        return {"space": self.space, "exact": self.exact, "seed": self.seed,
+                "stats": {h: s.to_dict() for h, s in self.stats.items()}, "provenance": dict(self.provenance)}
+
+    def to_report(self, model: Any = None) -> GeometryReport:
+        """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook."""
+        rows = []
+        for h, s in self.stats.items():
+            ex = {"n_probes": s.n_probes, "space": self.space, "exact": self.exact, "n_positions": s.n_positions,
+                  "rel_stderr": s.rel_stderr}
+            rows += [
+                {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
+                {"metric": "agop.aofe_ratio", "value": s.ratio, "hook": h, "extras": {**ex, "stderr": s.ratio_stderr}},
+                {"metric": "agop.trace", "value": s.trace, "hook": h, "extras": {**ex, "stderr": s.trace_stderr}},
+            ]
+        return GeometryReport.from_rows(rows, model=model, seed=self.seed, **dict(self.provenance))
+
+
+# ----------------------------------------------------------------------------- NFA
+@dataclass(frozen=True)
+class NFACorrelation:
+    """Neural-feature-ansatz agreement between a weight Gram and an AGOP.
+
+    Attributes:
+        pearson: Pearson r of the off-diagonal entries (i < j) of W Wᵀ and of G.
+        pearson_sqrt: the same against G^(1/2) (principal square root, negative eigenvalues
+            clipped to 0).
+        n_pairs: number of off-diagonal entries compared, d(d − 1)/2.
+    """
+
+    pearson: float
+    pearson_sqrt: float
+    n_pairs: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _pearson(x: Tensor, y: Tensor) -> float:
+    x, y = x - x.mean(), y - y.mean()
+    den = x.norm() * y.norm()
+    if den == 0:
+        raise ValueError("Pearson correlation undefined: constant off-diagonal entries")
+    return float((x * y).sum() / den)
+
+
+def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFACorrelation:
+    """Pearson correlation of the off-diagonal entries of ``W_in W_inᵀ`` with those of G and G^(1/2).
+
+    The neural feature ansatz (Radhakrishnan et al., Science 2024) states that a trained layer's
+    Gram ``W Wᵀ`` (with W mapping the layer input, here TL's ``W_in`` of shape d_model × d_mlp)
+    is proportional to a power of the AGOP taken with respect to that input; powers 1 and 1/2
+    are both in use.
+
+    Raises:
+        ValueError: shapes disagree, fewer than 3 dimensions (≤ 1 pair), non-finite entries.
+    """
+    if not isinstance(W_in, Tensor) or W_in.ndim != 2:
+        raise ValueError(f"W_in must be a 2-D tensor (d_model × d_mlp), got {getattr(W_in, 'shape', None)}")
+    G = _check_square(G)
+    if W_in.shape[0] != G.shape[0]:
+        raise ValueError(f"W_in has {W_in.shape[0]} input rows but G is {tuple(G.shape)}")
+    if G.shape[0] < 3:
+        raise ValueError("need d >= 3 for a correlation over off-diagonal pairs")
+    W = W_in.detach().double()
+    gram = W @ W.T
+    Gs = 0.5 * (G.double() + G.double().T)
+    evals, evecs = torch.linalg.eigh(Gs)
+    root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
+    iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
+    off = lambda M: M[iu[0], iu[1]]  # noqa: E731
+    return NFACorrelation(_pearson(off(gram), off(Gs)), _pearson(off(gram), off(root)), int(iu.shape[1]))
+
+
+# ----------------------------------------------------------------------------- depth/width
+def depth_width_ratio(model_or_cfg: Any) -> float:
+    """R_D/W = n_layers / d_model of a model, a config, or a mapping with those keys.
+
+    Examples:
+        >>> depth_width_ratio({"n_layers": 30, "d_model": 576})
+        0.052083333333333336
+    """
+    cfg = getattr(model_or_cfg, "cfg", model_or_cfg)
+    get = cfg.get if isinstance(cfg, Mapping) else (lambda k: getattr(cfg, k, None))
+    n_layers, d_model = get("n_layers"), get("d_model")
+    if n_layers is None or d_model is None:
+        raise ValueError(f"need n_layers and d_model; {type(model_or_cfg).__name__} has neither a cfg nor those fields")
+    if isinstance(n_layers, bool) or isinstance(d_model, bool) or int(n_layers) != n_layers or int(d_model) != d_model:
+        raise ValueError(f"n_layers and d_model must be integers, got {n_layers!r}, {d_model!r}")
+    if n_layers < 1 or d_model < 1:
+        raise ValueError(f"n_layers and d_model must be >= 1, got {n_layers}, {d_model}")
+    return int(n_layers) / int(d_model)
+
+
+def in_efficient_interval(ratio: float, interval: tuple[float, float] = EFFICIENT_INTERVAL) -> bool:
+    """Whether R_D/W lies in the paper's efficient interval (closed)."""
+    return interval[0] <= float(ratio) <= interval[1]
+
+
+from tl_geometry.metrics._agop import agop, nfa  # noqa: E402  (model-facing wrappers)
+
+
+@register_metric("agop", needs="gradients", description="AGOP at hooks: AOFE, AOFE ratio, trace (arXiv 2605.27989)")
+def agop_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
+    """AGOP at hooks (default every resid_pre): agop.aofe, agop.aofe_ratio, agop.trace."""
+    return agop(model, tokens, hooks=hooks, **options).to_report(model)
+
+
+@register_metric("wtw_aofe", needs="weights", description="AOFE ratio of the embedding Gram WᵀW / vocab")
+def wtw_aofe_metric(model, tokens=None, *, hooks=None, matrix: str = "W_E") -> GeometryReport:
+    """AOFE ratio of WᵀW / n for W_E (vocab × d; or W_U transposed): row wtw.aofe_ratio."""
+    from tl_geometry import capture
+
+    if matrix not in ("W_E", "W_U"):
+        raise ValueError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
+    W = capture.weight(model, matrix)
+    W = W.T if matrix == "W_U" else W
+    a = wtw_aofe(W)
+    return GeometryReport.from_rows(
+        [{"metric": "wtw.aofe_ratio", "value": float(a.ratio), "extras": {"aofe": float(a.aofe), "matrix": matrix}}],
+        model=model,
+    )
+
+
+@register_metric("depth_width", needs="weights", description="R_D/W = n_layers/d_model vs the efficient interval")
+def depth_width_metric(model, tokens=None, *, hooks=None) -> GeometryReport:
+    """R_D/W and whether it lies in [0.023, 0.047]: row depth_width.ratio."""
+    r = depth_width_ratio(model)
+    return GeometryReport.from_rows(
+        [{"metric": "depth_width.ratio", "value": r,
+          "extras": {"in_interval": in_efficient_interval(r), "interval": list(EFFICIENT_INTERVAL)}}],
+        model=model,
+    )
+
+
+@register_metric("nfa", needs="gradients", description="NFA: corr(W_in W_inᵀ, AGOP at the MLP input) per layer")
+def nfa_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
+    """Per layer: nfa.corr (vs AGOP) and nfa.corr_sqrt (vs AGOP^(1/2)) at blocks.{l}.ln2.hook_normalized."""
+    if hooks is not None:
+        raise ValueError("nfa chooses its own hooks (blocks.{l}.ln2.hook_normalized); pass layers=[...] instead")
+    res = nfa(model, tokens, **options)
+    rows = []
+    for h, c in res.items():
+        rows += [
+            {"metric": "nfa.corr", "value": c.pearson, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 1.0}},
+            {"metric": "nfa.corr_sqrt", "value": c.pearson_sqrt, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 0.5}},
+        ]
+    return GeometryReport.from_rows(rows, model=model)

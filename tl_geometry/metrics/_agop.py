@@ -1,0 +1,287 @@
+"""Model-facing AGOP loops for :mod:`tl_geometry.metrics.interaction` (the thin wrappers).
+
+The model is read only through :mod:`tl_geometry.capture` (``grad_capture`` for the activation
+graph, ``valid_mask`` for BOS/padding, ``weight`` for W_in); the math is in ``interaction.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from tl_geometry import capture
+from tl_geometry.metrics.interaction import (
+    AGOPAccumulator,
+    AGOPResult,
+    NFACorrelation,
+    exact_stats,
+    nfa_correlation,
+    projection_matrix,
+)
+
+logger = logging.getLogger(__name__)
+
+#: exact=True refuses Jacobians larger than this many entries per sequence.
+EXACT_MAX_ENTRIES = 50_000_000
+_AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any):
+    """Evaluate in eval mode (dropout off) and restore train mode afterwards."""
+    was_training = bool(getattr(model, "training", False))
+    if was_training:
+        logger.info("agop: model was in train mode; evaluating in eval mode and restoring it")
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
+
+
+def _float32(model: Any) -> Any:
+    """The model itself when it computes in float32/64, else a float32 copy (bf16/fp16 models)."""
+    dtype = getattr(model.cfg, "dtype", torch.float32)
+    if dtype in (torch.float32, torch.float64):
+        return model
+    logger.info("agop: model dtype %s; computing on a float32 copy", dtype)
+    m = copy.deepcopy(model).to(torch.float32)
+    m.cfg.dtype = torch.float32
+    return m
+
+
+def _check_hooks(hooks: Sequence[str]) -> None:
+    bad = [h for h in hooks if h in _AFTER_UNEMBED or (h.startswith("unembed.") and h != "unembed.hook_in")]
+    if bad:
+        raise ValueError(f"hooks {bad} lie past the unembedding: no logits depend on them; choose a hook before it")
+
+
+def _check_acts(acts: dict, hooks: Sequence[str]) -> list[Tensor]:
+    missing = [h for h in hooks if h not in acts]
+    if missing:
+        raise ValueError(f"hooks {missing} never fired during the forward pass")
+    for h in hooks:
+        if acts[h].ndim != 3:
+            raise ValueError(f"AGOP needs (batch, pos, d) activations; {h!r} has shape {tuple(acts[h].shape)}")
+    return [acts[h] for h in hooks]
+
+
+def _replace(hook: str, x: Tensor):
+    def fn(act: Tensor, hook: Any = None) -> Tensor:
+        return x
+
+    return [(hook, fn)]
+
+
+def _input_probes(model, tokens, hooks, mask, n_probes, n_groups, seed, batch_size, progress):
+    from tqdm.auto import tqdm
+
+    device = capture.model_device(model)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    acc = AGOPAccumulator(n_probes, n_groups)
+    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop", disable=not progress, leave=False):
+        batch, m = tokens[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
+        if not m.any():
+            continue
+        with capture.grad_capture(model, hooks) as acts, torch.enable_grad():
+            logits = model(batch)
+            xs = _check_acts(acts, hooks)
+            for p in range(n_probes):
+                u = torch.randn(logits.shape, generator=gen, device=device, dtype=logits.dtype)
+                grads = torch.autograd.grad((u * logits).sum(), xs, retain_graph=p < n_probes - 1, allow_unused=True)
+                for h, g in zip(hooks, grads):
+                    if g is None:
+                        raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+                    acc.update(h, p, g[m])
+    out = {h: acc.compute(h) for h in hooks}
+    return {h: v[0] for h, v in out.items()}, {h: v[1] for h, v in out.items()}
+
+
+def _input_exact(model, tokens, hooks, mask, progress):
+    from tqdm.auto import tqdm
+
+    device = capture.model_device(model)
+    mats, stats = {}, {}
+    for h in hooks:
+        G, n = None, 0
+        for b in tqdm(range(tokens.shape[0]), desc=f"exact {h}", disable=not progress, leave=False):
+            seq, keep = tokens[b : b + 1].to(device), mask[b].to(device)
+            if not keep.any():
+                continue
+            with capture.grad_capture(model, [h]) as acts, torch.no_grad():
+                logits = model(seq)
+            a0 = _check_acts(acts, [h])[0].detach()
+            if logits.numel() * a0.numel() > EXACT_MAX_ENTRIES:
+                raise ValueError(f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes")
+
+            def f(x: Tensor) -> Tensor:
+                with model.hooks(fwd_hooks=_replace(h, x)):
+                    return model(seq)
+
+            jac = torch.func.jacrev(f)(a0)  # (1, T, V, 1, T, d)
+            J = jac.detach()[0, :, :, 0].reshape(-1, a0.shape[1], a0.shape[2])[:, keep].double()  # (T·V, kept, d)
+            Gb = torch.einsum("nsd,nse->de", J, J)
+            G = Gb if G is None else G + Gb
+            n += int(keep.sum())
+        if G is None:
+            raise ValueError("no valid token positions after dropping BOS/padding")
+        G = G / n
+        mats[h], stats[h] = G.float(), exact_stats(G, n)
+    return mats, stats
+
+
+def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exact, proj_dim, progress):
+    from tqdm.auto import tqdm
+
+    device = capture.model_device(model)
+    P = projection_matrix(proj_dim, model.cfg.d_vocab, seed=seed).to(device)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    acc = None if exact else AGOPAccumulator(n_probes, n_groups)
+    G_exact, n_seq = torch.zeros(proj_dim, proj_dim, dtype=torch.float64, device=device), 0
+    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False):
+        batch = tokens[start : start + batch_size].to(device)
+        with capture.grad_capture(model, [hook]) as acts, torch.no_grad():
+            model(batch)
+        x0 = _check_acts(acts, [hook])[0].detach()
+
+        def f(x: Tensor) -> Tensor:
+            with model.hooks(fwd_hooks=_replace(hook, x)):
+                return model(batch)[:, -1] @ P.T  # (B, k)
+
+        if exact:
+            _, vjp_fn = torch.func.vjp(f, x0)
+            eye = torch.eye(proj_dim, device=device)[:, None, :].expand(proj_dim, batch.shape[0], proj_dim)
+            (PJ,) = torch.func.vmap(vjp_fn)(eye.contiguous())  # (k, B, T, d)
+            PJ = PJ.detach().flatten(2).transpose(0, 1).double()  # (B, k, T·d)
+            if not torch.isfinite(PJ).all():
+                raise ValueError(f"non-finite gradient at {hook!r}")
+            G_exact += torch.einsum("bkn,bln->kl", PJ, PJ)
+        else:
+            for p in range(n_probes):
+                v = torch.randn(x0.shape, generator=gen, device=device, dtype=x0.dtype)
+                _, jv = torch.func.jvp(f, (x0,), (v,))
+                acc.update(hook, p, jv)
+        n_seq += batch.shape[0]
+    if exact:
+        G = G_exact / n_seq
+        return {hook: G.float()}, {hook: exact_stats(G, n_seq)}
+    G, s = acc.compute(hook)
+    return {hook: G}, {hook: s}
+
+
+def agop(
+    model: Any,
+    tokens: Tensor,
+    *,
+    hooks: Sequence[str] | None = None,
+    n_probes: int = 64,
+    space: str = "input",
+    seed: int = 0,
+    exact: bool = False,
+    batch_size: int = 8,
+    n_groups: int | None = None,
+    projection_dim: int = 64,
+    progress: bool = True,
+) -> AGOPResult:
+    """AGOP at hook points, estimated with Gaussian probes (or exactly on tiny models).
+
+    Input space (default, DESIGN.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
+    ``J_{b,t} = ∂F_b/∂a_{b,t}``, F_b all logits of sequence b, a the activation at hook h; BOS and
+    padding positions dropped as :func:`tl_geometry.capture.valid_mask` does. Estimator: probes
+    u ~ N(0, I) over the logits, ``g = ∂(u·F)/∂a`` (one backward per probe serves every hook),
+    ``E[g gᵀ] = JᵀJ``.
+
+    Output space (the paper's TinyGPT convention): ``G = mean_b (P J_b)(P J_b)ᵀ`` (proj_dim ×
+    proj_dim), J_b the Jacobian of the last-position logits w.r.t. the activation at the single
+    hook (default ``blocks.0.hook_resid_pre``: token + position embeddings), P fixed Gaussian
+    (:func:`projection_matrix`); estimated with JVP probes v ~ N(0, I) (``E[(PJv)(PJv)ᵀ]``).
+
+    Args:
+        model: HookedTransformer or TransformerBridge; bf16/fp16 models are computed on a float32
+            copy; a model in train mode is evaluated in eval mode and restored.
+        tokens: (batch, pos) token ids, pos ≤ n_ctx.
+        hooks: hook names (default every ``blocks.{l}.hook_resid_pre``; one hook in output space).
+        n_probes: probes (≥ 2; ignored when ``exact``).
+        space: "input" or "output".
+        seed: probe seed (and the projection's seed in output space).
+        exact: exact Jacobians via ``torch.func`` (tiny models only): the reference.
+        batch_size: sequences per forward pass (bounds memory).
+        n_groups: probe groups for the standard error (default min(n_probes, 8)).
+        projection_dim: rows of P in output space (64 in the paper).
+
+    Returns:
+        :class:`AGOPResult` (matrices, per-hook AOFE / ratio / trace / standard errors).
+
+    Raises:
+        ValueError: n_probes < 2, unknown space, tokens longer than n_ctx, a hook past the
+            unembedding or one the logits do not depend on, non-finite gradients.
+    """
+    capture.check_model(model)
+    if space not in ("input", "output"):
+        raise ValueError(f"space must be 'input' or 'output', got {space!r}")
+    if not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
+        raise ValueError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    tokens = capture.check_tokens(model, tokens)
+    if hooks is None:
+        hooks = capture.resid_hooks(model, "pre") if space == "input" else ["blocks.0.hook_resid_pre"]
+    hooks = capture.validate_hooks(model, hooks)
+    _check_hooks(hooks)
+    if space == "output" and len(hooks) != 1:
+        raise ValueError(f"output space takes one hook (the input embeddings), got {len(hooks)}")
+    mask = capture.valid_mask(model, tokens)
+    if not mask.any():
+        raise ValueError("no valid token positions after dropping BOS/padding")
+    work = _float32(model)
+    with _eval_mode(work):
+        if space == "output":
+            mats, stats = _output_space(work, tokens, hooks[0], int(n_probes), n_groups, seed, int(batch_size),
+                                        exact, int(projection_dim), progress)
+        elif exact:
+            mats, stats = _input_exact(work, tokens, hooks, mask, progress)
+        else:
+            mats, stats = _input_probes(work, tokens, hooks, mask, int(n_probes), n_groups, seed, int(batch_size), progress)
+    prov = {"agop_space": space, "agop_exact": bool(exact), "n_tokens": int(tokens.numel()),
+            "tokens_shape": list(tokens.shape)}
+    return AGOPResult(matrices=mats, stats=stats, space=space, exact=bool(exact), seed=int(seed), provenance=prov)
+
+
+def nfa(
+    model: Any,
+    tokens: Tensor,
+    *,
+    layers: Sequence[int] | None = None,
+    n_probes: int = 64,
+    seed: int = 0,
+    exact: bool = False,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> dict[str, NFACorrelation]:
+    """NFA correlation per layer: W_in W_inᵀ against the AGOP at ``blocks.{l}.ln2.hook_normalized``.
+
+    The AGOP is taken w.r.t. the normalized MLP input; where the LayerNorm keeps a weight w (not
+    folded), the Gram uses ``diag(w) W_in`` so that both sides see the same input.
+    """
+    capture.check_model(model)
+    n = model.cfg.n_layers
+    layers = list(range(n)) if layers is None else [int(l) for l in layers]
+    if not layers or any(not 0 <= l < n for l in layers):
+        raise ValueError(f"layers must be a non-empty subset of range({n}), got {layers}")
+    hooks = [f"blocks.{l}.ln2.hook_normalized" for l in layers]
+    res = agop(model, tokens, hooks=hooks, n_probes=n_probes, seed=seed, exact=exact, batch_size=batch_size, progress=progress)
+    W_in = capture.weight(model, "W_in")
+    out = {}
+    for l, h in zip(layers, hooks):
+        W = W_in[l].float()
+        ln_w = getattr(getattr(model.blocks[l], "ln2", None), "w", None)
+        if isinstance(ln_w, Tensor) and ln_w.shape == (W.shape[0],):
+            W = ln_w.detach().float()[:, None] * W
+        out[h] = nfa_correlation(W, res.matrices[h])
+    return out
