@@ -1,0 +1,117 @@
+"""jobs.py: the crash-safe JSON-lines results file shared by sweeps (packing, shape, models)."""
+
+import json
+import os
+
+import pytest
+
+from tl_geometry.jobs import ResultsFile, job_key, read_records, run_jobs
+
+
+def _raw_lines(path):
+    return [l for l in open(path, encoding="utf-8").read().split("\n") if l]
+
+
+def test_job_key_is_order_independent_and_canonical():
+    assert job_key({"a": 1, "b": [1, 2]}) == job_key({"b": [1, 2], "a": 1})
+    assert job_key({"a": 1}) != job_key({"a": 2})
+    assert json.loads(job_key({"b": 1, "a": 2})) == {"a": 2, "b": 1}
+
+
+def test_append_and_read_back(tmp_path):
+    rf = ResultsFile(tmp_path / "sub" / "r.jsonl")  # parent folder is created
+    rf.append({"k": 1}, {"value": 0.5})
+    rf.append({"k": 2}, {"error": "boom"}, status="error")
+    recs = rf.records()
+    assert [r["params"] for r in recs] == [{"k": 1}, {"k": 2}]
+    assert [r["status"] for r in recs] == ["ok", "error"]
+    assert recs[0]["value"] == 0.5
+    assert rf.finished_keys() == {job_key({"k": 1})}
+    assert rf.finished_keys(include_errors=True) == {job_key({"k": 1}), job_key({"k": 2})}
+    assert rf.done({"k": 1}) and not rf.done({"k": 2}) and rf.done({"k": 2}, include_errors=True)
+    # every record is exactly one line
+    assert len(_raw_lines(rf.path)) == 2
+
+
+def test_missing_file_reads_empty(tmp_path):
+    assert read_records(tmp_path / "nope.jsonl") == []
+    assert ResultsFile(tmp_path / "nope.jsonl").repair() == 0
+
+
+def test_torn_last_line_is_ignored_repaired_and_not_glued(tmp_path):
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    rf.append({"k": 1}, {"v": 1})
+    with open(p, "a", encoding="utf-8") as f:  # what a SIGKILL mid-write leaves behind
+        f.write('{"key": "{\\"k\\":2}", "params": {"k": 2}, "sta')
+    assert [r["params"] for r in read_records(p)] == [{"k": 1}]
+    # an append after the torn line starts on a fresh line: the new record survives whole
+    rf.append({"k": 3}, {"v": 3})
+    assert [r["params"] for r in read_records(p)] == [{"k": 1}, {"k": 3}]
+    assert rf.repair() == 1
+    assert all(json.loads(l) for l in _raw_lines(p))
+    assert rf.repair() == 0
+
+
+def test_bad_status_and_directory_path(tmp_path):
+    rf = ResultsFile(tmp_path / "r.jsonl")
+    with pytest.raises(ValueError, match="status must be 'ok' or 'error'"):
+        rf.append({"k": 1}, {}, status="done")
+    with pytest.raises(ValueError, match="is a directory"):
+        ResultsFile(tmp_path)
+
+
+def test_run_jobs_resumes_and_skips_finished(tmp_path):
+    p = tmp_path / "r.jsonl"
+    calls = []
+
+    def fn(params):
+        calls.append(params["i"])
+        return {"sq": params["i"] ** 2}
+
+    jobs = [{"i": i} for i in range(4)]
+    out = list(run_jobs(jobs[:2], fn, p, progress=False))
+    assert [r["sq"] for r in out] == [0, 1]
+    out = list(run_jobs(jobs, fn, p, progress=False))
+    assert [r["params"]["i"] for r in out] == [2, 3]
+    assert calls == [0, 1, 2, 3]  # each job ran exactly once
+    assert sorted(r["sq"] for r in read_records(p)) == [0, 1, 4, 9]
+
+
+def test_run_jobs_errors_recorded_and_retried_on_request(tmp_path):
+    p = tmp_path / "r.jsonl"
+    fail = {"on": True}
+
+    def fn(params):
+        if params["i"] == 1 and fail["on"]:
+            raise RuntimeError("bad cell")
+        return {"v": params["i"]}
+
+    jobs = [{"i": 0}, {"i": 1}]
+    out = list(run_jobs(jobs, fn, p, catch=True, progress=False))
+    assert [r["status"] for r in out] == ["ok", "error"]
+    assert "RuntimeError: bad cell" in out[1]["error"]
+    fail["on"] = False
+    assert list(run_jobs(jobs, fn, p, catch=True, progress=False)) == []  # errors not retried
+    out = list(run_jobs(jobs, fn, p, catch=True, retry_errors=True, progress=False))
+    assert [(r["params"]["i"], r["status"]) for r in out] == [(1, "ok")]
+
+
+def test_run_jobs_without_catch_writes_nothing_for_the_failed_job(tmp_path):
+    p = tmp_path / "r.jsonl"
+
+    def fn(params):
+        if params["i"] == 1:
+            raise ValueError("no")
+        return {}
+
+    with pytest.raises(ValueError, match="no"):
+        list(run_jobs([{"i": 0}, {"i": 1}, {"i": 2}], fn, p, progress=False))
+    assert [r["params"]["i"] for r in read_records(p)] == [0]
+
+
+def test_nan_and_inf_values_survive(tmp_path):
+    rf = ResultsFile(tmp_path / "r.jsonl")
+    rf.append({"k": 1}, {"v": float("nan"), "w": float("inf")})
+    (rec,) = rf.records()
+    assert rec["v"] != rec["v"] and rec["w"] == float("inf")
