@@ -1,0 +1,227 @@
+"""Figures and plain-language readings of a GeometryReport, on synthetic reports."""
+
+import logging
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from synthetic_report import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
+
+from tl_geometry import plotting, readings  # noqa: E402
+from tl_geometry.report import GeometryReport  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def full_report():
+    return make_report()
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+# ----------------------------------------------------------------------------- figures
+@pytest.mark.parametrize("name", list(plotting.FIGURES))
+def test_every_figure_is_optional(name):
+    fn = plotting.FIGURES[name][0]
+    assert fn(GeometryReport.from_rows([], model="empty")) is None
+
+
+def test_figures_present_match_families():
+    assert set(plotting.figures(make_report(families=("capacity",)))) == {"cosine_histogram", "capacity_curve"}
+    assert set(plotting.figures(make_report(families=("sae",)))) == {"sae_widths"}
+    assert set(plotting.figures(make_report())) == set(plotting.FIGURES)
+
+
+def test_save_figures_writes_pngs(tmp_path, full_report):
+    paths = plotting.save_figures(full_report, tmp_path)
+    assert set(paths) == set(plotting.FIGURES)
+    for p in paths.values():
+        assert p.parent == tmp_path and p.read_bytes()[:8] == PNG
+
+
+def test_cosine_histogram_marks_mu_and_epsilon(full_report):
+    fig = plotting.plot_cosine_histogram(full_report)
+    assert len(fig.axes) == 2
+    for ax, mat in zip(fig.axes, ("W_E", "W_U")):
+        row = next(r for r in full_report.rows if r.metric == f"epsilon.{mat}")
+        xs = {round(float(line.get_xdata()[0]), 9) for line in ax.lines}
+        assert round(row.extras["mean"], 9) in xs and round(row.value, 9) in xs
+        assert mat in ax.get_title()
+
+
+def test_pga_one_line_per_ccr_in_layer_order(full_report):
+    fig = plotting.plot_pga(full_report)
+    ax = fig.axes[0]
+    labelled = {line.get_label().split()[0]: line for line in ax.lines if line.get_label().startswith("CCR")}
+    assert set(labelled) == {"CCR-0", "CCR-1", "CCR-5"}
+    # slow reference: sort the rows of CCR 1 by position (embed=-1, final=n_layers) by hand
+    pos = {"hook_embed": -1, "ln_final.hook_normalized": N_LAYERS}
+    rows = [r for r in full_report.rows if r.metric == "pga.z" and r.extras["ccr"] == 1]
+    ref = sorted(((pos.get(r.hook, r.layer), r.value) for r in rows))
+    line = labelled["CCR-1"]
+    np.testing.assert_allclose(line.get_xdata(), [x for x, _ in ref])
+    np.testing.assert_allclose(line.get_ydata(), [y for _, y in ref])
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "embed"
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "final"
+    # second panel: PC1 overlap with the k/d reference line
+    assert any(abs(float(l.get_ydata()[0]) - 16 / D_MODEL) < 1e-12 for l in fig.axes[1].lines)
+
+
+def test_spectral_panels_only_for_present_metrics():
+    rows = [{"metric": "spectral.rankme", "hook": f"blocks.{l}.hook_resid_post", "value": 1.0 + l} for l in range(3)]
+    fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
+    visible = [ax for ax in fig.axes if ax.axison]
+    assert len(visible) == 1 and "RankMe" in visible[0].get_title()
+
+
+def test_aofe_title_names_depth_width(full_report):
+    fig = plotting.plot_aofe(full_report)
+    assert "R_D/W" in fig.axes[0].get_title()
+    assert fig.axes[0].get_ylim() == (0, 1.05)
+
+
+def test_sae_widths_bound_off_chart():
+    rows = [{"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
+            {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.5}}]
+    fig = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m"))
+    ax = fig.axes[0]
+    assert any("off the chart" in t.get_text() for t in ax.texts)
+    assert np.allclose(ax.collections[0].get_offsets()[:, 0], 1.0, atol=0.5)
+
+
+def test_broken_figure_is_skipped(monkeypatch, caplog, full_report):
+    def boom(report):
+        raise RuntimeError("bad rows")
+
+    monkeypatch.setitem(plotting.FIGURES, "pga_z", (boom, "broken"))
+    with caplog.at_level(logging.ERROR, logger="tl_geometry.plotting"):
+        figs = plotting.figures(full_report)
+    assert "pga_z" not in figs and "capacity_curve" in figs
+    assert "pga_z failed" in caplog.text
+
+
+def _slow_log10_capacity(d, eps, C=0.458, a=1.067, b=1.447, c=0.972):
+    """DESIGN.md full form computed literally (small d, ε only: no overflow), without the ceil."""
+    k = (d * math.exp((d**c * eps**2 / C) ** (1 / b))) ** (1 / a)
+    return math.log10(k)
+
+
+@pytest.mark.parametrize("d,eps", [(16, 0.1), (64, 0.3), (128, 0.5), (576, 0.2)])
+def test_log10_capacity_matches_formula(d, eps):
+    assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(_slow_log10_capacity(d, eps), rel=1e-12)
+
+
+def test_log10_capacity_matches_package_capacity():
+    cap = pytest.importorskip("tl_geometry.metrics.capacity")
+    if not hasattr(cap, "capacity"):
+        pytest.skip("tl_geometry.capacity not landed")
+    for d, eps in [(64, 0.3), (576, 0.15)]:
+        k = cap.capacity(d, eps, form="full")
+        # the package rounds up (ceil); compare in log space
+        assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(math.log10(k), abs=1e-6 + math.log10(1 + 1 / k))
+
+
+def test_capacity_curve_too_wide_for_float_stays_finite():
+    big = GeometryReport.from_rows(epsilon_rows(mean=0.9, std=0.05, d=16384), model="huge")
+    fig = plotting.plot_capacity_curve(big)
+    ys = np.concatenate([line.get_ydata() for line in fig.axes[0].lines])
+    assert np.isfinite(ys).all()
+
+
+@pytest.mark.parametrize(
+    "extras",
+    [
+        {"histogram": {"counts": [1, 2], "edges": [0, 0.5, 1]}},
+        {"histogram": [[1, 2], [0, 0.5, 1]]},
+        {"counts": [1, 2], "edges": [0, 0.5, 1]},
+        {"hist_counts": [1, 2], "hist_edges": [0, 0.5, 1]},
+    ],
+)
+def test_histogram_of_accepts_shapes(extras):
+    counts, edges = plotting.histogram_of(extras)
+    np.testing.assert_array_equal(counts, [1, 2])
+    np.testing.assert_array_equal(edges, [0, 0.5, 1])
+
+
+def test_histogram_of_rejects_inconsistent(caplog):
+    with caplog.at_level(logging.WARNING, logger="tl_geometry.plotting"):
+        assert plotting.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 1]}}) is None
+    assert "ignoring a histogram" in caplog.text
+    assert plotting.histogram_of({"mean": 0.1}) is None
+
+
+# ----------------------------------------------------------------------------- readings
+@pytest.mark.parametrize("eps,cls", [(0.25, "Class 1"), (0.2, "boundary"), (0.1, "boundary"), (0.05, "Class 2")])
+def test_epsilon_class(eps, cls):
+    assert readings.epsilon_class(eps) == cls
+
+
+def test_published_table():
+    models = readings.published_models()
+    assert len(models) == 45
+    by_name = {m.name: m for m in models}
+    assert (by_name["Gemma-3-270M"].d_model, by_name["Gemma-3-270M"].epsilon) == (640, 0.41554)
+    assert (by_name["Llama-2-7B"].d_model, by_name["Llama-2-7B"].epsilon) == (4096, 0.0645)
+
+
+def test_fallback_table_matches(monkeypatch):
+    """The copy of Table 1 in readings.py equals the one the package ships/uses."""
+    embedded = readings._normalize([tuple(e.split()) for e in readings._TABLE1.replace("\n", " ").split(";")])
+    assert sorted((m.name, m.d_model, m.epsilon) for m in embedded) == sorted(
+        (m.name, m.d_model, m.epsilon) for m in readings.published_models()
+    )
+
+
+def test_closest_published_brute_force():
+    models = readings.published_models()
+    for eps in np.linspace(0.01, 0.99, 23):
+        got = readings.closest_published(float(eps), models)
+        same = [m for m in models if readings.epsilon_class(m.epsilon) == readings.epsilon_class(float(eps))] or models
+        best = min(abs(m.epsilon - eps) for m in same)
+        assert abs(got.epsilon - eps) == best
+
+
+def test_capacity_reading_names_class_and_published_model():
+    rows = epsilon_rows(mean=0.45 - 2 * 0.0, std=0.0)  # ε = 0.45 for W_E
+    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    assert "ε = 0.45" in text and "Class 1" in text and "Gemma-3-270M (0.416" in text
+
+
+def test_sections_are_optional():
+    assert readings.sections(GeometryReport.from_rows([], model="m")) == {}
+    assert list(readings.sections(make_report(families=("sae",)))) == ["SAE comparison"]
+    assert list(readings.sections(make_report())) == ["Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"]
+
+
+def test_pga_reading_counts_negative_layers(full_report):
+    rows = [r for r in full_report.rows if r.metric == "pga.z" and r.extras["ccr"] == 0]
+    n_neg = sum(r.value < 0 for r in rows)
+    line = next(s for s in readings.read_pga(full_report) if s.startswith("PGA CCR-0"))
+    peak = max(r.value for r in rows)
+    assert f"{peak:.3g}" in line
+    assert (f"z < 0 at {n_neg} of {len(rows)}" in line) if n_neg else ("z ≥ 0 at all" in line)
+
+
+def test_depth_width_reading():
+    rows = [{"metric": "depth_width.ratio", "value": 30 / 576, "extras": {"in_interval": False, "interval": [0.023, 0.047]}}]
+    (line,) = readings.read_interaction(GeometryReport.from_rows(rows, model="m"))
+    assert "0.0521" in line and "above" in line
+
+
+def test_summary_table(full_report):
+    table = readings.summary_table(full_report)
+    lines = table.splitlines()
+    assert len(lines) == 2 + len(full_report.metrics)
+    z = [r.value for r in full_report.rows if r.metric == "pga.z"]
+    assert next(l for l in lines if l.startswith("pga.z ")).split()[1] == str(len(z))
+    assert readings.summary_table(GeometryReport()) == "(empty report)"

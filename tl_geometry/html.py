@@ -1,0 +1,225 @@
+"""The report a researcher reads: self-contained ``index.html``, ``report.md``, PNG figures.
+
+:func:`write_outputs` is what ``tl-geometry report`` calls at the end of a run::
+
+    out = tg.html.write_outputs(report, "reports/smollm2-135m")
+    # reports/smollm2-135m/{report.json, report.md, index.html, *.png}
+
+``index.html`` embeds every figure as a base64 PNG data URI, so the single file can be mailed
+or attached; next to each figure it prints a short plain-language reading of the numbers and the
+papers' published numbers (:mod:`tl_geometry.readings`). Sections appear only when their rows are
+present; a report whose provenance says it is partial (``partial``/``interrupted``) gets a banner.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+import math
+import os
+from pathlib import Path
+from typing import Mapping
+
+from tl_geometry.readings import sections
+from tl_geometry.report import GeometryReport
+
+__all__ = ["OutputExistsError", "check_out_dir", "render_markdown", "write_html", "write_outputs", "OUTPUT_FILES"]
+
+OUTPUT_FILES = ("report.json", "report.md", "index.html")
+
+# Which figures illustrate which section of the readings.
+_SECTION_FIGURES = {
+    "Capacity": ("cosine_histogram", "capacity_curve", "epsilon_by_layer"),
+    "Subspace PGA": ("pga_z",),
+    "Spectral": ("spectral",),
+    "Interaction": ("aofe_ratio",),
+    "SAE comparison": ("sae_widths",),
+}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+.banner{background:#fff3cd;border:1px solid #e0c36c;padding:.6em 1em;border-radius:4px}
+ul.reading li{margin:.25em 0} figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:.9em}
+table{border-collapse:collapse;font-size:.85em} td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
+th{background:#f6f6f6} td.num{text-align:right;font-variant-numeric:tabular-nums}
+details{margin-top:1em} .prov td:first-child{font-weight:600}
+"""
+
+
+class OutputExistsError(FileExistsError, ValueError):
+    """The output directory exists and is not empty; pass ``force=True`` to write into it.
+
+    A ``ValueError`` too, so the CLI reports it as a bad argument (exit code 2).
+    """
+
+
+def check_out_dir(out_dir: str | os.PathLike, *, force: bool = False) -> Path:
+    """Refuse a non-empty existing ``out_dir`` unless ``force`` (call it before a long run).
+
+    Raises:
+        OutputExistsError: ``out_dir`` exists, is not empty, and ``force`` is false.
+        NotADirectoryError: ``out_dir`` exists and is a file.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output path {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise OutputExistsError(
+            f"output directory {out} already exists and is not empty; pass --force to overwrite the "
+            f"report files in it (other files are never deleted)"
+        )
+    return out
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+        return f"{v:.3e}"
+    return f"{v:.4g}"
+
+
+def _partial_note(report: GeometryReport) -> str | None:
+    prov = report.provenance
+    if prov.get("partial") or prov.get("interrupted"):
+        missing = prov.get("missing_metrics") or prov.get("missing") or []
+        extra = f" Missing: {', '.join(map(str, missing))}." if missing else ""
+        return f"This report is partial: the run was interrupted before every metric finished.{extra}"
+    return None
+
+
+def _esc(x) -> str:
+    return _html.escape(str(x), quote=True)
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapping[str, str | os.PathLike]) -> Path:
+    """Write ``out_dir/index.html``: readings, embedded figures, provenance and the full table.
+
+    Args:
+        report: the results.
+        out_dir: directory to write into (created if missing; existing ``index.html`` replaced).
+        figures: ``{figure name: PNG path}`` as returned by
+            :func:`tl_geometry.plotting.save_figures`; each is embedded as a base64 data URI.
+
+    Returns:
+        The path of ``index.html``.
+
+    Raises:
+        FileNotFoundError: a figure path does not exist.
+    """
+    from tl_geometry.plotting import FIGURES
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figs = {name: Path(p) for name, p in figures.items()}
+    missing = [str(p) for p in figs.values() if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"figure files not found: {missing}")
+    prov = dict(report.provenance)
+    model = prov.get("model") or (report.rows[0].model if report.rows else "?")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Geometry report: {_esc(model)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Geometry report: {_esc(model)}</h1>",
+        "<p>How this model's latent space is organized, measured with "
+        "<code>tl_geometry</code>: representational capacity (arXiv 2606.02765), Subspace PGA "
+        "(arXiv 2605.17084) and the law of neural interaction (arXiv 2605.27989).</p>",
+    ]
+    note = _partial_note(report)
+    if note:
+        parts.append(f'<p class="banner"><strong>Partial results.</strong> {_esc(note)}</p>')
+    used = set()
+    readings = sections(report)
+    for title, lines in readings.items():
+        parts.append(f"<h2>{_esc(title)}</h2>")
+        parts.append('<ul class="reading">' + "".join(f"<li>{_esc(s)}</li>" for s in lines) + "</ul>")
+        for name in _SECTION_FIGURES.get(title, ()):
+            if name in figs:
+                used.add(name)
+                caption = FIGURES.get(name, (None, name))[1]
+                parts.append(
+                    f'<figure><img src="{_data_uri(figs[name])}" alt="{_esc(caption)}">'
+                    f"<figcaption>{_esc(caption)}</figcaption></figure>"
+                )
+    rest = [n for n in figs if n not in used]
+    if rest:
+        parts.append("<h2>Other figures</h2>")
+        for name in rest:
+            parts.append(f'<figure><img src="{_data_uri(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>')
+    if not readings and not figs:
+        parts.append("<p>No rows of the built-in families; see the full table below.</p>")
+    parts.append("<h2>Provenance</h2><table class=\"prov\">")
+    for k in sorted(prov):
+        parts.append(f"<tr><td>{_esc(k)}</td><td>{_esc(prov[k])}</td></tr>")
+    parts.append("</table>")
+    parts.append(f"<details><summary>All {len(report.rows)} rows</summary><table>")
+    parts.append("<tr><th>hook</th><th>layer</th><th>metric</th><th>value</th><th>extras</th></tr>")
+    for r in report.rows:
+        extras = {k: v for k, v in r.extras.items() if not isinstance(v, (list, dict))}
+        parts.append(
+            f"<tr><td>{_esc(r.hook or '')}</td><td>{'' if r.layer is None else r.layer}</td>"
+            f"<td>{_esc(r.metric)}</td><td class=\"num\">{_esc(_fmt(r.value))}</td><td>{_esc(extras or '')}</td></tr>"
+        )
+    parts.append("</table></details></body></html>")
+    path = out / "index.html"
+    _atomic_write(path, "\n".join(parts))
+    return path
+
+
+def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathLike] | None = None) -> str:
+    """``report.md``: the readings per section with relative figure links, then the full table."""
+    lines = [f"# Geometry report: {report.provenance.get('model', '?')}", ""]
+    note = _partial_note(report)
+    if note:
+        lines += [f"> **Partial results.** {note}", ""]
+    figs = {n: Path(p).name for n, p in (figures or {}).items()}
+    for title, sents in sections(report).items():
+        lines += [f"## {title}", ""] + [f"- {s}" for s in sents] + [""]
+        for name in _SECTION_FIGURES.get(title, ()):
+            if name in figs:
+                lines += [f"![{name}]({figs[name]})", ""]
+    table = report.to_markdown()
+    # to_markdown starts with its own "# Geometry report" heading; demote it to a section.
+    lines += ["## Provenance and all rows", ""] + table.split("\n", 1)[1].lstrip("\n").splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_outputs(report: GeometryReport, out_dir: str | os.PathLike, *, force: bool = False, dpi: int = 110) -> Path:
+    """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
+
+    Args:
+        report: the results.
+        out_dir: output directory (created).
+        force: write into an existing non-empty directory, replacing only the files named
+            above; other files are never deleted.
+        dpi: figure resolution.
+
+    Returns:
+        The path of ``index.html``.
+
+    Raises:
+        OutputExistsError: ``out_dir`` exists and is not empty and ``force`` is false.
+    """
+    from tl_geometry.plotting import save_figures
+
+    out = check_out_dir(out_dir, force=force)
+    out.mkdir(parents=True, exist_ok=True)
+    report.to_json(out / "report.json")
+    figs = save_figures(report, out, dpi=dpi)
+    _atomic_write(out / "report.md", render_markdown(report, figs))
+    return write_html(report, out, figs)

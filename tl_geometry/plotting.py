@@ -1,0 +1,485 @@
+"""Figures of a :class:`~tl_geometry.report.GeometryReport` (matplotlib, Agg backend).
+
+Every ``plot_*`` function takes a report and returns a ``matplotlib.figure.Figure``, or ``None``
+when the report has none of the rows it draws, so a report with only some families still
+renders. :func:`figures` returns all the figures a report supports; :func:`save_figures`
+writes them as PNG. matplotlib is imported inside the functions (the ``plot`` extra).
+
+Row names read (the contract with the metric families):
+
+* ``epsilon.W_E`` / ``epsilon.W_U`` (extras ``mean``, ``std``, ``d`` and the cosine histogram as
+  ``histogram = {"counts", "edges"}``), ``capacity.W_E`` / ``capacity.W_U``,
+  ``epsilon_activations`` per hook;
+* ``pga.z`` per hook and CCR (extras ``ccr``), ``pga.pc1_overlap`` (extras ``expected``);
+* ``spectral.rankme`` / ``alpha_req`` / ``isotropy`` / ``condition_number`` per hook;
+* ``agop.aofe_ratio`` per hook, ``wtw.aofe_ratio``, ``depth_width.ratio``;
+* ``sae.d_sae`` and ``sae.capacity_ratio`` per SAE (extras ``release``, ``sae_id``, ``hook_name``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tl_geometry.readings import (
+    CLASS1_ABOVE,
+    CLASS2_BELOW,
+    EFFICIENT_INTERVAL,
+    closest_published,
+    hook_position,
+    published_models,
+)
+from tl_geometry.report import GeometryReport, Row, layer_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "histogram_of",
+    "plot_cosine_histogram",
+    "plot_capacity_curve",
+    "plot_epsilon_by_layer",
+    "plot_pga",
+    "plot_spectral",
+    "plot_aofe",
+    "plot_sae_widths",
+    "figures",
+    "save_figures",
+    "FIGURES",
+]
+
+# Full-form constants of the capacity paper (C, a, b, c), DESIGN.md "Capacity".
+_FULL = (0.458, 1.067, 1.447, 0.972)
+
+
+def _plt():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _log10_capacity(d: float, eps: np.ndarray) -> np.ndarray:
+    """log10 of the full-form bound k = (d·exp((d^c ε²/C)^(1/b)))^(1/a), without overflow.
+
+    Our choice: plot log10 k rather than k; for d in the thousands and ε near 1, k exceeds
+    the float64 range.
+    """
+    C, a, b, c = _FULL
+    eps = np.asarray(eps, dtype=np.float64)
+    ln_k = (math.log(d) + (d**c * eps**2 / C) ** (1.0 / b)) / a
+    return ln_k / math.log(10)
+
+
+def _rows(report: GeometryReport, metric: str) -> list[Row]:
+    return [r for r in report.rows if r.metric == metric]
+
+
+def _n_layers(report: GeometryReport) -> int | None:
+    n = report.provenance.get("n_layers")
+    if n is not None:
+        return int(n)
+    layers = [r.layer for r in report.rows if r.layer is not None]
+    return max(layers) + 1 if layers else None
+
+
+def _by_layer(rows: list[Row], n_layers: int | None) -> tuple[np.ndarray, np.ndarray]:
+    pts = sorted((hook_position(r, n_layers), r.value) for r in rows)
+    pts = [(x, y) for x, y in pts if not math.isnan(x)]
+    return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+
+
+def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
+    """Label -1 as 'embed' and n_layers as 'final'; integer ticks otherwise."""
+    if len(xs) == 0:
+        return
+    lo, hi = int(np.nanmin(xs)), int(np.nanmax(xs))
+    step = max(1, (hi - lo + 1) // 10)
+    ticks = list(range(max(lo, 0), hi + 1, step))
+    if lo < 0:
+        ticks = [-1] + ticks
+    if n_layers is not None and hi >= n_layers and n_layers not in ticks:
+        ticks.append(n_layers)
+    labels = ["embed" if t == -1 else ("final" if n_layers is not None and t == n_layers else str(t)) for t in ticks]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels)
+    ax.set_xlabel("layer (hook_embed = embed, blocks.L.hook_resid_post = L, ln_final = final)")
+
+
+def _title(report: GeometryReport, text: str) -> str:
+    model = report.provenance.get("model")
+    return f"{text} — {model}" if model else text
+
+
+# ----------------------------------------------------------------------------- capacity
+def histogram_of(extras: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """(counts, edges) from an epsilon row's extras, accepting the shapes the metric may use.
+
+    Accepted: ``histogram={"counts", "edges"}``, ``histogram=[counts, edges]``, or top-level
+    ``counts``/``edges`` (or ``hist_counts``/``hist_edges``). None when absent or inconsistent.
+    """
+    h = extras.get("histogram")
+    counts = edges = None
+    if isinstance(h, dict):
+        counts, edges = h.get("counts"), h.get("edges")
+    elif isinstance(h, (list, tuple)) and len(h) == 2:
+        counts, edges = h
+    if counts is None:
+        counts = extras.get("counts", extras.get("hist_counts"))
+        edges = extras.get("edges", extras.get("hist_edges"))
+    if counts is None or edges is None:
+        return None
+    counts = np.asarray(counts, dtype=np.float64)
+    edges = np.asarray(edges, dtype=np.float64)
+    if counts.ndim != 1 or edges.shape != (counts.shape[0] + 1,):
+        logger.warning("ignoring a histogram with %s counts and %s edges", counts.shape, edges.shape)
+        return None
+    return counts, edges
+
+
+def plot_cosine_histogram(report: GeometryReport):
+    """Histogram of pairwise cosines of the W_E / W_U rows with μ and ε = μ + 2σ marked."""
+    panels = []
+    for mat in ("W_E", "W_U"):
+        for row in _rows(report, f"epsilon.{mat}"):
+            hist = histogram_of(dict(row.extras))
+            if hist is not None:
+                panels.append((mat, row, hist))
+    if not panels:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.2), squeeze=False)
+    for ax, (mat, row, (counts, edges)) in zip(axes[0], panels):
+        total = counts.sum()
+        density = counts / (total * np.diff(edges)) if total > 0 else counts
+        ax.stairs(density, edges, fill=True, alpha=0.6, color="tab:blue", label="pairwise cosines")
+        mu = row.extras.get("mean")
+        eps = row.value
+        if mu is not None:
+            ax.axvline(float(mu), color="black", ls="--", lw=1.2, label=f"μ = {float(mu):.3f}")
+        ax.axvline(eps, color="tab:red", lw=1.8, label=f"ε = μ + 2σ = {eps:.3f}")
+        ax.axvline(0, color="grey", lw=0.6)
+        ax.set_xlabel("cosine similarity between two rows")
+        ax.set_ylabel("density")
+        n = row.extras.get("n_vectors")
+        d = row.extras.get("d")
+        sub = ", ".join(p for p in (f"n = {int(n)}" if n else "", f"d = {int(d)}" if d else "") if p)
+        ax.set_title(f"{mat} cosines" + (f" ({sub})" if sub else ""))
+        ax.legend(fontsize=8, loc="upper right")
+    fig.suptitle(_title(report, "Pairwise cosine similarity of embedding rows"))
+    fig.tight_layout()
+    return fig
+
+
+def plot_capacity_curve(report: GeometryReport, *, published=None):
+    """log10 capacity bound vs ε at the model's d, with the model's point and published models."""
+    eps_rows = [r for r in report.rows if r.metric in ("epsilon.W_E", "epsilon.W_U")]
+    if not eps_rows:
+        return None
+    d = None
+    for r in eps_rows + _rows(report, "capacity.W_E") + _rows(report, "capacity.W_U"):
+        d = d or r.extras.get("d")
+    d = d or report.provenance.get("d_model")
+    if not d:
+        return None
+    d = float(d)
+    plt = _plt()
+    pubs = list(published if published is not None else published_models())
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    grid = np.linspace(0.01, 1.0, 400)
+    ax.axvspan(0, CLASS2_BELOW, color="tab:green", alpha=0.07)
+    ax.axvspan(CLASS2_BELOW, CLASS1_ABOVE, color="tab:orange", alpha=0.07)
+    ax.axvspan(CLASS1_ABOVE, 1.02, color="tab:red", alpha=0.05)
+    for x, label in ((0.05, "Class 2"), (0.15, "boundary"), (0.6, "Class 1")):
+        ax.text(x, 0.97, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=9, color="dimgray")
+    ax.plot(grid, _log10_capacity(d, grid), color="black", lw=2, label=f"full-form bound, d = {int(d)}")
+    ys_shown = [float(_log10_capacity(d, np.array([r.value]))[0]) for r in eps_rows]
+    if pubs:
+        pe = np.array([m.epsilon for m in pubs])
+        pk = np.array([_log10_capacity(m.d_model, np.array([m.epsilon]))[0] for m in pubs])
+        ys_shown += pk.tolist()
+        sc = ax.scatter(pe, pk, c=np.log2([m.d_model for m in pubs]), cmap="viridis", s=22, alpha=0.8,
+                        label="published models (at their own d)", zorder=3)
+        cb = fig.colorbar(sc, ax=ax, pad=0.01)
+        cb.set_label("log₂ d_model of the published model")
+    top = max(ys_shown + [float(_log10_capacity(d, np.array([0.3]))[0])]) * 1.15
+    for other in (1024, 4096, 16384):
+        if other != int(d):
+            curve = _log10_capacity(other, grid)
+            ax.plot(grid, curve, color="grey", lw=0.8, ls=":")
+            i = int(np.searchsorted(curve, top * 0.9))
+            if i < len(grid) - 5:
+                ax.text(grid[i], curve[i], f"d={other} ", fontsize=7, color="grey", ha="right", va="bottom")
+            else:
+                ax.text(grid[-1], curve[-1], f"d={other} ", fontsize=7, color="grey", ha="right", va="bottom")
+    labelled = set()
+    for r in eps_rows:
+        mat = r.metric.split(".", 1)[1]
+        y = _log10_capacity(d, np.array([r.value]))[0]
+        ax.scatter([r.value], [y], marker="*", s=260, color="tab:red" if mat == "W_E" else "tab:purple",
+                   edgecolor="black", zorder=5, label=f"this model {mat}: ε = {r.value:.3f}")
+        if pubs:
+            near = closest_published(r.value, pubs)
+            if near.name not in labelled:
+                labelled.add(near.name)
+                ny = _log10_capacity(near.d_model, np.array([near.epsilon]))[0]
+                ax.annotate(f"{near.name} ({near.epsilon:.3f})", (near.epsilon, ny), textcoords="offset points",
+                            xytext=(-6, 6) if near.epsilon > 0.7 else (6, 6), ha="right" if near.epsilon > 0.7 else "left",
+                            fontsize=8)
+    for m in pubs:
+        if m.name in ("Llama-2-7B", "Gemma-3-270M") and m.name not in labelled:
+            ax.annotate(f"{m.name} ({m.epsilon:.3f})", (m.epsilon, _log10_capacity(m.d_model, np.array([m.epsilon]))[0]),
+                        textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.set_ylim(0, top)
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("ε = μ + 2σ of pairwise embedding cosines")
+    ax.set_ylabel("capacity bound: log₁₀ k (near-orthogonal directions)")
+    ax.set_title(_title(report, "Capacity bound vs ε (capacity paper, full form)"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.92))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_epsilon_by_layer(report: GeometryReport):
+    """ε of the activations at each hook, with the class boundaries."""
+    rows = _rows(report, "epsilon_activations")
+    if not rows:
+        return None
+    plt = _plt()
+    n = _n_layers(report)
+    xs, ys = _by_layer(rows, n)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    ax.plot(xs, ys, marker="o", ms=4)
+    ax.axhline(CLASS1_ABOVE, color="tab:red", ls="--", lw=1, label="ε = 0.2 (Class 1 above)")
+    ax.axhline(CLASS2_BELOW, color="tab:green", ls="--", lw=1, label="ε = 0.1 (Class 2 below)")
+    _layer_ticks(ax, xs, n)
+    ax.set_ylabel("ε = μ + 2σ of activation cosines")
+    ax.set_title(_title(report, "ε of the residual stream by layer"))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- pga / spectral
+def plot_pga(report: GeometryReport):
+    """PGA z by layer (one line per CCR) and, when present, PC1 overlap vs the random k/d."""
+    zrows = _rows(report, "pga.z")
+    pc1 = _rows(report, "pga.pc1_overlap")
+    if not zrows and not pc1:
+        return None
+    plt = _plt()
+    n = _n_layers(report)
+    ncols = int(bool(zrows)) + int(bool(pc1))
+    fig, axes = plt.subplots(1, ncols, figsize=(7 * ncols, 4.4), squeeze=False)
+    axes = list(axes[0])
+    if zrows:
+        ax = axes.pop(0)
+        by_ccr: dict[int, list[Row]] = {}
+        for r in zrows:
+            by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
+        allx = []
+        for ccr in sorted(by_ccr):
+            xs, ys = _by_layer(by_ccr[ccr], n)
+            allx.extend(xs)
+            ax.plot(xs, ys, marker="o", ms=3.5, label=f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)"))
+        ax.axhline(0, color="black", lw=0.8)
+        ax.axhspan(-2, 2, color="grey", alpha=0.12, label="|z| < 2 (chance)")
+        _layer_ticks(ax, np.array(allx), n)
+        ax.set_ylabel("PGA z (readout vs random k-subspaces)")
+        ax.set_title("Subspace PGA z by layer")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    if pc1:
+        ax = axes.pop(0)
+        xs, ys = _by_layer(pc1, n)
+        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:purple", label="PC1 in readout subspace")
+        exp = pc1[0].extras.get("expected")
+        if exp is not None:
+            ax.axhline(float(exp), color="grey", ls="--", label=f"random direction: k/d = {float(exp):.3f}")
+        _layer_ticks(ax, xs, n)
+        ax.set_ylabel("‖V_kᵀ PC1‖² (fraction of PC1 in readout span)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("PC1 migration into the readout subspace")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(_title(report, "Subspace PGA"))
+    fig.tight_layout()
+    return fig
+
+
+_SPECTRAL = (
+    ("spectral.rankme", "RankMe (effective rank)", False),
+    ("spectral.alpha_req", "α-ReQ (power-law decay α)", False),
+    ("spectral.isotropy", "isotropy (Σλ)²/(d·Σλ²)", False),
+    ("spectral.condition_number", "condition number λ_max/λ_min", True),
+)
+
+
+def plot_spectral(report: GeometryReport):
+    """RankMe, α-ReQ, isotropy and condition number of the activations by layer (2×2)."""
+    present = [(m, label, log) for m, label, log in _SPECTRAL if _rows(report, m)]
+    if not present:
+        return None
+    plt = _plt()
+    n = _n_layers(report)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), squeeze=False)
+    flat = list(axes.flat)
+    for ax, (metric, label, log) in zip(flat, present):
+        xs, ys = _by_layer(_rows(report, metric), n)
+        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green")
+        if log:
+            ax.set_yscale("log")
+        _layer_ticks(ax, xs, n)
+        ax.xaxis.label.set_size(7)
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in flat[len(present):]:
+        ax.axis("off")
+    fig.suptitle(_title(report, "Spectrum of the activation covariance by layer"))
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- interaction
+def plot_aofe(report: GeometryReport):
+    """AGOP AOFE ratio by layer (and WᵀW when per layer), with R_D/W in the title."""
+    rows = _rows(report, "agop.aofe_ratio")
+    wtw = [r for r in _rows(report, "wtw.aofe_ratio") if r.layer is not None]
+    if not rows and not wtw:
+        return None
+    plt = _plt()
+    n = _n_layers(report)
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    allx = []
+    if rows:
+        by_space: dict[str, list[Row]] = {}
+        for r in rows:
+            by_space.setdefault(str(r.extras.get("space", "input")), []).append(r)
+        for space, rs in sorted(by_space.items()):
+            xs, ys = _by_layer(rs, n)
+            allx.extend(xs)
+            err = np.array([float(r.extras.get("stderr") or 0.0) for r in sorted(rs, key=lambda r: hook_position(r, n))
+                            if not math.isnan(hook_position(r, n))])
+            ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space)")
+            if err.any() and len(err) == len(ys):
+                ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
+    if wtw:
+        xs, ys = _by_layer(wtw, n)
+        allx.extend(xs)
+        ax.plot(xs, ys, marker="s", ms=3.5, ls="--", label="WᵀW (weights)")
+    ax.set_ylim(0, 1.05)
+    _layer_ticks(ax, np.array(allx), n)
+    ax.set_ylabel("AOFE ratio = off-diagonal ‖G‖²_F / ‖G‖²_F")
+    title = "AOFE ratio by layer"
+    dw = _rows(report, "depth_width.ratio")
+    if dw:
+        lo, hi = dw[0].extras.get("interval") or EFFICIENT_INTERVAL
+        title += f"   (R_D/W = {dw[0].value:.4f}; efficient [{lo}, {hi}])"
+    ax.set_title(_title(report, title), fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- sae
+def plot_sae_widths(report: GeometryReport):
+    """Each SAE's width (log scale) by hook layer, against the model's capacity bound."""
+    widths = _rows(report, "sae.d_sae")
+    if not widths:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    releases = sorted({str(r.extras.get("release", "?")) for r in widths})
+    markers = "osD^vP*X"
+    for i, rel in enumerate(releases):
+        rs = [r for r in widths if str(r.extras.get("release", "?")) == rel]
+        xs = []
+        for r in rs:
+            layer = layer_of(r.extras.get("hook_name")) if r.extras.get("hook_name") else r.layer
+            xs.append(np.nan if layer is None else layer)
+        jitter = (i - (len(releases) - 1) / 2) * 0.15
+        ax.scatter(np.array(xs, dtype=float) + jitter, [r.value for r in rs], marker=markers[i % len(markers)],
+                   s=30, alpha=0.8, label=rel if len(rel) < 40 else rel[:37] + "…")
+    wmax = max(r.value for r in widths)
+    off_chart = []
+    for mat, color in (("W_E", "tab:red"), ("W_U", "tab:purple")):
+        cap = _rows(report, f"capacity.{mat}")
+        if not cap or not cap[0].value > 0:
+            continue
+        k = cap[0].value
+        # Our choice: a bound many orders above the widest SAE would flatten every point to one
+        # line on a log axis; it is named in the corner instead.
+        if math.isfinite(k) and k <= wmax * 1e4:
+            ax.axhline(k, color=color, ls="--", lw=1.4, label=f"capacity bound from {mat} ε: k ≈ {k:.3g}")
+        else:
+            off_chart.append(f"{mat} bound k ≈ {k:.3g} (off the chart)")
+    if off_chart:
+        ax.text(0.99, 0.98, "\n".join(off_chart), transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                bbox=dict(facecolor="white", alpha=0.8, edgecolor="grey"))
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    d = report.provenance.get("d_model")
+    if d:
+        ax.axhline(float(d), color="grey", ls=":", lw=1, label=f"d_model = {int(d)}")
+    ax.set_yscale("log")
+    ax.set_xlabel("layer of the SAE's hook")
+    ax.set_ylabel("SAE width d_sae (features, log scale)")
+    ax.set_title(_title(report, "SAE widths vs the capacity bound"))
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- all
+FIGURES: dict[str, tuple[Callable, str]] = {
+    "cosine_histogram": (plot_cosine_histogram, "Pairwise cosine histogram of W_E / W_U with μ and ε"),
+    "capacity_curve": (plot_capacity_curve, "Capacity bound vs ε, this model and published models"),
+    "epsilon_by_layer": (plot_epsilon_by_layer, "ε of the activations by layer"),
+    "pga_z": (plot_pga, "Subspace PGA z by layer, one line per CCR"),
+    "spectral": (plot_spectral, "Spectral metrics by layer"),
+    "aofe_ratio": (plot_aofe, "AGOP AOFE ratio by layer"),
+    "sae_widths": (plot_sae_widths, "SAE widths vs the capacity bound"),
+}
+
+
+def figures(report: GeometryReport) -> dict[str, Any]:
+    """``{name: Figure}`` for every figure the report has rows for (see :data:`FIGURES`).
+
+    A figure that fails to draw is logged and skipped: one bad family must not cost the others.
+    """
+    out = {}
+    for name, (fn, _) in FIGURES.items():
+        try:
+            fig = fn(report)
+        except Exception:  # noqa: BLE001 - rendering is best-effort per figure
+            logger.exception("figure %s failed; skipping it", name)
+            continue
+        if fig is not None:
+            out[name] = fig
+    return out
+
+
+def save_figures(report: GeometryReport, out_dir: str | os.PathLike, *, dpi: int = 110) -> dict[str, Path]:
+    """Draw :func:`figures` and save each as ``out_dir/<name>.png``; returns ``{name: path}``."""
+    plt = _plt()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, fig in figures(report).items():
+        path = out_dir / f"{name}.png"
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+        paths[name] = path
+    return paths
