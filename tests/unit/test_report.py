@@ -1,0 +1,69 @@
+import json
+import math
+
+import pytest
+
+import tl_geometry as tg
+from tl_geometry.report import GeometryReport, Row, layer_of
+
+
+def _report():
+    return GeometryReport.from_rows(
+        [
+            {"metric": "pga.z", "value": 3.5, "hook": "blocks.2.hook_resid_post", "extras": {"ccr": 1, "k": 10}},
+            {"metric": "epsilon.W_E", "value": 0.12, "extras": {"model_class": "boundary"}},
+            {"metric": "odd", "value": float("nan")},
+        ],
+        model="toy",
+        seed=3,
+    )
+
+
+def test_rows_layer_and_value():
+    r = _report()
+    assert layer_of("blocks.12.hook_resid_pre") == 12 and layer_of("hook_embed") is None
+    assert r.rows[0].layer == 2 and r.rows[1].layer is None
+    assert r.value("pga.z", ccr=1) == 3.5
+    with pytest.raises(KeyError, match="expected one row"):
+        r.value("pga.z", ccr=5)
+
+
+def test_json_round_trip(tmp_path):
+    r = _report()
+    path = tmp_path / "sub" / "r.json"
+    r.to_json(path)
+    back = GeometryReport.from_json(path)
+    assert back.rows[:2] == r.rows[:2]
+    assert math.isnan(back.rows[2].value)
+    assert back.provenance == r.provenance and back.provenance["seed"] == 3
+    json.loads(path.read_text())  # strict JSON (nan written as a string)
+
+
+def test_from_json_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such report"):
+        GeometryReport.from_json(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="missing 'rows'"):
+        GeometryReport.from_json('{"x": 1}')
+
+
+def test_pandas_and_markdown():
+    r = _report()
+    df = r.to_pandas()
+    assert list(df.columns[:5]) == ["model", "hook", "layer", "metric", "value"]
+    assert df.loc[0, "ccr"] == 1 and df.loc[0, "layer"] == 2
+    md = r.to_markdown()
+    assert "| toy | blocks.2.hook_resid_post | 2 | pga.z | 3.5 |" in md and "**seed**: 3" in md
+
+
+def test_merge_and_filter():
+    a, b = _report(), GeometryReport.from_rows([{"metric": "x", "value": 1.0}], model="m2", corpus="pydoc")
+    m = GeometryReport.merge(a, b, run="r1")
+    assert len(m) == 4 and m.provenance["corpus"] == "pydoc" and m.provenance["run"] == "r1"
+    assert len(m.filter(prefix="pga")) == 1 and len(m.filter(hook="blocks.2.hook_resid_post")) == 1
+
+
+def test_provenance_of_model(tiny_model):
+    r = GeometryReport.from_rows([], model=tiny_model)
+    p = r.provenance
+    assert p["n_layers"] == 3 and p["d_model"] == 32 and p["model_class"] == "HookedTransformer"
+    assert p["tl_geometry_version"] == tg.__version__ and "transformer_lens_version" in p

@@ -1,0 +1,157 @@
+"""The main job: ``tl-geometry report`` as a Python function.
+
+model → corpus tokens → every metric (one at a time, the report saved after each so an
+interrupted run keeps its partial results, marked) → ``report.json`` + ``report.md`` (+ figures
+and ``index.html`` when :mod:`tl_geometry.html` is available) in ``out``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tl_geometry.report import GeometryReport
+
+logger = logging.getLogger(__name__)
+
+#: Defaults per metric for the report; ``fast=True`` uses the second set.
+#: Keys absent from the registry are ignored (a family not installed).
+REPORT_OPTIONS: dict[str, dict[str, Any]] = {}
+FAST_OPTIONS: dict[str, dict[str, Any]] = {}
+
+
+def available_memory_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
+    """Refuse a model whose estimated peak memory exceeds ``limit_bytes`` (default: available RAM)."""
+    from tl_geometry.models import estimate_memory_bytes
+
+    need = estimate_memory_bytes(cfg)
+    limit = limit_bytes if limit_bytes is not None else available_memory_bytes()
+    if limit is not None and need > limit:
+        raise ValueError(
+            f"model {getattr(cfg, 'model_name', '?')} needs about {need / 2**30:.1f} GiB "
+            f"(estimated from its config) but only {limit / 2**30:.1f} GiB is available; "
+            "use a smaller model or a machine with more memory"
+        )
+    return need
+
+
+def prepare_out_dir(out: str | os.PathLike, *, force: bool = False) -> Path:
+    """Create ``out``; an existing non-empty directory is refused unless ``force``.
+
+    With ``force`` our own output files are overwritten; other files are never deleted.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"output path {out} exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise FileExistsError(f"output directory {out} already exists and is not empty; pass --force to overwrite its report files")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) -> dict[str, Path]:
+    """Write report.json and report.md (and figures + index.html when available)."""
+    paths = {"json": out / "report.json", "md": out / "report.md"}
+    report.to_json(paths["json"])
+    paths["md"].write_text(report.to_markdown(), encoding="utf-8")
+    return paths
+
+
+def run_report(
+    model: Any = "smollm2-135m",
+    *,
+    corpus: Any = "pydoc",
+    n_seqs: int = 8,
+    seq_len: int = 128,
+    seed: int = 0,
+    metrics: Sequence[str] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    fast: bool = False,
+    out: str | os.PathLike | None = None,
+    force: bool = False,
+    figures: bool = True,
+    device: str = "cpu",
+    progress: bool = True,
+) -> GeometryReport:
+    """Compute every (or the chosen) registered metric on a model and real text.
+
+    Args:
+        model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
+        corpus, n_seqs, seq_len, seed: the text batch (see :func:`tl_geometry.corpus.tokens`).
+        metrics: registry names (default: all).
+        options: per-metric options overriding the report defaults.
+        fast: cheaper defaults (fewer null subspaces / probes / points).
+        out: directory for report.json / report.md / figures / index.html (None: don't write).
+        force: overwrite report files in an existing ``out``.
+
+    Returns:
+        The merged report. ``provenance["status"]`` is "complete", or "partial" when a metric
+        failed (its error is in ``provenance["errors"]``); an interrupted run leaves a report
+        marked "interrupted" in ``out`` and re-raises ``KeyboardInterrupt``.
+    """
+    from tqdm.auto import tqdm
+
+    from tl_geometry import corpus as corpus_mod
+    from tl_geometry.analysis import analyze
+    from tl_geometry.models import load
+    from tl_geometry.registry import get_metric, list_metrics
+
+    names = list(metrics) if metrics is not None else list_metrics()
+    for n in names:
+        get_metric(n)  # unknown names fail before any work, listing valid ones
+    out_dir = prepare_out_dir(out, force=force) if out is not None else None
+    t0 = time.perf_counter()
+    model = load(model, device=device)
+    load_s = time.perf_counter() - t0
+    tokens = corpus_mod.tokens(model, corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed)
+    base = FAST_OPTIONS if fast else REPORT_OPTIONS
+    prov = {
+        "corpus": corpus if isinstance(corpus, str) else "custom",
+        "n_seqs": n_seqs,
+        "seq_len": seq_len,
+        "seed": seed,
+        "fast": fast,
+        "load_s": round(load_s, 2),
+    }
+    parts: list[GeometryReport] = []
+    errors: dict[str, str] = {}
+
+    def current(status: str) -> GeometryReport:
+        return GeometryReport.merge(*parts, **prov, status=status, errors=errors, metrics=names)
+
+    try:
+        for name in tqdm(names, desc="report", disable=not progress):
+            opts = dict(base.get(name, {}))
+            opts.update((options or {}).get(name, {}))
+            try:
+                parts.append(analyze(model, tokens, metrics=[name], options={name: opts} if opts else None, progress=False))
+            except Exception as exc:  # keep going: one failing metric must not lose the others
+                logger.exception("metric %s failed", name)
+                errors[name] = f"{type(exc).__name__}: {exc}"
+            if out_dir is not None:
+                current("running").to_json(out_dir / "report.json")
+    except KeyboardInterrupt:
+        if out_dir is not None:
+            write_outputs(current("interrupted"), out_dir, figures=False)
+        raise
+    timings = {}
+    for p in parts:
+        timings.update(p.provenance.get("timings_s", {}))
+    prov["timings_s"] = timings
+    prov["total_s"] = round(time.perf_counter() - t0, 2)
+    report = current("partial" if errors else "complete")
+    if out_dir is not None:
+        write_outputs(report, out_dir, figures=figures)
+    return report
