@@ -1,0 +1,128 @@
+"""``tl-geometry sae``: published SAE widths (sae_lens) and their comparison with the capacity bound.
+
+    tl-geometry sae widths [--model M] [--release R ...] [--config cache|hub|none] [--json PATH] [--all]
+    tl-geometry sae compare --model M [--release R ...] [--sae-path DIR ...] [--form full]
+                            [--out report.json] [--figure widths.png]
+
+``--model`` for ``compare`` is a model name in the capacity paper's published ε table
+(``gemma-2-2b``, ``meta-llama/Llama-3.1-8B``, ...) or, when it is not there, a name that
+``tl_geometry.models.load`` knows (its ε is then measured from W_E).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("sae", help="SAE widths from sae_lens vs the capacity bound")
+    sub = p.add_subparsers(dest="sae_command", required=True)
+
+    w = sub.add_parser("widths", help="list SAE widths of sae_lens's pretrained directory")
+    w.add_argument("--model", default=None, help="only SAEs of this model (sae_lens model name)")
+    w.add_argument("--release", action="append", default=None, help="only this release (repeatable)")
+    w.add_argument("--config", choices=("cache", "hub", "none"), default="cache",
+                   help="read SAE configs from the local HF cache (default), the hub, or not at all")
+    w.add_argument("--json", default=None, help="write every row as JSON to this path")
+    w.add_argument("--all", action="store_true", help="print every SAE, not one line per release")
+    w.set_defaults(func=_clear_errors(_widths))
+
+    c = sub.add_parser("compare", help="SAE widths against the model's capacity bound (+ figure)")
+    c.add_argument("--model", required=True, help="published-table name or a tl_geometry.models name")
+    c.add_argument("--release", action="append", default=None, help="only this release (repeatable)")
+    c.add_argument("--sae-path", action="append", default=None, help="a local SAE directory (repeatable)")
+    c.add_argument("--form", default="full", choices=("full", "adjusted", "jl", "jl_random"))
+    c.add_argument("--config", choices=("cache", "hub", "none"), default="cache")
+    c.add_argument("--out", default=None, help="write the GeometryReport JSON here")
+    c.add_argument("--figure", default=None, help="write the widths-vs-bound figure here (png/pdf/svg)")
+    c.set_defaults(func=_clear_errors(_compare))
+
+
+def _clear_errors(fn):
+    """sae_lens missing / hub unavailable become one-line ValueErrors (exit code 2)."""
+
+    def run(args) -> int:
+        from tl_geometry import sae
+
+        try:
+            return fn(args)
+        except (sae.SAELensNotInstalledError, sae.HubUnavailableError) as exc:
+            raise ValueError(str(exc)) from exc
+
+    run.__name__ = fn.__name__
+    return run
+
+
+def _widths(args) -> int:
+    from tl_geometry import sae
+
+    rows = sae.widths(args.model, releases=args.release, config=args.config)
+    summary = sae.width_summary(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summary, "rows": [r.to_dict() for r in rows]}, f, indent=1)
+    if args.all:
+        for r in rows:
+            print(f"{r.release}\t{r.sae_id}\t{r.model}\t{r.hook_name or ''}\t{r.d_sae or ''}\t{r.width_source}")
+    else:
+        by_release: dict[str, list] = {}
+        for r in rows:
+            by_release.setdefault(r.release, []).append(r)
+        print(f"{'release':<52} {'model':<30} {'n':>5}  widths (source)")
+        for rel, rs in by_release.items():
+            ws = sorted({r.d_sae for r in rs if r.d_sae})
+            src = Counter(r.width_source for r in rs)
+            wtxt = ", ".join(f"{w:,}" for w in ws[:6]) + (" ..." if len(ws) > 6 else "") or "?"
+            print(f"{rel:<52} {rs[0].model:<30} {len(rs):>5}  {wtxt} ({', '.join(f'{k} {v}' for k, v in src.items())})")
+    print(f"{summary['n']} SAEs; width source: {summary['by_source']}")
+    if summary["unknown"]:
+        print("unknown width: " + ", ".join(f"{k} ({len(v)})" for k, v in summary["unknown"].items()))
+    return 0
+
+
+def _compare(args) -> int:
+    from tl_geometry import sae
+
+    target = args.model
+    if sae.published_host(args.model) is None:
+        from tl_geometry import models
+
+        try:
+            target = models.load(args.model)
+        except Exception as exc:  # unknown to both the table and the zoo: one-line reason
+            raise ValueError(
+                f"{args.model!r} is neither in the published ε table nor loadable by tl_geometry.models "
+                f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})"
+            ) from exc
+    rep = sae.compare(target, releases=args.release, saes=args.sae_path, form=args.form, config=args.config)
+    eps = rep.filter("epsilon.W_E").rows[0]
+    cap = rep.value("capacity.W_E")
+    print(f"model {rep.provenance.get('model')}: d_model {eps.extras.get('d')}, ε = {eps.value:.5f} "
+          f"({eps.extras.get('epsilon_source')}, {eps.extras.get('model_class')}), capacity ({args.form}) = {cap:.4g}")
+    def key(r):
+        return (r.extras.get("release"), r.extras.get("sae_id"))
+
+    d_sae = {key(r): r.value for r in rep.filter("sae.d_sae").rows}
+    shared = {key(r): r.value for r in rep.filter("sae.shared_ratio").rows}
+    by_release: dict[str, list] = {}
+    for r in rep.filter("sae.capacity_ratio").rows:
+        by_release.setdefault(r.extras.get("release"), []).append(r)
+    print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {'max (V+d_sae)/k':>16}  verdict")
+    for rel, rs in by_release.items():
+        ratio = max((r.value for r in rs), default=float("nan"))
+        share = max((shared[key(r)] for r in rs), default=float("nan"))
+        verdicts = sorted({str(r.extras.get("verdict")) for r in rs})
+        print(f"{rel:<52} {len(rs):>5} {max(d_sae[key(r)] for r in rs):>10,.0f} {ratio:>12.4g} "
+              f"{share:>16.4g}  {', '.join(verdicts)}")
+    print(f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped")
+    if args.out:
+        rep.to_json(args.out)
+        print(f"report: {args.out}")
+    if args.figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        sae.plot_sae_widths(rep, path=args.figure)
+        print(f"figure: {args.figure}")
+    return 0
