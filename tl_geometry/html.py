@@ -83,12 +83,29 @@ def _fmt(v: float) -> str:
 
 
 def _partial_note(report: GeometryReport) -> str | None:
+    """Banner text when provenance marks the run incomplete, else None.
+
+    Recognized: ``status`` in {"interrupted", "partial", "running"} (what
+    :func:`tl_geometry.pipeline.run_report` records), or ``partial`` / ``interrupted`` flags;
+    ``errors`` ({metric: message}) and ``missing_metrics`` are listed.
+    """
     prov = report.provenance
-    if prov.get("partial") or prov.get("interrupted"):
-        missing = prov.get("missing_metrics") or prov.get("missing") or []
-        extra = f" Missing: {', '.join(map(str, missing))}." if missing else ""
-        return f"This report is partial: the run was interrupted before every metric finished.{extra}"
-    return None
+    status = prov.get("status")
+    if not (status in ("interrupted", "partial", "running") or prov.get("partial") or prov.get("interrupted")):
+        return None
+    why = {
+        "interrupted": "the run was interrupted before every metric finished.",
+        "running": "the run had not finished when this was written.",
+        "partial": "some metrics failed.",
+    }.get(status, "the run was interrupted or some metrics failed.")
+    text = f"This report is partial: {why}"
+    missing = prov.get("missing_metrics") or prov.get("missing") or []
+    if missing:
+        text += f" Missing: {', '.join(map(str, missing))}."
+    errors = prov.get("errors") or {}
+    if isinstance(errors, dict) and errors:
+        text += " Errors: " + "; ".join(f"{k}: {v}" for k, v in errors.items()) + "."
+    return text
 
 
 def _esc(x) -> str:

@@ -153,3 +153,15 @@ def test_markdown_sections_optional():
     assert "## Capacity" in md and "## Subspace PGA" not in md
     assert "![cosine_histogram](cosine_histogram.png)" in md
     assert "| epsilon.W_E |" in md.replace("|  |", "|").replace("| None |", "|") or "epsilon.W_E" in md
+
+
+@pytest.mark.parametrize("status", ["interrupted", "partial", "running"])
+def test_banner_from_pipeline_status(tmp_path, status):
+    rep = make_report(families=("sae",), status=status, errors={"pga": "RuntimeError: boom"})
+    text = write_outputs(rep, tmp_path / "o").read_text()
+    assert 'class="banner"' in text and "pga: RuntimeError: boom" in text
+
+
+def test_no_banner_when_status_complete(tmp_path):
+    rep = make_report(families=("sae",), status="complete", errors={})
+    assert 'class="banner"' not in write_outputs(rep, tmp_path / "o").read_text()
