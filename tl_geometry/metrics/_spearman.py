@@ -34,42 +34,45 @@ def pair_count(n: int) -> int:
 
 @dataclass(frozen=True)
 class Pairs:
-    """Which pairs (i < j) of N points enter the correlation.
+    """Which pairs (i < j) of N points enter the correlation, and in which (fixed) order.
+
+    All pairs are enumerated block by block: rows are cut into blocks of ``block`` points; for
+    blocks a ≤ b the pairs of the block product (a, b) follow in row-major order (for a = b only
+    i < j). The order is irrelevant to a rank correlation as long as every vector uses the same
+    one, and it lets each Gram block be written straight into the output (half the flops of a
+    full N×N Gram, no gather).
 
     Attributes:
         n_points: N.
-        flat: linear indices ``i·N + j`` into an N×N Gram matrix (all pairs, ``triu`` order),
-            or None when pairs were subsampled.
-        i, j: row indices of the subsampled pairs (None when all pairs are used).
+        block: rows per block (exact mode).
+        i, j: row indices of subsampled pairs (None when all pairs are used).
         subsampled: True when a seeded random subset of pairs is used.
     """
 
     n_points: int
-    flat: Tensor | None
+    block: int
     i: Tensor | None
     j: Tensor | None
     subsampled: bool
 
     @property
     def n_pairs(self) -> int:
-        return int(self.flat.numel() if self.flat is not None else self.i.numel())
+        return pair_count(self.n_points) if self.i is None else int(self.i.numel())
 
 
-def make_pairs(n: int, max_pairs: int | None, seed: int) -> Pairs:
+def make_pairs(n: int, max_pairs: int | None, seed: int, block: int = 256) -> Pairs:
     """All N(N−1)/2 pairs, or ``max_pairs`` pairs drawn uniformly (with a seed) when there are more.
 
     Our choice (the paper is silent): subsampled pairs are drawn i.i.d. uniformly over unordered
     pairs i ≠ j (with replacement, which is immaterial when N(N−1)/2 ≫ max_pairs).
     """
-    total = pair_count(n)
-    if max_pairs is None or total <= max_pairs:
-        iu = torch.triu_indices(n, n, 1)
-        return Pairs(n, iu[0] * n + iu[1], None, None, False)
+    if max_pairs is None or pair_count(n) <= max_pairs:
+        return Pairs(n, block, None, None, False)
     g = torch.Generator().manual_seed(int(seed) + 7919)
     i = torch.randint(0, n, (max_pairs,), generator=g)
     j = torch.randint(0, n - 1, (max_pairs,), generator=g)
     j = j + (j >= i).long()  # uniform over j != i
-    return Pairs(n, None, torch.minimum(i, j), torch.maximum(i, j), True)
+    return Pairs(n, block, torch.minimum(i, j), torch.maximum(i, j), True)
 
 
 def unit_rows(Y: Tensor) -> Tensor:
@@ -78,16 +81,43 @@ def unit_rows(Y: Tensor) -> Tensor:
 
 
 def cosine_similarities(Y: Tensor, pairs: Pairs, chunk: int = 1 << 20) -> Tensor:
-    """Cosine similarities of the rows of ``Y`` (…, N, k) at ``pairs``: shape (…, n_pairs)."""
+    """Cosine similarities of the rows of ``Y`` (N, k) at ``pairs``, in the order of :class:`Pairs`."""
     U = unit_rows(Y)
-    if pairs.flat is not None:
-        G = U @ U.transpose(-1, -2)
-        return G.flatten(-2).index_select(-1, pairs.flat)
-    out = []
-    for s in range(0, pairs.n_pairs, chunk):
-        i, j = pairs.i[s : s + chunk], pairs.j[s : s + chunk]
-        out.append((U.index_select(-2, i) * U.index_select(-2, j)).sum(-1))
-    return torch.cat(out, dim=-1)
+    if pairs.i is not None:
+        out = []
+        for s in range(0, pairs.n_pairs, chunk):
+            i, j = pairs.i[s : s + chunk], pairs.j[s : s + chunk]
+            out.append((U.index_select(0, i) * U.index_select(0, j)).sum(-1))
+        return torch.cat(out)
+    n, bs = U.shape[0], pairs.block
+    out = torch.empty(pair_count(n), dtype=U.dtype, device=U.device)
+    off = 0
+    for a in range(0, n, bs):
+        Ua = U[a : a + bs]
+        na = Ua.shape[0]
+        tri = torch.triu_indices(na, na, 1, device=U.device)
+        G = Ua @ Ua.T
+        out[off : off + tri.shape[1]] = G[tri[0], tri[1]]
+        off += tri.shape[1]
+        if a + bs < n:
+            rest = U[a + bs :]
+            m = na * rest.shape[0]
+            torch.matmul(Ua, rest.T, out=out[off : off + m].view(na, rest.shape[0]))
+            off += m
+    return out
+
+
+def _sort(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Sorted order-preserving integer keys of float ``x`` and the sorting permutation.
+
+    IEEE floats map to integers of the same width whose order is the float order (flip the
+    magnitude bits of negatives); PyTorch sorts integer keys with a radix sort on CPU, 3–4× faster
+    than its float sort. ``x + 0.0`` turns −0.0 into +0.0 so equal floats get equal keys.
+    """
+    itype = {torch.float64: torch.int64, torch.float32: torch.int32}[x.dtype]
+    b = (x + 0.0).view(itype)
+    mask = torch.iinfo(itype).max
+    return torch.sort(b ^ ((b >> (torch.iinfo(itype).bits - 1)) & mask))
 
 
 def _doubled_average_ranks_sorted(v: Tensor) -> Tensor | None:
@@ -117,7 +147,7 @@ class RankedReference:
     @classmethod
     def from_values(cls, x: Tensor) -> "RankedReference":
         m = x.shape[-1]
-        v, o = torch.sort(x)
+        v, o = _sort(x)
         r2s = _doubled_average_ranks_sorted(v)
         if r2s is None:
             r2s = torch.arange(2, 2 * m + 1, 2, device=x.device)
@@ -133,7 +163,7 @@ class RankedReference:
         if self.ss == 0.0:
             return float("nan")
         m = self.n
-        v, o = torch.sort(y)
+        v, o = _sort(y)
         g = self.r2c.index_select(0, o).double()  # 2·(r − r̄) in y's sorted order
         q2 = _doubled_average_ranks_sorted(v)
         if q2 is None:

@@ -192,10 +192,9 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
-        Q = bases[s : s + batch].to(torch.float64)
-        sims = cosine_similarities(torch.matmul(Hx, Q), pairs)  # (b, n_pairs), one Gram per basis
-        for t in range(sims.shape[0]):
-            rhos[s + t] = ref.spearman(sims[t])
+        Y = torch.matmul(Hx, bases[s : s + batch].to(torch.float64))  # (b, N, k): one matmul per batch
+        for t in range(Y.shape[0]):
+            rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
     return rhos
 
 
@@ -211,13 +210,13 @@ def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
     if std == 0.0:
         raise ValueError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     d, k = readout.shape
-    return PGAScore(rho, mean, std, (rho - mean) / std, nulls.float(), Hx.shape[0], pairs.n_pairs,
+    return PGAScore(rho, mean, std, (rho - mean) / std, nulls, Hx.shape[0], pairs.n_pairs,
                     pairs.subsampled, ccr, k, d, seed)
 
 
-def _batch_size(n: int, n_pairs: int, memory_mb: float) -> int:
-    per_basis = 8 * (n * n + 3 * n_pairs)
-    return max(1, int(memory_mb * 2**20 // per_basis))
+def _batch_size(n: int, k: int, memory_mb: float) -> int:
+    """Null bases projected per matmul: each holds an (N, k) float64 projection."""
+    return max(1, min(64, int(memory_mb * 2**20 // (8 * n * k * 2))))
 
 
 def pga_profile(
@@ -249,7 +248,7 @@ def pga_profile(
     if pairs.subsampled:
         logger.info("PGA: %d points give %d pairs > max_pairs=%d; using %d seeded random pairs",
                     N, N * (N - 1) // 2, max_pairs, pairs.n_pairs)
-    batch = _batch_size(N, pairs.n_pairs, memory_mb)
+    batch = _batch_size(N, readout.shape[1], memory_mb)
     return {c: _score(_remove_top(Hc, S, Vh, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch)
             for c in ccrs}
 
