@@ -1,0 +1,71 @@
+import pytest
+import torch
+
+import tl_geometry as tg
+from tl_geometry import corpus
+
+
+class CharTokenizer:
+    """Byte-level tokenizer with BOS id 0 (ids 1..256 are bytes + 1): a stand-in for HF ones."""
+
+    bos_token_id = 0
+
+    def encode(self, text, add_special_tokens=False):
+        return [b + 1 for b in text.encode("utf-8")]
+
+
+class Holder:
+    def __init__(self, n_ctx=64):
+        self.tokenizer = CharTokenizer()
+        self.cfg = type("Cfg", (), {"n_ctx": n_ctx, "default_prepend_bos": True})()
+
+
+def test_pydoc_default_deterministic():
+    m = Holder()
+    a = corpus.tokens(m, n_seqs=4, seq_len=32, seed=0)
+    b = corpus.tokens(m, n_seqs=4, seq_len=32, seed=0)
+    c = corpus.tokens(m, n_seqs=4, seq_len=32, seed=1)
+    assert a.shape == (4, 32) and a.dtype == torch.long
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.all(a[:, 0] == 0) and torch.all(a[:, 1:] > 0)
+    # chunks are real consecutive pydoc text
+    text = bytes((a[0, 1:] - 1).tolist()).decode("utf-8", errors="ignore")
+    assert text[:10] in "\n\n".join(corpus.pydoc_texts())
+
+
+def test_sources_list_iterable_path(tmp_path):
+    m = Holder()
+    texts = ["hello world " * 20, "second document " * 20]
+    from_list = corpus.tokens(m, texts, n_seqs=2, seq_len=16, prepend_bos=False)
+    from_iter = corpus.tokens(m, (t for t in texts), n_seqs=2, seq_len=16, prepend_bos=False)
+    p = tmp_path / "t.txt"
+    p.write_text("\n\n".join(texts))
+    from_path = corpus.tokens(m, str(p), n_seqs=2, seq_len=16, prepend_bos=False)
+    assert torch.equal(from_list, from_iter) and torch.equal(from_list, from_path)
+    # reference: chunking the byte stream by hand
+    stream = [b + 1 for b in "\n\n".join(texts).encode()]
+    chunks = [stream[i * 16:(i + 1) * 16] for i in range(len(stream) // 16)]
+    assert all(row.tolist() in chunks for row in from_list)
+
+
+@pytest.mark.parametrize(
+    "source, kwargs, err, match",
+    [
+        ([], {}, ValueError, "holds no text"),
+        (["  ", ""], {}, ValueError, "holds no text"),
+        (["short"], {"n_seqs": 5, "seq_len": 8}, ValueError, "only 0 chunks"),
+        ("pydoc", {"seq_len": 65}, ValueError, "exceeds the model's n_ctx=64"),
+        ("pydoc", {"n_seqs": 0}, ValueError, "n_seqs must be >= 1"),
+        ("no-such-source", {}, ValueError, "unknown corpus source"),
+        ([b"bytes"], {}, TypeError, "must yield strings"),
+        (42, {}, TypeError, "corpus source must be"),
+    ],
+)
+def test_bad_sources(source, kwargs, err, match):
+    with pytest.raises(err, match=match):
+        corpus.tokens(Holder(), source, **{"n_seqs": 2, "seq_len": 16, **kwargs})
+
+
+def test_model_without_tokenizer(tiny_model):
+    with pytest.raises(ValueError, match="no tokenizer"):
+        corpus.tokens(tiny_model, n_seqs=2, seq_len=8)
