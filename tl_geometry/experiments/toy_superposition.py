@@ -79,7 +79,7 @@ class ToyConfig:
 PAPER_TOY = ToyConfig()
 PAPER_SIZES = tuple(int(round(x)) for x in torch.logspace(math.log10(3), math.log10(40_000), 22).tolist())
 #: Scaled down for a CPU minute (same n/m ratio regime, fewer steps and sizes).
-CPU_TOY = ToyConfig(n_features=100, n_hidden=2, sparsity=0.95, steps=3000, lr=1e-2, n_test=2000)
+CPU_TOY = ToyConfig(n_features=100, n_hidden=2, sparsity=0.95, steps=2000, lr=1e-2, n_test=2000)
 CPU_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 

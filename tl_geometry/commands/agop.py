@@ -1,0 +1,58 @@
+"""``tl-geometry agop``: AGOP / AOFE at hook points (+ NFA correlation, depth/width ratio).
+
+    tl-geometry agop [--model smollm2-135m] [--corpus pydoc] [--n-seqs 8] [--seq-len 128]
+                     [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output]
+                     [--exact] [--nfa] [--seed 0] [--out report.json]
+"""
+
+from __future__ import annotations
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
+    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
+    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument("--n-seqs", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_pre (default all)")
+    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    p.add_argument("--n-probes", type=int, default=64, help="Gaussian probes (>= 2)")
+    p.add_argument("--space", choices=("input", "output"), default="input")
+    p.add_argument("--exact", action="store_true", help="exact Jacobians (tiny models only)")
+    p.add_argument("--nfa", action="store_true", help="also the NFA correlation per layer (W_in W_inᵀ vs AGOP)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import tl_geometry as tg
+    from tl_geometry import capture
+
+    if args.hooks and args.layers is not None:
+        raise ValueError("pass either --hooks or --layers, not both")
+    if args.n_probes < 2 and not args.exact:
+        raise ValueError(f"--n-probes must be >= 2, got {args.n_probes}")
+    model = tg.models.load(args.model, device=args.device)
+    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed)
+    hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
+    res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, space=args.space, seed=args.seed,
+                  exact=args.exact, batch_size=args.batch_size)
+    reports = [res.to_report(model), tg.get_metric("depth_width")(model), tg.get_metric("wtw_aofe")(model)]
+    r = tg.depth_width_ratio(model)
+    print(f"{tg.report.model_name(model)}: R_D/W = {model.cfg.n_layers}/{model.cfg.d_model} = {r:.4f} "
+          f"({'inside' if tg.in_efficient_interval(r) else 'outside'} [0.023, 0.047])")
+    print(f"{'hook':<34} {'AOFE ratio':>11} {'± se':>8} {'trace':>12} {'rel. se(G)':>10}")
+    for h, s in res.stats.items():
+        print(f"{h:<34} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.trace:>12.4g} {s.rel_stderr:>10.3f}")
+    if args.nfa:
+        layers = args.layers if args.layers is not None else list(range(model.cfg.n_layers))
+        reports.append(tg.get_metric("nfa")(model, tokens, layers=layers, n_probes=args.n_probes, seed=args.seed))
+        for row in reports[-1].rows:
+            print(f"{row.hook:<34} {row.metric:<14} {row.value:.4f}")
+    if args.out:
+        tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed).to_json(args.out)
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,99 @@
+"""``tl-geometry sweep``: long, resumable experiments.
+
+    tl-geometry sweep shape [--budgets 1e5 2e5 3e5 | --paper] [--depths 1 2 3] [--steps 300]
+                            [--source pydoc+shakespeare] [--out shape_sweep.jsonl] [--figure shape.png]
+    tl-geometry sweep toy   [--paper] [--sizes 4 8 ...] [--steps N] [--out toy.jsonl] [--figure toy.png]
+
+Each sub-sub-command is built by a function in :data:`BUILDERS` (name → ``builder(subparsers)``);
+add one (e.g. ``models``) by writing ``_build_models`` and registering it there.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def _build_shape(sub) -> None:
+    p = sub.add_parser("shape", help="TinyGPT shape sweep: test CE vs depth/width at fixed budgets")
+    p.add_argument("--budgets", type=float, nargs="+", default=None, help="parameter budgets (default 1e5 2e5 3e5)")
+    p.add_argument("--paper", action="store_true", help="the paper's budgets (1M … 10M) and n_ctx 256, lr 3e-4")
+    p.add_argument("--depths", type=int, nargs="+", default=None, help="depths (default 1 … --max-depth)")
+    p.add_argument("--max-depth", type=int, default=6)
+    p.add_argument("--d-head", type=int, default=4)
+    p.add_argument("--n-ctx", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--source", default="pydoc+shakespeare", help="text: pydoc, shakespeare, a file, an HF dataset; join with +")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="shape_sweep.jsonl", help="JSON-lines results (resumed when it exists)")
+    p.add_argument("--figure", default=None, help="write CE-vs-R_D/W and frontier plots here")
+    p.set_defaults(func=_run_shape)
+
+
+def _run_shape(args) -> int:
+    from tl_geometry.experiments import shape_sweep as ss
+
+    kw = dict(max_depth=args.max_depth, d_head=args.d_head, batch_size=args.batch_size, source=args.source, seed=args.seed)
+    if args.paper:
+        kw.update(budgets=ss.PAPER_BUDGETS, n_ctx=256, lr=3e-4, steps=10_000)
+    if args.budgets:
+        kw["budgets"] = tuple(args.budgets)
+    if args.depths:
+        kw["depths"] = tuple(args.depths)
+    for k in ("n_ctx", "steps", "lr"):
+        if getattr(args, k) is not None:
+            kw[k] = getattr(args, k)
+    cfg = ss.SweepConfig(**kw)
+    recs = ss.shape_sweep(cfg, args.out)
+    print(f"{'budget':>9} {'depth':>5} {'d_model':>7} {'R_D/W':>7} {'test CE':>8} {'AOFE out':>9} {'WᵀW AOFE':>9}")
+    for r in sorted(recs, key=lambda r: (r["params"]["budget"], r["params"]["n_layers"])):
+        p = r["params"]
+        print(f"{p['budget']:>9.3g} {p['n_layers']:>5} {p['d_model']:>7} {r['r_dw']:>7.4f} {r['test_ce']:>8.4f} "
+              f"{r['aofe_ratio_out']:>9.4f} {r['wtw_aofe_ratio']:>9.4f}")
+    for f in ss.frontier(recs):
+        print(f"best at {f['budget']:.3g}: depth {f['n_layers']} / d_model {f['d_model']}, α* = {f['alpha']:.4f}, CE {f['test_ce']:.4f}")
+    if args.figure:
+        ss.plot_sweep(recs, args.figure)
+        print(f"wrote {args.figure}")
+    return 0
+
+
+def _build_toy(sub) -> None:
+    p = sub.add_parser("toy", help="toy double descent: ReLU(x WᵀW + b) over training-set sizes")
+    p.add_argument("--paper", action="store_true", help="the paper's settings (1000 → 2, sparsity 0.99, 22 sizes, 50k steps)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="toy_double_descent.jsonl", help="JSON-lines results (resumed when it exists)")
+    p.add_argument("--figure", default=None)
+    p.set_defaults(func=_run_toy)
+
+
+def _run_toy(args) -> int:
+    import dataclasses
+
+    from tl_geometry.experiments import toy_superposition as toy
+
+    cfg = toy.PAPER_TOY if args.paper else toy.CPU_TOY
+    sizes = args.sizes or (toy.PAPER_SIZES if args.paper else toy.CPU_SIZES)
+    cfg = dataclasses.replace(cfg, seed=args.seed, **({"steps": args.steps} if args.steps else {}))
+    recs = toy.toy_sweep(sizes, cfg, results=args.out)
+    print(f"{'T':>7} {'train':>8} {'test':>8} {'AOFE ratio':>10}")
+    for r in recs:
+        print(f"{r['n_train']:>7} {r['train_loss']:>8.4f} {r['test_loss']:>8.4f} {r['aofe_ratio']:>10.4f}")
+    if args.figure:
+        toy.plot_toy(recs, args.figure)
+        print(f"wrote {args.figure}")
+    return 0
+
+
+#: sub-sub-command name → builder(subparsers); add "models" here.
+BUILDERS: dict[str, Callable] = {"shape": _build_shape, "toy": _build_toy}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="long resumable experiments: " + ", ".join(BUILDERS))
+    sub = p.add_subparsers(dest="sweep_command", required=True, metavar="EXPERIMENT")
+    for build in BUILDERS.values():
+        build(sub)
