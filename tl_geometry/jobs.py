@@ -30,7 +30,7 @@ def read_records(path: str | os.PathLike) -> list[dict]:
     if not p.exists():
         return []
     out = []
-    with p.open("r", encoding="utf-8") as f:
+    with p.open("r", encoding="utf-8", errors="replace") as f:  # garbage bytes: a bad line, not a crash
         for i, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -79,7 +79,7 @@ class ResultsFile:
         """Rewrite the file without torn lines (atomically); returns the number removed."""
         if not self.path.exists():
             return 0
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
         good = []
         for line in lines:
             if not line.strip():
