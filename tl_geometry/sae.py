@@ -1002,7 +1002,8 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
         ax.axhline(bound, color="C3", ls=":" if vacuous else "-", lw=1.5, label=lab)
     elif bound is not None:
         ax.text(0.01, 0.97, "capacity bound overflows (class 1: vacuous)", transform=ax.transAxes, va="top", fontsize=8)
-    ax.legend(fontsize=8, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
     ax.set_title(title or (f"SAE widths vs capacity bound: {model}" if model else "SAE widths by release"))
     fig.tight_layout()
     if path is not None:
