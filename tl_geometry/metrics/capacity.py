@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "SimilarityStats",
+    "SimilarityAccumulator",
     "similarity_stats",
     "embedding_epsilon",
     "model_class_of",
@@ -135,6 +136,73 @@ def _as_matrix(vectors: Any) -> Tensor:
     return vectors.detach()
 
 
+class SimilarityAccumulator:
+    """Streaming Gram moments of unit rows: ``update(block)`` any number of times, then ``compute()``.
+
+    Holds O(d²) float64 state whatever the number of rows, so an embedding can be read
+    block by block from disk (:mod:`tl_geometry.weights_reader`). ``similarity_stats(x)`` equals
+    one accumulator fed x in any split (tested).
+
+    Examples:
+        >>> import torch, tl_geometry as tg
+        >>> acc = tg.SimilarityAccumulator()
+        >>> acc.update(torch.eye(3)[:2]); acc.update(torch.eye(3)[2:])
+        >>> acc.compute().epsilon
+        0.0
+    """
+
+    def __init__(self, *, device: str | torch.device | None = None):
+        self.device = None if device is None else torch.device(device)
+        self.reset()
+
+    def reset(self) -> None:
+        self.s: Tensor | None = None
+        self.gram: Tensor | None = None
+        self.diag1 = self.diag2 = 0.0
+        self.n = self.n_total = 0
+
+    def update(self, block: Float[Tensor, "b d"] | np.ndarray, *, return_unit: bool = False) -> Tensor | None:
+        """Add rows. Returns the kept unit rows (float64) and their indices when ``return_unit``."""
+        xb = _as_matrix(block)
+        device = self.device or (xb.device if xb.device.type != "mps" else torch.device("cpu"))  # mps: no float64
+        if self.s is None:
+            self.s = torch.zeros(xb.shape[1], dtype=torch.float64, device=device)
+            self.gram = torch.zeros(xb.shape[1], xb.shape[1], dtype=torch.float64, device=device)
+        elif xb.shape[1] != self.s.shape[0]:
+            raise ValueError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.s.shape[0]}")
+        xb = xb.to(device=self.s.device, dtype=torch.float64)
+        if not torch.isfinite(xb).all():
+            bad = self.n_total + int((~torch.isfinite(xb)).any(1).nonzero()[0, 0])
+            raise ValueError(f"vectors contain NaN or inf (first at row {bad})")
+        norms = xb.norm(dim=1)
+        nz = norms > 0
+        ub = xb[nz] / norms[nz, None]
+        self.s += ub.sum(0)
+        self.gram += ub.T @ ub
+        sq = (ub * ub).sum(1)
+        self.diag1 += float(sq.sum())
+        self.diag2 += float((sq * sq).sum())
+        idx = nz.nonzero().squeeze(1).cpu() + self.n_total
+        self.n += int(nz.sum())
+        self.n_total += xb.shape[0]
+        return (ub, idx) if return_unit else None
+
+    def compute(self) -> "SimilarityStats":
+        """μ, σ, ε over all ordered pairs of the non-zero rows seen so far."""
+        n = self.n
+        if self.s is None or n < 2:
+            raise ValueError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows)")
+        pairs = n * (n - 1)
+        mean = (float(self.s @ self.s) - self.diag1) / pairs
+        second = (float((self.gram * self.gram).sum()) - self.diag2) / pairs
+        std = max(second - mean * mean, 0.0) ** 0.5
+        eps = mean + 2.0 * std
+        return SimilarityStats(
+            mean=mean, std=std, epsilon=eps, second_moment=second, n_vectors=n,
+            n_dropped=self.n_total - n, d=int(self.s.shape[0]), model_class=model_class_of(eps),
+        )
+
+
 def similarity_stats(
     vectors: Float[Tensor, "n d"] | np.ndarray,
     *,
@@ -148,7 +216,9 @@ def similarity_stats(
 
     Capacity paper (arXiv 2606.02765), Sec. 3: ε = μ + 2σ of the off-diagonal entries of the
     cosine-similarity matrix of the embedding rows. Computed from Gram moments of the unit rows
-    (never the n×n matrix) in float64, ``block_size`` rows at a time.
+    (never the n×n matrix) in float64, ``block_size`` rows at a time::
+
+        μ = (‖Σ u_i‖² − n) / (n(n−1)),   E[cos²] = (‖UᵀU‖_F² − n) / (n(n−1)),   σ² = E[cos²] − μ²
 
     Args:
         vectors: (n, d) floating tensor or array; each row is a vector. float16/bfloat16 are
@@ -157,7 +227,7 @@ def similarity_stats(
         histogram: also compute the exact histogram over all n(n−1) ordered pairs
             (O(n²·d) time, bounded memory).
         top_n: also return the ``top_n`` most similar unordered pairs (same blockwise pass).
-        block_size: rows per block (memory ≈ block_size·d·8 bytes, plus block² for the
+        block_size: rows per block (memory ≈ block_size·d·8 bytes, plus 4096² floats for the
             histogram pass).
         progress: tqdm bar for the pairwise pass.
 
@@ -175,67 +245,37 @@ def similarity_stats(
         (0.0, 0.0, 0.0, 'class2')
     """
     x = _as_matrix(vectors)
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if histogram and (not isinstance(histogram_bins, int) or histogram_bins < 1):
         raise ValueError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
     if top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
-    n_total, d = x.shape
-    device = x.device if x.device.type != "mps" else torch.device("cpu")  # mps has no float64
-    s = torch.zeros(d, dtype=torch.float64, device=device)
-    gram = torch.zeros(d, d, dtype=torch.float64, device=device)
-    diag1 = diag2 = 0.0
-    kept_idx: list[Tensor] = []
     keep_rows = histogram or top_n > 0
-    unit_blocks: list[Tensor] = []
-    for start in range(0, n_total, block_size):
-        xb = x[start : start + block_size].to(device=device, dtype=torch.float64)
-        if not torch.isfinite(xb).all():
-            bad = start + int((~torch.isfinite(xb)).any(1).nonzero()[0, 0])
-            raise ValueError(f"vectors contain NaN or inf (first at row {bad})")
-        norms = xb.norm(dim=1)
-        nz = norms > 0
-        ub = xb[nz] / norms[nz, None]
-        s += ub.sum(0)
-        gram += ub.T @ ub
-        sq = (ub * ub).sum(1)
-        diag1 += float(sq.sum())
-        diag2 += float((sq * sq).sum())
-        kept_idx.append(nz.nonzero().squeeze(1).cpu() + start)
+    acc = SimilarityAccumulator()
+    units: list[Tensor] = []
+    kept: list[Tensor] = []
+    for start in range(0, x.shape[0], block_size):
+        ub, idx = acc.update(x[start : start + block_size], return_unit=True)
+        kept.append(idx)
         if keep_rows:
-            unit_blocks.append(ub.float())
-    kept = torch.cat(kept_idx)
-    n = int(kept.numel())
-    if n < 2:
-        raise ValueError(f"need at least 2 non-zero rows to form pairs, got {n} (of {n_total} rows)")
-    pairs = n * (n - 1)
-    mean = (float(s @ s) - diag1) / pairs
-    second = (float((gram * gram).sum()) - diag2) / pairs
-    std = max(second - mean * mean, 0.0) ** 0.5
-    eps = mean + 2.0 * std
-    hist, top = None, ()
-    if keep_rows:
-        from tl_geometry.metrics._pairs import pair_histogram_and_top
+            units.append(ub.float())
+    stats = acc.compute()
+    if not keep_rows:
+        return stats
+    from dataclasses import replace
 
-        U = torch.cat(unit_blocks)
-        counts, edges, top_list = pair_histogram_and_top(
-            U, bins=histogram_bins if histogram else None, top_n=top_n, block=min(block_size, 4096), progress=progress
-        )
-        if histogram:
-            hist = (counts.cpu(), edges.cpu())
-        top = tuple((int(kept[i]), int(kept[j]), c) for i, j, c in top_list)
-    return SimilarityStats(
-        mean=mean,
-        std=std,
-        epsilon=eps,
-        second_moment=second,
-        n_vectors=n,
-        n_dropped=n_total - n,
-        d=d,
-        model_class=model_class_of(eps),
-        histogram=hist,
-        top_pairs=top,
+    from tl_geometry.metrics._pairs import pair_histogram_and_top
+
+    kept_idx = torch.cat(kept)
+    counts, edges, top_list = pair_histogram_and_top(
+        torch.cat(units), bins=histogram_bins if histogram else None, top_n=top_n,
+        block=min(block_size, 4096), progress=progress,
+    )
+    return replace(
+        stats,
+        histogram=(counts.cpu(), edges.cpu()) if histogram else None,
+        top_pairs=tuple((int(kept_idx[i]), int(kept_idx[j]), c) for i, j, c in top_list),
     )
 
 

@@ -1,0 +1,234 @@
+"""Capacity table from weights alone: read only the embedding tensor of a checkpoint.
+
+Given safetensors shards, a GGUF file, or a local Hugging Face directory, find the token
+embedding (or unembedding) tensor, stream it in row blocks (safetensors ``safe_open`` slices;
+``gguf.GGUFReader`` memory map with per-block dequantization) into
+:class:`tl_geometry.SimilarityAccumulator`, and return d_model, vocab, μ, σ, ε, class and
+capacity. Nothing else of the model is loaded, so a 70B model's embedding (≈ 1–2 GB) can be
+scanned on a laptop: memory is one row block plus a d×d float64 Gram.
+
+Examples:
+    >>> from tl_geometry.weights_reader import embedding_capacity      # doctest: +SKIP
+    >>> embedding_capacity("SmolLM2-135M-Instruct.Q4_1.gguf").epsilon  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EmbeddingSource", "CapacityRow", "find_embedding", "iter_embedding_rows", "read_embedding", "embedding_capacity"]
+
+#: Name patterns of input-embedding tensors (safetensors from HF / original checkpoints, GGUF).
+EMBED_PATTERNS = (
+    r"(^|\.)embed_tokens\.weight$",
+    r"(^|\.)wte\.weight$",
+    r"(^|\.)embed_in\.weight$",
+    r"(^|\.)tok_embeddings\.weight$",
+    r"(^|\.)word_embeddings\.weight$",
+    r"^token_embd\.weight$",
+    r"(^|\.)embedding\.weight$",
+)
+#: Name patterns of unembedding (output / lm_head) tensors.
+UNEMBED_PATTERNS = (r"(^|\.)lm_head\.weight$", r"(^|\.)embed_out\.weight$", r"^output\.weight$")
+
+
+@dataclass(frozen=True)
+class EmbeddingSource:
+    """Where an embedding tensor lives.
+
+    Attributes:
+        path: the file holding it.
+        name: tensor name in that file.
+        format: "safetensors" or "gguf".
+        shape: (vocab, d_model).
+        dtype: stored dtype (e.g. "BF16", "Q8_0").
+        tied: True when an unembedding was asked for and the model ties it to the embedding.
+    """
+
+    path: str
+    name: str
+    format: str
+    shape: tuple[int, int]
+    dtype: str
+    tied: bool = False
+
+
+@dataclass(frozen=True)
+class CapacityRow:
+    """One row of the capacity table (weights only)."""
+
+    source: str
+    tensor: str
+    d_model: int
+    vocab: int
+    mean: float
+    std: float
+    epsilon: float
+    model_class: str
+    capacity: float
+    form: str
+    n_dropped: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _files(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    if not paths:
+        raise ValueError("no checkpoint path given")
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"no such file or directory: {p}")
+        if p.is_dir():
+            st = sorted(p.glob("*.safetensors"))
+            gg = sorted(p.glob("*.gguf"))
+            if not st and not gg:
+                raise ValueError(f"{p} holds no *.safetensors or *.gguf files")
+            out.extend(st or gg[:1])
+        else:
+            if p.suffix not in (".safetensors", ".gguf"):
+                raise ValueError(f"{p}: expected a .safetensors or .gguf file (or a directory), got {p.suffix!r}")
+            out.append(p)
+    return out
+
+
+def _match(names: Sequence[str], patterns: Sequence[str]) -> str | None:
+    for pat in patterns:
+        hits = sorted(n for n in names if re.search(pat, n))
+        if hits:
+            return min(hits, key=len)
+    return None
+
+
+@functools.lru_cache(maxsize=2)
+def _gguf_tensors_cached(path: str, mtime: float):
+    from gguf import GGUFReader
+
+    return {t.name: t for t in GGUFReader(path).tensors}
+
+
+def _gguf_tensors(path: Path):
+    # parsing a GGUF header (tokenizer tables included) takes seconds: cache the last two files
+    return _gguf_tensors_cached(str(path.resolve()), path.stat().st_mtime)
+
+
+def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) -> EmbeddingSource:
+    """Locate the embedding (``matrix="embed"``) or unembedding (``"unembed"``) tensor.
+
+    Args:
+        path: a .safetensors file, a list of shards, a .gguf file, or a directory holding either.
+        matrix: "embed" or "unembed" (falls back to the embedding when the checkpoint ties them).
+        tensor: an explicit tensor name instead of the patterns.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+        ValueError: no embedding tensor (the message names the tensors found), bad arguments.
+    """
+    if matrix not in ("embed", "unembed"):
+        raise ValueError(f"matrix must be 'embed' or 'unembed', got {matrix!r}")
+    files = _files(path)
+    found: dict[str, tuple[Path, str, tuple[int, ...], str]] = {}
+    for f in files:
+        if f.suffix == ".gguf":
+            for name, t in _gguf_tensors(f).items():
+                # GGUF lists dims fastest-first: (d_model, vocab) for token_embd
+                found[name] = (f, "gguf", tuple(int(s) for s in reversed(list(t.shape))), t.tensor_type.name)
+        else:
+            from safetensors import safe_open
+
+            with safe_open(str(f), framework="pt") as sf:
+                for name in sf.keys():
+                    sl = sf.get_slice(name)
+                    found[name] = (f, "safetensors", tuple(sl.get_shape()), str(sl.get_dtype()))
+    names = list(found)
+    tied = False
+    if tensor is not None:
+        if tensor not in found:
+            raise ValueError(f"tensor {tensor!r} not found; tensors: {_list(names)}")
+        name = tensor
+    else:
+        name = _match(names, UNEMBED_PATTERNS) if matrix == "unembed" else None
+        if name is None:
+            name = _match(names, EMBED_PATTERNS)
+            tied = matrix == "unembed"
+        if name is None:
+            raise ValueError(f"no {matrix}ding tensor in {', '.join(map(str, files))}; tensors found: {_list(names)}")
+    f, fmt, shape, dtype = found[name]
+    if len(shape) != 2:
+        raise ValueError(f"tensor {name!r} has shape {shape}, expected 2-D (vocab, d_model)")
+    return EmbeddingSource(path=str(f), name=name, format=fmt, shape=(shape[0], shape[1]), dtype=dtype, tied=tied)
+
+
+def _list(names: Sequence[str], n: int = 12) -> str:
+    names = sorted(names)
+    more = f" ... (+{len(names) - n} more)" if len(names) > n else ""
+    return ", ".join(names[:n]) + more if names else "(none)"
+
+
+def iter_embedding_rows(src: EmbeddingSource, *, block: int = 8192) -> Iterator[torch.Tensor]:
+    """Yield (≤ block, d_model) float32 row blocks of the tensor, dequantizing GGUF blocks."""
+    if src.format == "gguf":
+        from gguf.quants import dequantize
+
+        t = _gguf_tensors(Path(src.path))[src.name]
+        data = t.data  # memory-mapped; rows are tokens
+        for a in range(0, data.shape[0], block):
+            yield torch.from_numpy(np.ascontiguousarray(dequantize(data[a : a + block], t.tensor_type), dtype=np.float32))
+    else:
+        from safetensors import safe_open
+
+        with safe_open(src.path, framework="pt") as sf:
+            sl = sf.get_slice(src.name)
+            for a in range(0, src.shape[0], block):
+                yield sl[a : a + block].float()
+
+
+def read_embedding(path, *, matrix: str = "embed", tensor: str | None = None) -> torch.Tensor:
+    """The whole embedding (vocab, d_model) as float32 (small models; prefer streaming)."""
+    src = find_embedding(path, matrix=matrix, tensor=tensor)
+    return torch.cat(list(iter_embedding_rows(src)))
+
+
+def embedding_capacity(
+    path, *, matrix: str = "embed", tensor: str | None = None, form: str = "full", block: int = 8192
+) -> CapacityRow:
+    """d_model, vocab, μ, σ, ε, class and capacity of a checkpoint's embedding, from the file.
+
+    Args:
+        path: .safetensors file(s), .gguf file, or a local HF directory.
+        matrix: "embed" or "unembed".
+        tensor: explicit tensor name.
+        form: capacity form (see :func:`tl_geometry.capacity`).
+        block: rows per streamed block.
+    """
+    import warnings
+
+    from tl_geometry.metrics.capacity import SimilarityAccumulator, capacity
+
+    src = find_embedding(path, matrix=matrix, tensor=tensor)
+    acc = SimilarityAccumulator()
+    for rows in iter_embedding_rows(src, block=block):
+        acc.update(rows)
+    st = acc.compute()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = capacity(st.d, st.epsilon, form=form) if 0 < st.epsilon < 1 else float("nan")
+    name = Path(src.path).parent.name if Path(src.path).suffix == ".safetensors" else Path(src.path).stem
+    return CapacityRow(
+        source=name, tensor=src.name + (" (tied)" if src.tied else ""), d_model=st.d, vocab=src.shape[0],
+        mean=st.mean, std=st.std, epsilon=st.epsilon, model_class=st.model_class, capacity=float(k), form=form,
+        n_dropped=st.n_dropped,
+    )
