@@ -70,16 +70,37 @@ def _log10_capacity(d: float, eps: np.ndarray) -> np.ndarray:
     """log10 of the full-form bound k = (d·exp((d^c ε²/C)^(1/b)))^(1/a), without overflow.
 
     Our choice: plot log10 k rather than k; for d in the thousands and ε near 1, k exceeds
-    the float64 range.
+    the float64 range. Uses :func:`tl_geometry.metrics.capacity.log10_capacity` when present.
     """
-    C, a, b, c = _FULL
+    try:
+        from tl_geometry.metrics.capacity import log10_capacity
+    except ImportError:
+        log10_capacity = None
     eps = np.asarray(eps, dtype=np.float64)
-    ln_k = (math.log(d) + (d**c * eps**2 / C) ** (1.0 / b)) / a
-    return ln_k / math.log(10)
+    out = np.full(eps.shape, np.nan)
+    ok = (eps > 0) & (eps < 1)  # the bound is defined for ε in (0, 1) only
+    if not ok.any():
+        return out
+    if log10_capacity is not None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[ok] = np.asarray(log10_capacity(d, eps[ok], form="full"), dtype=np.float64)
+        return out
+    C, a, b, c = _FULL
+    out[ok] = (math.log(d) + (d**c * eps[ok] ** 2 / C) ** (1.0 / b)) / a / math.log(10)
+    return out
 
 
 def _rows(report: GeometryReport, metric: str) -> list[Row]:
     return [r for r in report.rows if r.metric == metric]
+
+
+def _once(report: GeometryReport, metric: str) -> list[Row]:
+    """[the row] of a once-per-model metric (the one with most extras when merged reports repeat it)."""
+    rows = _rows(report, metric)
+    return [max(rows, key=lambda r: len([v for v in r.extras.values() if v is not None]))] if rows else []
 
 
 def _n_layers(report: GeometryReport) -> int | None:
@@ -152,6 +173,7 @@ def plot_cosine_histogram(report: GeometryReport):
             hist = histogram_of(dict(row.extras))
             if hist is not None:
                 panels.append((mat, row, hist))
+                break
     if not panels:
         return None
     plt = _plt()
@@ -180,11 +202,11 @@ def plot_cosine_histogram(report: GeometryReport):
 
 def plot_capacity_curve(report: GeometryReport, *, published=None):
     """log10 capacity bound vs ε at the model's d, with the model's point and published models."""
-    eps_rows = [r for r in report.rows if r.metric in ("epsilon.W_E", "epsilon.W_U")]
+    eps_rows = _once(report, "epsilon.W_E") + _once(report, "epsilon.W_U")
     if not eps_rows:
         return None
     d = None
-    for r in eps_rows + _rows(report, "capacity.W_E") + _rows(report, "capacity.W_U"):
+    for r in eps_rows + _once(report, "capacity.W_E") + _once(report, "capacity.W_U"):
         d = d or r.extras.get("d")
     d = d or report.provenance.get("d_model")
     if not d:
@@ -193,14 +215,14 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
     plt = _plt()
     pubs = list(published if published is not None else published_models())
     fig, ax = plt.subplots(figsize=(8.5, 5.2))
-    grid = np.linspace(0.01, 1.0, 400)
+    grid = np.linspace(0.01, 0.995, 400)
     ax.axvspan(0, CLASS2_BELOW, color="tab:green", alpha=0.07)
     ax.axvspan(CLASS2_BELOW, CLASS1_ABOVE, color="tab:orange", alpha=0.07)
     ax.axvspan(CLASS1_ABOVE, 1.02, color="tab:red", alpha=0.05)
     for x, label in ((0.05, "Class 2"), (0.15, "boundary"), (0.6, "Class 1")):
         ax.text(x, 0.97, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=9, color="dimgray")
     ax.plot(grid, _log10_capacity(d, grid), color="black", lw=2, label=f"full-form bound, d = {int(d)}")
-    ys_shown = [float(_log10_capacity(d, np.array([r.value]))[0]) for r in eps_rows]
+    ys_shown = [y for y in (float(_log10_capacity(d, np.array([r.value]))[0]) for r in eps_rows) if np.isfinite(y)]
     if pubs:
         pe = np.array([m.epsilon for m in pubs])
         pk = np.array([_log10_capacity(m.d_model, np.array([m.epsilon]))[0] for m in pubs])
@@ -223,6 +245,9 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
     for r in eps_rows:
         mat = r.metric.split(".", 1)[1]
         y = _log10_capacity(d, np.array([r.value]))[0]
+        if not np.isfinite(y):  # ε outside (0, 1): no bound to place the point on
+            ax.axvline(min(r.value, 1.0), color="tab:red", ls="--", label=f"this model {mat}: ε = {r.value:.3f} (no bound)")
+            continue
         ax.scatter([r.value], [y], marker="*", s=260, color="tab:red" if mat == "W_E" else "tab:purple",
                    edgecolor="black", zorder=5, label=f"this model {mat}: ε = {r.value:.3f}")
         if pubs:
@@ -413,10 +438,13 @@ def plot_sae_widths(report: GeometryReport):
     wmax = max(r.value for r in widths)
     off_chart = []
     for mat, color in (("W_E", "tab:red"), ("W_U", "tab:purple")):
-        cap = _rows(report, f"capacity.{mat}")
+        cap = _once(report, f"capacity.{mat}")
         if not cap or not cap[0].value > 0:
             continue
         k = cap[0].value
+        if math.isinf(k):
+            off_chart.append(f"{mat} bound vacuous (ε > 0.2)")
+            continue
         # Our choice: a bound many orders above the widest SAE would flatten every point to one
         # line on a log axis; it is named in the corner instead.
         if math.isfinite(k) and k <= wmax * 1e4:

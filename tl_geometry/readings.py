@@ -78,10 +78,15 @@ def _normalize(obj: Any) -> list[PublishedModel]:
     if isinstance(obj, dict) and "models" in obj:
         obj = obj["models"]
     if isinstance(obj, dict):
-        obj = [
-            {"name": k, **v} if isinstance(v, dict) else {"name": k, "d_model": v[0], "epsilon": v[1]}
-            for k, v in obj.items()
-        ]
+        items = []
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                items.append({"name": k, **v})
+            elif hasattr(v, "d_model") and hasattr(v, "epsilon"):
+                items.append({"name": k, "d_model": v.d_model, "epsilon": v.epsilon})
+            else:
+                items.append({"name": k, "d_model": v[0], "epsilon": v[1]})
+        obj = items
     out = []
     for item in obj:
         if isinstance(item, PublishedModel):
@@ -173,8 +178,10 @@ def _rows(report: GeometryReport, metric: str) -> list[Row]:
 
 
 def _one(report: GeometryReport, metric: str) -> Row | None:
+    """The row of a once-per-model metric; when merged reports repeat it (e.g. ``epsilon.W_E``
+    from both the epsilon metric and the SAE comparison), the one with the most extras."""
     rows = _rows(report, metric)
-    return rows[0] if rows else None
+    return max(rows, key=lambda r: len([v for v in r.extras.values() if v is not None])) if rows else None
 
 
 def _where(row: Row) -> str:
@@ -314,12 +321,18 @@ def read_sae(report: GeometryReport) -> list[str]:
             f"{len(widths)} SAEs from {len(releases)} release(s) ({', '.join(releases[:4])}"
             f"{', …' if len(releases) > 4 else ''}): widths {_fmt(ws[0])} to {_fmt(ws[-1])} features."
         )
-    if ratios:
-        hi = max(ratios, key=lambda r: r.value)
-        over = sum(r.value > 1 for r in ratios)
+    finite = [r for r in ratios if math.isfinite(r.value)]
+    if finite:
+        hi = max(finite, key=lambda r: r.value)
+        over = sum(r.value > 1 for r in finite)
         out.append(
             f"Width / capacity bound: up to {_fmt(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
-            f"{over} of {len(ratios)} SAEs ask for more near-orthogonal features than the bound allows."
+            f"{over} of {len(finite)} SAEs ask for more near-orthogonal features than the bound allows."
+        )
+    elif ratios:
+        out.append(
+            "The capacity bound is vacuous for this model (ε > 0.2, Class 1: no near-orthogonal structure "
+            "to count), so SAE widths cannot be compared with it."
         )
     return out
 

@@ -49,7 +49,7 @@ def parse(path):
 def written(tmp_path_factory):
     out = tmp_path_factory.mktemp("rep") / "smollm2"
     report = make_report()
-    return report, out, write_outputs(report, out)
+    return report, out, write_outputs(report, out, dpi=40)
 
 
 def test_all_images_embedded(written):
@@ -86,7 +86,7 @@ def test_sections_and_readings(written):
 
 
 def test_partial_family_only_its_section(tmp_path):
-    index = write_outputs(make_report(families=("sae",)), tmp_path / "o")
+    index = write_outputs(make_report(families=("sae",)), tmp_path / "o", dpi=40)
     c = parse(index)
     assert "SAE comparison" in c.h2 and "Capacity" not in c.h2
     assert len(c.imgs) == 1
@@ -105,9 +105,9 @@ def test_existing_dir_refused(tmp_path):
 
 def test_force_overwrites_but_keeps_other_files(tmp_path):
     out = tmp_path / "o"
-    write_outputs(make_report(families=("capacity",)), out)
+    write_outputs(make_report(families=("capacity",)), out, dpi=40)
     (out / "notes.txt").write_text("mine")
-    write_outputs(make_report(families=("sae",)), out, force=True)
+    write_outputs(make_report(families=("sae",)), out, force=True, dpi=40)
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "cosine_histogram.png").exists()  # never deleted, only no longer referenced
     assert len(parse(out / "index.html").imgs) == 1
@@ -116,7 +116,7 @@ def test_force_overwrites_but_keeps_other_files(tmp_path):
 
 def test_empty_existing_dir_ok(tmp_path):
     (tmp_path / "o").mkdir()
-    assert write_outputs(GeometryReport.from_rows([], model="m"), tmp_path / "o").is_file()
+    assert write_outputs(GeometryReport.from_rows([], model="m"), tmp_path / "o", dpi=40).is_file()
 
 
 def test_out_dir_is_a_file(tmp_path):
@@ -133,7 +133,7 @@ def test_missing_figure_file(tmp_path):
 
 def test_partial_banner(tmp_path):
     rep = make_report(families=("sae",), partial=True, missing_metrics=["pga", "agop"])
-    text = write_outputs(rep, tmp_path / "o").read_text()
+    text = write_outputs(rep, tmp_path / "o", dpi=40).read_text()
     assert 'class="banner"' in text and "pga, agop" in text
     assert "Partial results" in render_markdown(rep)
 
@@ -144,7 +144,7 @@ def test_no_banner_when_complete(written):
 
 def test_html_escapes_model_name(tmp_path):
     rep = GeometryReport.from_rows([{"metric": "x", "value": 1.0}], model="<script>alert(1)</script>")
-    text = write_outputs(rep, tmp_path / "o").read_text()
+    text = write_outputs(rep, tmp_path / "o", dpi=40).read_text()
     assert "<script>" not in text and "&lt;script&gt;" in text
 
 
@@ -158,10 +158,37 @@ def test_markdown_sections_optional():
 @pytest.mark.parametrize("status", ["interrupted", "partial", "running"])
 def test_banner_from_pipeline_status(tmp_path, status):
     rep = make_report(families=("sae",), status=status, errors={"pga": "RuntimeError: boom"})
-    text = write_outputs(rep, tmp_path / "o").read_text()
+    text = write_outputs(rep, tmp_path / "o", dpi=40).read_text()
     assert 'class="banner"' in text and "pga: RuntimeError: boom" in text
 
 
 def test_no_banner_when_status_complete(tmp_path):
     rep = make_report(families=("sae",), status="complete", errors={})
-    assert 'class="banner"' not in write_outputs(rep, tmp_path / "o").read_text()
+    assert 'class="banner"' not in write_outputs(rep, tmp_path / "o", dpi=40).read_text()
+
+
+def _screenshot_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.py"
+    spec = importlib.util.spec_from_file_location("screenshot_report", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_screenshot_script(written, tmp_path, capsys):
+    mod = _screenshot_module()
+    index = written[2]
+    out = tmp_path / "shot.png"
+    rc = mod.main([str(index), "--out", str(out), "--height", "1500"])
+    if mod.find_chromium() is None:
+        assert rc == 0 and "skipped" in capsys.readouterr().out
+    else:
+        assert rc == 0 and out.read_bytes()[:8] == PNG
+
+
+def test_screenshot_script_missing_file(tmp_path, capsys):
+    assert _screenshot_module().main([str(tmp_path / "nope.html")]) == 2
+    assert "no such file" in capsys.readouterr().err
