@@ -144,25 +144,31 @@ def _check_H(H: Tensor, name: str = "H") -> Tensor:
         raise ValueError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
     if not torch.isfinite(H).all():
         raise ValueError(f"{name} contains NaN or inf activations")
-    return H.detach().to(torch.float64)
+    return H.detach()
 
 
-def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Centered H (float64) and its right singular vectors / singular values; error if constant."""
+def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Centered H (float64), its right singular vectors / singular values and numerical rank.
+
+    The rank counts singular values above S_max·eps·max(N, d), eps of the input dtype (as
+    ``torch.linalg.matrix_rank``): float32 activations carry no information below that.
+    """
+    tol = torch.finfo(H.dtype if H.dtype.is_floating_point else torch.float32).eps * max(H.shape)
+    H = H.to(torch.float64)
     Hc = H - H.mean(0, keepdim=True)
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
         raise ValueError("activations are constant across points (zero variance after centering); PGA is undefined")
     _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
-    return Hc, S, Vh
+    return Hc, S, Vh, int((S > S[0] * tol).sum())
 
 
-def _remove_top(Hc: Tensor, S: Tensor, Vh: Tensor, c: int) -> Tensor:
+def _remove_top(Hc: Tensor, Vh: Tensor, rank: int, c: int) -> Tensor:
     """CCR-c: project out the top-c principal directions of the centered H."""
     if c == 0:
         return Hc
-    if c >= int((S > S[0] * 1e-10).sum()):
-        raise ValueError(f"ccr={c} removes all variance (centered H has rank {int((S > S[0] * 1e-10).sum())})")
+    if c >= rank:
+        raise ValueError(f"ccr={c} removes all variance (centered H has numerical rank {rank})")
     P = Vh[:c]
     return Hc - (Hc @ P.T) @ P
 
@@ -243,13 +249,13 @@ def pga_profile(
         raise ValueError(f"ccr levels must be non-negative integers, got {ccrs}")
     if null_bases is None:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
-    Hc, S, Vh = _center_svd(H)
+    Hc, _, Vh, rank = _center_svd(H)
     pairs = make_pairs(N, max_pairs, seed)
     if pairs.subsampled:
         logger.info("PGA: %d points give %d pairs > max_pairs=%d; using %d seeded random pairs",
                     N, N * (N - 1) // 2, max_pairs, pairs.n_pairs)
     batch = _batch_size(N, readout.shape[1], memory_mb)
-    return {c: _score(_remove_top(Hc, S, Vh, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch)
+    return {c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch)
             for c in ccrs}
 
 
@@ -326,7 +332,7 @@ def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Ov
     H = _check_H(H)
     d = H.shape[1]
     readout, _ = _check_common(d, readout, 2, None)
-    _, S, Vh = _center_svd(H)
+    _, S, Vh, _ = _center_svd(H)
     p1 = Vh[0]
     ov = float(((readout.T @ p1) ** 2).sum())
     exp = readout.shape[1] / d
