@@ -1,0 +1,394 @@
+"""Capacity family: exact similarity statistics, capacity forms, published table, metrics."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tl_geometry as tg
+from tl_geometry import capture
+from tl_geometry.metrics.capacity import SimilarityAccumulator, model_class_of
+
+
+# ----------------------------------------------------------------------------- references
+def reference_stats(x: np.ndarray) -> tuple[float, float, float, list[float]]:
+    """Slow and obvious: every ordered pair i != j of non-zero rows, one dot product each."""
+    rows = [r / np.linalg.norm(r) for r in np.asarray(x, dtype=np.float64) if np.linalg.norm(r) > 0]
+    cos = [float(np.dot(a, b)) for (i, a), (j, b) in itertools.product(enumerate(rows), repeat=2) if i != j]
+    mean = sum(cos) / len(cos)
+    var = sum((c - mean) ** 2 for c in cos) / len(cos)
+    return mean, math.sqrt(var), mean + 2 * math.sqrt(var), cos
+
+
+def paper_epsilon(x: torch.Tensor) -> float:
+    """The paper's algorithm: normalize, full n x n matrix, std_mean of the off-diagonal."""
+    u = torch.nn.functional.normalize(x.double(), dim=1)
+    s = u @ u.T
+    off = s[~torch.eye(len(u), dtype=torch.bool)]
+    std, mean = torch.std_mean(off, unbiased=False)
+    return float(mean + 2 * std)
+
+
+def _matrix(n, d, *, shared=0.0, zeros=(), seed=0):
+    g = np.random.default_rng(seed)
+    x = g.standard_normal((n, d))
+    if shared:
+        x += shared * g.standard_normal(d)  # a common direction: large positive μ
+    for z in zeros:
+        x[z] = 0.0
+    return x
+
+
+CASES = [
+    dict(n=40, d=8),
+    dict(n=60, d=3, shared=2.0),
+    dict(n=25, d=64),  # d > n
+    dict(n=50, d=16, zeros=(0, 7, 49)),
+    dict(n=45, d=5, shared=5.0, zeros=(3,)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("block_size", [7, 16384])
+def test_exact_against_all_pairs(case, block_size):
+    x = _matrix(**case)
+    mean, std, eps, _ = reference_stats(x)
+    st = tg.similarity_stats(torch.from_numpy(x), block_size=block_size)
+    assert st.mean == pytest.approx(mean, abs=1e-9)
+    assert st.std == pytest.approx(std, abs=1e-9)
+    assert st.epsilon == pytest.approx(eps, abs=1e-9)
+    assert st.n_dropped == len(case.get("zeros", ()))
+    assert st.n_vectors == case["n"] - st.n_dropped
+    assert st.d == case["d"]
+    assert st.model_class == model_class_of(eps)
+
+
+def test_float32_input_matches_paper_algorithm_to_1e6():
+    x = torch.from_numpy(_matrix(300, 24, shared=1.0)).float()
+    assert tg.similarity_stats(x).epsilon == pytest.approx(paper_epsilon(x), abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_accepted_and_upcast(dtype):
+    x = torch.from_numpy(_matrix(30, 6, shared=1.0)).to(dtype)
+    mean, std, eps, _ = reference_stats(x.double().numpy())
+    st = tg.similarity_stats(x)
+    assert st.epsilon == pytest.approx(eps, abs=1e-9)
+
+
+def test_numpy_input():
+    x = _matrix(20, 4)
+    assert tg.similarity_stats(x).epsilon == pytest.approx(reference_stats(x)[2], abs=1e-9)
+
+
+def test_accumulator_split_equals_one_call():
+    x = torch.from_numpy(_matrix(70, 9, shared=1.5, zeros=(10,)))
+    acc = SimilarityAccumulator()
+    for part in (x[:3], x[3:40], x[40:]):
+        acc.update(part)
+    a, b = acc.compute(), tg.similarity_stats(x)
+    assert (a.mean, a.std, a.n_vectors, a.n_dropped) == pytest.approx((b.mean, b.std, b.n_vectors, b.n_dropped), abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- known answers
+def test_orthonormal_rows_have_zero_epsilon():
+    st = tg.similarity_stats(torch.eye(5))
+    assert (st.mean, st.std, st.epsilon, st.model_class) == (0.0, 0.0, 0.0, "class2")
+
+
+def test_parallel_rows_have_epsilon_one():
+    x = torch.tensor([[1.0, 2.0], [2.0, 4.0], [0.5, 1.0]])
+    st = tg.similarity_stats(x)
+    assert st.mean == pytest.approx(1.0) and st.std == pytest.approx(0.0, abs=1e-6)
+    assert st.model_class == "class1"
+
+
+def test_regular_simplex():
+    n = 6  # n unit vectors in R^(n-1) with all cosines -1/(n-1)
+    e = torch.eye(n, dtype=torch.float64)
+    x = e - e.mean(0)
+    st = tg.similarity_stats(x)
+    assert st.mean == pytest.approx(-1 / (n - 1), abs=1e-12)
+    assert st.std == pytest.approx(0.0, abs=1e-6)
+
+
+def test_two_values_known_std():
+    # 3 rows: u1 = u2, u3 orthogonal: ordered pair cosines {1, 1, 0, 0, 0, 0} -> μ = 1/3, σ = √2/3
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    st = tg.similarity_stats(x)
+    assert st.mean == pytest.approx(1 / 3) and st.std == pytest.approx(math.sqrt(2) / 3)
+
+
+@pytest.mark.parametrize("eps,cls", [(0.25, "class1"), (0.2, "boundary"), (0.15, "boundary"), (0.1, "boundary"), (0.05, "class2")])
+def test_model_class_thresholds(eps, cls):
+    assert model_class_of(eps) == cls
+
+
+# ----------------------------------------------------------------------------- histogram, top pairs
+def test_histogram_counts_every_ordered_pair():
+    x = _matrix(120, 6, shared=0.5, zeros=(4,))
+    _, _, _, cos = reference_stats(x)
+    bins = 11
+    st = tg.similarity_stats(torch.from_numpy(x), histogram=True, histogram_bins=bins, block_size=50, progress=False)
+    counts, edges = st.histogram
+    assert int(counts.sum()) == len(cos) == 119 * 118
+    ref, ref_edges = np.histogram(np.clip(cos, -1, 1), bins=bins, range=(-1, 1))
+    np.testing.assert_allclose(edges.numpy(), ref_edges)
+    near_edge = sum(min(abs(c - e) for e in ref_edges) < 1e-5 for c in cos)
+    assert np.abs(counts.numpy() - ref).sum() <= 2 * near_edge
+
+
+def test_top_pairs_match_reference():
+    x = _matrix(80, 5, zeros=(2,), seed=3)
+    rows = {i: r / np.linalg.norm(r) for i, r in enumerate(x) if np.linalg.norm(r) > 0}
+    ref = sorted(((float(rows[i] @ rows[j]), i, j) for i in rows for j in rows if i < j), reverse=True)[:5]
+    st = tg.similarity_stats(torch.from_numpy(x), top_n=5, block_size=30, progress=False)
+    assert [(i, j) for i, j, _ in st.top_pairs] == [(i, j) for _, i, j in ref]
+    np.testing.assert_allclose([c for *_, c in st.top_pairs], [c for c, *_ in ref], atol=1e-6)
+
+
+def test_to_dict_is_jsonable():
+    import json
+
+    st = tg.similarity_stats(torch.from_numpy(_matrix(20, 4)), histogram=True, histogram_bins=4, top_n=2, progress=False)
+    d = json.loads(json.dumps(st.to_dict()))
+    assert d["epsilon"] == st.epsilon and len(d["histogram"]["counts"]) == 4 and len(d["top_pairs"]) == 2
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("x", [torch.randn(5), torch.randn(2, 3, 4)])
+def test_not_2d(x):
+    with pytest.raises(ValueError, match="expected 2-D"):
+        tg.similarity_stats(x)
+
+
+@pytest.mark.parametrize("x", [torch.zeros(4, 3), torch.tensor([[1.0, 0.0], [0.0, 0.0]]), torch.ones(1, 3)])
+def test_fewer_than_two_nonzero_rows(x):
+    with pytest.raises(ValueError, match="at least 2 non-zero rows"):
+        tg.similarity_stats(x)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_inf(bad):
+    x = torch.randn(5, 3)
+    x[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN or inf.*row 3"):
+        tg.similarity_stats(x)
+
+
+@pytest.mark.parametrize("x", [torch.ones(3, 2, dtype=torch.int64), torch.ones(3, 2, dtype=torch.bool), np.ones((3, 2), dtype=np.int32)])
+def test_integer_dtypes(x):
+    with pytest.raises(TypeError, match="floating point"):
+        tg.similarity_stats(x)
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="torch tensor or numpy array"):
+        tg.similarity_stats([[1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(block_size=0), "block_size"), (dict(top_n=-1), "top_n"),
+    (dict(histogram=True, histogram_bins=0), "histogram_bins"),
+])
+def test_bad_options(kw, match):
+    with pytest.raises(ValueError, match=match):
+        tg.similarity_stats(torch.randn(4, 3), **kw)
+
+
+def test_accumulator_width_mismatch():
+    acc = SimilarityAccumulator()
+    acc.update(torch.randn(3, 4))
+    with pytest.raises(ValueError, match="d = 5 columns"):
+        acc.update(torch.randn(3, 5))
+
+
+# ----------------------------------------------------------------------------- capacity forms
+def ref_capacity(d, eps, form):
+    """Direct transcription of the paper's forms with its published constants."""
+    if form == "jl":
+        return math.exp(d * eps**2 / 8)
+    if form == "jl_random":
+        return math.exp(d * eps**2 / 3.029)
+    if form == "adjusted":
+        return d * math.exp(d * eps**2 / 1.293)
+    C, a, b, c = 0.458, 1.067, 1.447, 0.972
+    return math.ceil((d * math.exp((d**c * eps**2 / C) ** (1 / b))) ** (1 / a))
+
+
+def _quiet(fn, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*a, **k)
+
+
+@pytest.mark.parametrize("form", ["jl", "jl_random", "adjusted", "full"])
+@pytest.mark.parametrize("d,eps", [(4096, 0.0645), (576, 0.3), (2048, 0.06329), (768, 0.15)])
+def test_capacity_matches_formula(form, d, eps):
+    assert _quiet(tg.capacity, d, eps, form=form) == pytest.approx(ref_capacity(d, eps, form), rel=1e-9)
+
+
+def test_llama2_7b_published_numbers():
+    assert tg.capacity(4096, 0.0645, form="full") == pytest.approx(4e7, rel=0.05)
+    assert _quiet(tg.capacity, 4096, 0.0645, form="jl_random") == pytest.approx(277, abs=1)
+    assert _quiet(tg.capacity, 4096, 0.0645, form="jl") == pytest.approx(8.4, abs=0.05)
+
+
+def test_full_form_is_an_integer_ceiling():
+    k = tg.capacity(1024, 0.1)
+    assert k == math.ceil(k)
+
+
+@pytest.mark.parametrize("form", ["jl", "jl_random", "adjusted"])
+def test_capacity_epsilon_inverts_capacity(form):
+    d = np.array([256, 1024, 4096])
+    eps = np.array([0.3, 0.2, 0.1])
+    k = _quiet(tg.capacity, d, eps, form=form)
+    np.testing.assert_allclose(tg.capacity_epsilon(k, d, form=form), eps, rtol=1e-12)
+
+
+def test_capacity_epsilon_inverts_full_up_to_ceil():
+    for d, eps in [(4096, 0.0645), (576, 0.2), (2048, 0.1)]:
+        k = tg.capacity(d, eps, form="full")
+        assert tg.capacity_epsilon(k, d, form="full") == pytest.approx(eps, rel=1e-6)
+        assert tg.capacity_epsilon(k - 1, d, form="full") <= eps
+
+
+def test_vectorised_over_arrays():
+    d = np.array([[512], [1024]])
+    eps = np.array([0.1, 0.2, 0.3])
+    k = tg.capacity(d, eps, form="adjusted")
+    assert k.shape == (2, 3)
+    assert k[1, 2] == pytest.approx(ref_capacity(1024, 0.3, "adjusted"))
+
+
+def test_constants_overridable():
+    assert tg.capacity(1000, 0.1, form="adjusted", C=2.0) == pytest.approx(1000 * math.exp(1000 * 0.01 / 2))
+    assert tg.capacity_epsilon(1e5, 1000, form="jl", C=1.0) == pytest.approx(math.sqrt(math.log(1e5) / 1000))
+
+
+def test_overflow_returns_inf_with_warning():
+    with pytest.warns(tg.CapacityWarning, match="overflows"):
+        assert math.isinf(tg.capacity(16384, 0.9, form="adjusted"))
+
+
+def test_jl_below_d_is_vacuous_warning():
+    with pytest.warns(tg.CapacityWarning, match="vacuous"):
+        tg.capacity(4096, 0.0645, form="jl")
+
+
+def test_log10_capacity_no_overflow():
+    assert tg.log10_capacity(16384, 0.9, form="adjusted") == pytest.approx(
+        (math.log(16384) + 16384 * 0.81 / 1.293) / math.log(10)
+    )
+
+
+@pytest.mark.parametrize("form", ["adjusted", "full"])
+def test_capacity_epsilon_undefined_below_d(form):
+    with pytest.warns(tg.CapacityWarning, match="undefined"):
+        assert math.isnan(tg.capacity_epsilon(100, 1000, form=form))
+    assert tg.capacity_epsilon(100, 1000, form=form, below="zero") == 0.0
+
+
+@pytest.mark.parametrize("form", ["jl", "adjusted", "full"])
+@pytest.mark.parametrize("d,eps", [(4096, 0.0645), (576, 0.3)])
+def test_sensitivity_is_the_derivative(form, d, eps):
+    h = 1e-6
+    fd = (tg.log10_capacity(d, eps + h, form=form) - tg.log10_capacity(d, eps - h, form=form)) / (2 * h)
+    assert tg.sensitivity(d, eps, form=form) == pytest.approx(fd, rel=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, -0.1, 1.0, 1.5, float("nan")])
+def test_bad_eps(eps):
+    with pytest.raises(ValueError, match=r"eps must lie in \(0, 1\)"):
+        tg.capacity(512, eps)
+
+
+@pytest.mark.parametrize("d", [0, -3])
+def test_bad_d(d):
+    with pytest.raises(ValueError, match="d must be positive"):
+        tg.capacity(d, 0.1)
+    with pytest.raises(ValueError, match="d must be positive"):
+        tg.capacity_epsilon(1000, d)
+
+
+def test_bad_k_form_and_constants():
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        tg.capacity_epsilon(0, 10)
+    with pytest.raises(ValueError, match="unknown form"):
+        tg.capacity(10, 0.1, form="jll")
+    with pytest.raises(ValueError, match="only the constant C"):
+        tg.capacity(10, 0.1, form="jl", a=1.0)
+    with pytest.raises(ValueError, match="positive finite"):
+        tg.capacity(10, 0.1, form="full", C=-1.0)
+    with pytest.raises(ValueError, match="below must be"):
+        tg.capacity_epsilon(10, 5, below="zeros")
+
+
+# ----------------------------------------------------------------------------- published table
+def test_published_table():
+    table = tg.published()
+    assert len(table) == 45
+    assert table["Llama-2-7B"] == (4096, 0.0645)
+    assert table["Gemma-3-270M"].d_model == 640
+    assert tg.capacity.published()["Qwen3-0.6B"].epsilon == 0.25204
+    assert all(0 < r.epsilon < 1 and r.d_model > 0 for r in table.values())
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "LLAMA_2_7B", "meta-llama/Llama-2-7b-hf", "Llama 2 7B"])
+def test_published_lookup_is_tolerant(name):
+    assert tg.published_epsilon(name) == (4096, 0.0645)
+
+
+def test_published_lookup_unknown():
+    with pytest.raises(KeyError, match="no published"):
+        tg.published_epsilon("not-a-model-xyz")
+
+
+# ----------------------------------------------------------------------------- models and metrics
+def test_embedding_epsilon_of_a_model(any_tiny_model):
+    W_E = capture.weight(any_tiny_model, "W_E")
+    W_U = capture.weight(any_tiny_model, "W_U")
+    assert tg.embedding_epsilon(any_tiny_model).epsilon == pytest.approx(reference_stats(W_E.numpy())[2], abs=1e-9)
+    assert tg.embedding_epsilon(any_tiny_model, matrix="W_U").epsilon == pytest.approx(
+        reference_stats(W_U.T.numpy())[2], abs=1e-9
+    )
+    m = torch.randn(10, 4)
+    assert tg.embedding_epsilon(m).epsilon == tg.similarity_stats(m).epsilon
+    with pytest.raises(ValueError, match="matrix must be"):
+        tg.embedding_epsilon(any_tiny_model, matrix="W_Q")
+
+
+def test_epsilon_and_capacity_metrics(tiny_model):
+    rep = tg.get_metric("epsilon")(tiny_model)
+    assert rep.metrics == {"epsilon.W_E", "epsilon.W_U"}
+    st = tg.embedding_epsilon(tiny_model)
+    row = rep.filter("epsilon.W_E").rows[0]
+    assert row.value == st.epsilon and row.hook is None
+    assert row.extras["n_vectors"] == 101 and row.extras["d"] == 32 and row.extras["model_class"] == st.model_class
+    cap = tg.get_metric("capacity")(tiny_model, form="adjusted")
+    r = cap.filter("capacity.W_E").rows[0]
+    assert r.extras == {"form": "adjusted", "epsilon": st.epsilon, "d": 32}
+    assert r.value == pytest.approx(_quiet(tg.capacity, 32, st.epsilon, form="adjusted"))
+    with pytest.raises(ValueError, match="matrices must be"):
+        tg.get_metric("epsilon")(tiny_model, matrices=["W_K"])
+
+
+def test_epsilon_activations_metric(any_tiny_model, tiny_tokens):
+    hooks = ["blocks.0.hook_resid_post", "blocks.2.hook_resid_post"]
+    rep = tg.get_metric("epsilon_activations")(any_tiny_model, tiny_tokens, hooks=hooks, max_points=50, seed=1)
+    got = capture.collect(any_tiny_model, tiny_tokens, hooks, max_points=50, seed=1, progress=False)
+    for h in hooks:
+        row = rep.filter("epsilon_activations", hook=h).rows[0]
+        assert row.value == pytest.approx(reference_stats(got.acts[h].numpy())[2], abs=1e-6)
+        assert row.layer == int(h.split(".")[1])
+        assert row.extras["epsilon_W_E"] == pytest.approx(tg.embedding_epsilon(any_tiny_model).epsilon)
+    default = tg.get_metric("epsilon_activations")(any_tiny_model, tiny_tokens, max_points=20)
+    assert len(default) == any_tiny_model.cfg.n_layers
+    with pytest.raises(ValueError, match="needs tokens"):
+        tg.get_metric("epsilon_activations")(any_tiny_model, None)
