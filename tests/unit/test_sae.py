@@ -447,6 +447,19 @@ def test_offline_without_cache_fails_fast_and_clearly(hf_cache):
         S.widths("gpt2-small", config="hub")
 
 
+def test_unreachable_hub_without_cache_fails_fast(hf_cache, monkeypatch):
+    """Not offline by flag, but the endpoint refuses connections: no DNS/retry loop, a clear error."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: refused
+    monkeypatch.setattr(S, "_REACH", {})
+    with pytest.raises(S.HubUnavailableError, match=r"the hub did not answer within 0.5 s and repository"):
+        S.load(release="gpt2-small-res-jb", sae_id="blocks.0.hook_resid_pre", timeout=0.5)
+
+
 def test_unknown_release_and_sae_id_list_close_matches():
     with pytest.raises(ValueError, match=r"unknown sae_lens release 'gemma-scope-2b-pt-rez'.*gemma-scope-2b-pt-res"):
         S.load(release="gemma-scope-2b-pt-rez", sae_id="x")
