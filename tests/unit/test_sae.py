@@ -458,6 +458,12 @@ def test_unreachable_hub_without_cache_fails_fast(hf_cache, monkeypatch):
     monkeypatch.setattr(S, "_REACH", {})
     with pytest.raises(S.HubUnavailableError, match=r"the hub did not answer within 0.5 s and repository"):
         S.load(release="gpt2-small-res-jb", sae_id="blocks.0.hook_resid_pre", timeout=0.5)
+    # cached: read from the cache with the hub forced offline for the call
+    sae = make_sae(d_in=32, d_sae=24, hook="blocks.0.hook_resid_pre")
+    _fake_cache(hf_cache, "jbloom/GPT2-Small-SAEs-Reformatted", "blocks.0.hook_resid_pre", sae)
+    loaded = S.load(release="gpt2-small-res-jb", sae_id="blocks.0.hook_resid_pre", timeout=0.5)
+    torch.testing.assert_close(loaded.W_dec, sae.W_dec)
+    assert constants.HF_HUB_OFFLINE is False  # restored
 
 
 def test_unknown_release_and_sae_id_list_close_matches():
