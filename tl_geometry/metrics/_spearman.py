@@ -86,7 +86,7 @@ def cosine_similarities(Y: Tensor, pairs: Pairs, chunk: int = 1 << 20) -> Tensor
     if pairs.i is not None:
         out = []
         for s in range(0, pairs.n_pairs, chunk):
-            i, j = pairs.i[s : s + chunk], pairs.j[s : s + chunk]
+            i, j = pairs.i[s : s + chunk].to(U.device), pairs.j[s : s + chunk].to(U.device)
             out.append((U.index_select(0, i) * U.index_select(0, j)).sum(-1))
         return torch.cat(out)
     n, bs = U.shape[0], pairs.block

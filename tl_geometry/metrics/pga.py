@@ -198,7 +198,7 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
-        Y = torch.matmul(Hx, bases[s : s + batch].to(torch.float64))  # (b, N, k): one matmul per batch
+        Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         for t in range(Y.shape[0]):
             rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
     return rhos
@@ -249,6 +249,7 @@ def pga_profile(
         raise ValueError(f"ccr levels must be non-negative integers, got {ccrs}")
     if null_bases is None:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
+    readout = readout.to(H.device)
     Hc, _, Vh, rank = _center_svd(H)
     pairs = make_pairs(N, max_pairs, seed)
     if pairs.subsampled:

@@ -1,0 +1,83 @@
+"""``tl-geometry pga``: Subspace PGA z by layer (several CCR levels) and spectral metrics.
+
+    tl-geometry pga [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
+                    [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
+                    [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
+                    [--out report.json] [--figures DIR]
+"""
+
+from __future__ import annotations
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
+    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
+    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument("--n-seqs", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_post (default all)")
+    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    p.add_argument("--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)")
+    p.add_argument("--k", type=int, default=100, help="readout subspace dimension (< d_model)")
+    p.add_argument("--n-null", type=int, default=100, help="random null subspaces (>= 2)")
+    p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
+    p.add_argument("--max-pairs", type=int, default=None, help="subsample pairs above this many (default 4,194,304)")
+    p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
+    p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import tl_geometry as tg
+    from tl_geometry import capture
+    from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS
+
+    if args.hooks and args.layers is not None:
+        raise ValueError("pass either --hooks or --layers, not both")
+    if args.n_null < 2:
+        raise ValueError(f"--n-null must be >= 2, got {args.n_null}")
+    if any(c < 0 for c in args.ccr):
+        raise ValueError(f"--ccr levels must be >= 0, got {args.ccr}")
+    if args.max_points < 3:
+        raise ValueError(f"--max-points must be >= 3, got {args.max_points}")
+    model = tg.models.load(args.model, device=args.device)
+    if not 1 <= args.k < model.cfg.d_model:
+        raise ValueError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
+    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed)
+    hooks = args.hooks or capture.resid_hooks(model, "post", args.layers)
+    rep = tg.pga(model, tokens, hooks=hooks, k=args.k, n_null=args.n_null, ccr=args.ccr, max_points=args.max_points,
+                 seed=args.seed, max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, batch_size=args.batch_size)
+    reports = [rep]
+    if not args.no_spectral:
+        reports.append(tg.spectral(model, tokens, hooks=hooks, batch_size=args.batch_size))
+    report = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape))
+    print(summary(report, args.ccr))
+    if args.out:
+        report.to_json(args.out)
+        print(f"wrote {args.out}")
+    if args.figures:
+        from tl_geometry.plotting import save_figures
+
+        paths = save_figures(report, args.figures)
+        print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+def summary(report, ccrs) -> str:
+    """One line per hook: z at each CCR level, PC1 overlap (vs k/d) and RankMe when present."""
+    ccrs = sorted(set(ccrs))
+    z = {(r.hook, r.extras.get("ccr")): r.value for r in report.rows if r.metric == "pga.z"}
+    pc1 = {r.hook: r for r in report.rows if r.metric == "pga.pc1_overlap"}
+    rankme = {r.hook: r.value for r in report.rows if r.metric == "spectral.rankme"}
+    head = f"{'hook':<28}" + "".join(f"{'z CCR-' + str(c):>10}" for c in ccrs) + f"{'PC1 ovl':>9}{'k/d':>7}{'RankMe':>9}"
+    lines = [head, "-" * len(head)]
+    for h in pc1:
+        zs = "".join(f"{z.get((h, c), float('nan')):>10.2f}" for c in ccrs)
+        rm = rankme.get(h)
+        lines.append(f"{h:<28}{zs}{pc1[h].value:>9.3f}{pc1[h].extras.get('expected', float('nan')):>7.3f}"
+                     + (f"{rm:>9.1f}" if rm is not None else ""))
+    return "\n".join(lines)
