@@ -1,0 +1,111 @@
+"""``tl-geometry capacity``: ε = μ + 2σ and the capacity bound, from weights files or models.
+
+    tl-geometry capacity PATH_OR_MODEL... [--form full|adjusted|jl|jl_random]
+                         [--matrix embed|unembed] [--tensor NAME] [--json]
+    tl-geometry capacity --published [--form ...] [--json]
+
+Each argument is, in this order: a path (a .gguf file, .safetensors file(s) or a local HF
+directory: only the embedding tensor is read), an offline zoo model (``smollm2-135m``: loaded
+and its W_E/W_U used), a model in the capacity paper's published table (its **published** ε,
+labelled as such), or a TransformerLens model name (needs the hub).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "capacity", help="ε (μ + 2σ of embedding cosines) and capacity bound from weights files or models (capacity paper)"
+    )
+    p.add_argument("targets", nargs="*", metavar="PATH_OR_MODEL", help="checkpoint path(s), zoo model, or published model name")
+    p.add_argument("--form", default="full", choices=["full", "adjusted", "jl", "jl_random"], help="capacity form (default full)")
+    p.add_argument("--matrix", default="embed", choices=["embed", "unembed"], help="embedding (default) or unembedding")
+    p.add_argument("--tensor", default=None, help="explicit tensor name in the checkpoint")
+    p.add_argument("--published", action="store_true", help="list the capacity paper's published ε table")
+    p.add_argument("--device", default="cpu", help="device for models that are loaded")
+    p.add_argument("--json", action="store_true", help="print JSON records instead of a table")
+    p.set_defaults(func=run)
+
+
+def _cap(d: int, eps: float, form: str) -> float:
+    from tl_geometry.metrics.capacity import capacity
+
+    if not 0 < eps < 1:
+        return float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(capacity(d, eps, form=form))
+
+
+def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped=None) -> dict:
+    from tl_geometry.metrics.capacity import model_class_of
+
+    return {
+        "source": source, "kind": kind, "tensor": tensor, "d_model": d, "vocab": vocab, "mean": mean, "std": std,
+        "epsilon": eps, "model_class": model_class_of(eps), "capacity": _cap(d, eps, form), "form": form,
+        "n_dropped": n_dropped,
+    }
+
+
+def resolve_target(target: str, args) -> dict:
+    """One capacity record for a path, a zoo/TL model, or a published model name."""
+    import tl_geometry as tg
+    from tl_geometry.weights_reader import embedding_capacity
+
+    if Path(target).exists() or any(ch in target for ch in "/\\") and Path(target).suffix in (".gguf", ".safetensors"):
+        row = embedding_capacity(target, matrix=args.matrix, tensor=args.tensor, form=args.form)
+        return {**row.to_dict(), "kind": "weights"}
+    from tl_geometry.models import ZOO, canonical_name
+
+    published = None
+    try:
+        published = tg.published_epsilon(target)
+    except KeyError:
+        pass
+    if canonical_name(target) in ZOO or published is None:
+        model = tg.models.load(target, device=args.device)
+        m = "W_E" if args.matrix == "embed" else "W_U"
+        st = tg.embedding_epsilon(model, matrix=m, progress=False)
+        return _record(target, "model", st.d, model.cfg.d_vocab, st.mean, st.std, st.epsilon, args.form, m, st.n_dropped)
+    return _record(target, "published", published.d_model, None, None, None, published.epsilon, args.form)
+
+
+def table(records: list[dict]) -> str:
+    head = f"{'source':<34}{'kind':<10}{'d_model':>8}{'vocab':>8}{'mean':>9}{'std':>9}{'eps':>9}  {'class':<9}{'capacity':>11}"
+    lines = [head, "-" * len(head)]
+
+    def f(v, spec):
+        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+            return f"{v:{spec}}"
+        return f"{'-':>{spec[1:].split('.')[0].rstrip('dfg')}}"
+
+    for r in records:
+        lines.append(
+            f"{str(r['source'])[:33]:<34}{r['kind']:<10}{f(r['d_model'], '>8d')}{f(r['vocab'], '>8d')}"
+            f"{f(r['mean'], '>9.4f')}{f(r['std'], '>9.4f')}{f(r['epsilon'], '>9.5f')}  {r['model_class']:<9}"
+            f"{f(r['capacity'], '>11.3g')}"
+        )
+    if records:
+        lines.append(f"capacity: {records[0]['form']} form; 'published' rows are the capacity paper's Table 1 values")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    import tl_geometry as tg
+
+    if not args.targets and not args.published:
+        raise ValueError("give at least one PATH_OR_MODEL, or --published for the paper's table")
+    records = []
+    if args.published:
+        records += [_record(name, "published", r.d_model, None, None, None, r.epsilon, args.form) for name, r in tg.published().items()]
+    records += [resolve_target(t, args) for t in args.targets]
+    if args.json:
+        print(json.dumps(records, indent=2, default=lambda v: None))
+    else:
+        print(table(records))
+    return 0
