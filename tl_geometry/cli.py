@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
-    except (ValueError, KeyError, TypeError, FileNotFoundError, FileExistsError, ModelNotAvailableError) as exc:
+    except (ValueError, KeyError, TypeError, FileNotFoundError, FileExistsError, NotADirectoryError, ModelNotAvailableError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"tl-geometry {args.command}: error: {' '.join(str(msg).split())}", file=sys.stderr)
         return EXIT_USAGE

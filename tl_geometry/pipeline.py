@@ -17,10 +17,18 @@ from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
 
-#: Defaults per metric for the report; ``fast=True`` uses the second set.
-#: Keys absent from the registry are ignored (a family not installed).
-REPORT_OPTIONS: dict[str, dict[str, Any]] = {}
-FAST_OPTIONS: dict[str, dict[str, Any]] = {}
+#: Defaults per metric for the report; ``fast=True`` uses the second set. Our choices, sized so
+#: that the SmolLM2-135M report stays within minutes on a 2-core CPU (see benchmarks/).
+REPORT_OPTIONS: dict[str, dict[str, Any]] = {
+    "pga": {"ccr": [0, 1, 5], "n_null": 100, "max_points": 2048},
+    "epsilon_activations": {"max_points": 2048},
+    "agop": {"n_probes": 16},
+}
+FAST_OPTIONS: dict[str, dict[str, Any]] = {
+    "pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512},
+    "epsilon_activations": {"max_points": 512},
+    "agop": {"n_probes": 4},
+}
 
 
 def available_memory_bytes() -> int | None:
@@ -47,26 +55,15 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
     return need
 
 
-def prepare_out_dir(out: str | os.PathLike, *, force: bool = False) -> Path:
-    """Create ``out``; an existing non-empty directory is refused unless ``force``.
+def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) -> Path:
+    """report.json + report.md, and with ``figures`` the PNGs and index.html (:mod:`tl_geometry.html`)."""
+    if figures:
+        from tl_geometry.html import write_outputs as write_all
 
-    With ``force`` our own output files are overwritten; other files are never deleted.
-    """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"output path {out} exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise FileExistsError(f"output directory {out} already exists and is not empty; pass --force to overwrite its report files")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) -> dict[str, Path]:
-    """Write report.json and report.md (and figures + index.html when available)."""
-    paths = {"json": out / "report.json", "md": out / "report.md"}
-    report.to_json(paths["json"])
-    paths["md"].write_text(report.to_markdown(), encoding="utf-8")
-    return paths
+        return write_all(report, out, force=True)
+    report.to_json(out / "report.json")
+    (out / "report.md").write_text(report.to_markdown(), encoding="utf-8")
+    return out / "report.json"
 
 
 def run_report(
@@ -111,7 +108,12 @@ def run_report(
     names = list(metrics) if metrics is not None else list_metrics()
     for n in names:
         get_metric(n)  # unknown names fail before any work, listing valid ones
-    out_dir = prepare_out_dir(out, force=force) if out is not None else None
+    out_dir = None
+    if out is not None:
+        from tl_geometry.html import check_out_dir
+
+        out_dir = check_out_dir(out, force=force)  # refuse before any long work
+        out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model = load(model, device=device)
     load_s = time.perf_counter() - t0
