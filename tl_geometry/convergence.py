@@ -193,12 +193,14 @@ def model_convergence(
     pooling: str | Sequence[str] = ("mean", "last"),
     n_null: int = 100,
     seed: int = 0,
+    max_len: int = 128,
 ) -> GeometryReport:
     """Pairwise convergence of several models on the same texts (each with its own tokenizer).
 
     ``hooks`` maps a model label to its hook (default: its last ``hook_resid_post``). Rows
     ``convergence.rho_full``, ``convergence.rho_readout``, ``convergence.z`` for every pair of
-    models and pooling (extras model_a, model_b, hook_a, hook_b, pooling, k, n_texts).
+    models and pooling (extras model_a, model_b, hook_a, hook_b, pooling, k, n_texts). Each
+    text is cut to its first ``max_len`` tokens (of each model's own tokenizer).
     """
     if len(models) < 2:
         raise ValueError("model_convergence needs at least two models")
@@ -209,7 +211,7 @@ def model_convergence(
         capture.check_model(m)
         where[name] = (hooks or {}).get(name) or capture.resid_hooks(m, "post")[-1]
         readouts[name] = readout_basis(capture.weight(m, "W_U"), k)
-        toks, mask = text_tokens(m, texts)
+        toks, mask = text_tokens(m, texts, max_len=max_len)
         for p in poolings:
             reps[(name, p)] = pooled(m, toks, [where[name]], pooling=p, attention_mask=mask)[where[name]]
     rows = []

@@ -259,3 +259,23 @@ def test_pga_is_registered_and_runs_through_analyze(tiny_model, tiny_tokens):
     r = tg.analyze(tiny_model, tiny_tokens, metrics=["pga"], options={"pga": {"k": 4, "n_null": 4, "max_points": 30}},
                    progress=False)
     assert len(r.filter("pga.z")) == tiny_model.cfg.n_layers
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
+    from tl_geometry import cli
+
+    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu": tiny_model)
+    monkeypatch.setattr(tg.corpus, "tokens", lambda model, source, **kw: tiny_tokens)
+    out = tmp_path / "r.json"
+    rc = cli.main(["pga", "--k", "4", "--n-null", "4", "--ccr", "0", "1", "--max-points", "40", "--layers", "0", "2",
+                   "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "z CCR-0" in text and "blocks.2.hook_resid_post" in text
+    r = tg.GeometryReport.from_json(out)
+    assert len(r.filter("pga.z")) == 4 and len(r.filter("spectral.rankme")) == 2
+    assert cli.main(["pga", "--k", "32"]) == 2
+    assert "k must satisfy" in capsys.readouterr().err
+    assert cli.main(["pga", "--n-null", "1"]) == 2
+    assert cli.main(["pga", "--layers", "0", "--hooks", "blocks.0.hook_resid_post"]) == 2
