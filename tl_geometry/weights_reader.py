@@ -186,7 +186,7 @@ def iter_embedding_rows(src: EmbeddingSource, *, block: int = 8192) -> Iterator[
         t = _gguf_tensors(Path(src.path))[src.name]
         data = t.data  # memory-mapped; rows are tokens
         for a in range(0, data.shape[0], block):
-            yield torch.from_numpy(np.ascontiguousarray(dequantize(data[a : a + block], t.tensor_type), dtype=np.float32))
+            yield torch.from_numpy(np.array(dequantize(data[a : a + block], t.tensor_type), dtype=np.float32))  # copy
     else:
         from safetensors import safe_open
 
