@@ -176,8 +176,16 @@ def _load_model(job: dict, loader: Callable[[dict], Any] | None):
     from tl_geometry import models
 
     kwargs: dict[str, Any] = {"device": job.get("device", "cpu")}
-    if job.get("checkpoint") is not None:
-        kwargs["checkpoint"] = job["checkpoint"]
+    ckpt = job.get("checkpoint")
+    if ckpt is not None:
+        if models.canonical_name(job["model"]) in models.ZOO:
+            raise ValueError(f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}")
+        # TransformerLens names checkpoints by training step (Pythia, Stanford CRFM): checkpoint_value.
+        try:
+            kwargs["checkpoint_value"] = int(ckpt)
+        except (TypeError, ValueError):
+            raise ValueError(f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
+                             "use a loader for other checkpoint schemes") from None
     return models.load(job["model"], **kwargs)
 
 

@@ -58,7 +58,7 @@ def test_sweep_runs_each_job_and_resumes(tmp_path, load_log):
 def test_changing_metrics_reruns_the_job(tmp_path, load_log):
     out = tmp_path / "r.jsonl"
     sweep(JOBS[:1], metrics=["shape"], out=out, progress=False)
-    sweep(JOBS[:1], metrics=None, out=out, progress=False)  # all metrics: a different key
+    sweep(JOBS[:1], metrics=["shape", "epsilon"], out=out, progress=False)  # other metrics: a different key
     assert load_log() == ["tiny-L1", "tiny-L1"]
     keys = [r["key"] for r in read_records(out)]
     assert len(set(keys)) == 2

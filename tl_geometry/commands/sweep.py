@@ -88,8 +88,10 @@ def _run_toy(args) -> int:
     return 0
 
 
+from tl_geometry.commands._sweep_models import build as _build_models  # noqa: E402  (issue 8)
+
 #: sub-sub-command name → builder(subparsers); add "models" here.
-BUILDERS: dict[str, Callable] = {"shape": _build_shape, "toy": _build_toy}
+BUILDERS: dict[str, Callable] = {"shape": _build_shape, "toy": _build_toy, "models": _build_models}
 
 
 def add_parser(subparsers) -> None:
