@@ -131,7 +131,8 @@ def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
     labels = ["embed" if t == -1 else ("final" if n_layers is not None and t == n_layers else str(t)) for t in ticks]
     ax.set_xticks(ticks)
     ax.set_xticklabels(labels)
-    ax.set_xlabel("layer (hook_embed = embed, blocks.L.hook_resid_post = L, ln_final = final)")
+    special = lo < 0 or (n_layers is not None and hi >= n_layers)
+    ax.set_xlabel("layer (embed = hook_embed, final = ln_final)" if special else "layer")
 
 
 def _title(report: GeometryReport, text: str) -> str:

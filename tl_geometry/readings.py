@@ -29,6 +29,7 @@ __all__ = [
     "published_models",
     "epsilon_class",
     "closest_published",
+    "closest_width",
     "hook_position",
     "sections",
     "summary_table",
@@ -153,6 +154,17 @@ def closest_published(eps: float, models: Iterable[PublishedModel] | None = None
     return min(same, key=lambda m: abs(m.epsilon - eps))
 
 
+def closest_width(eps: float, d: float, models: Iterable[PublishedModel] | None = None) -> PublishedModel:
+    """The published model of the same class as ``eps`` whose d_model is closest to ``d`` (in log ratio).
+
+    Our choice for "like X": a model of similar width and the same class is the most telling
+    comparison (SmolLM2-135M, d = 576, ε = 0.73 → Gemma-3-270M, d = 640, ε = 0.416).
+    """
+    models = list(models if models is not None else published_models())
+    same = [m for m in models if epsilon_class(m.epsilon) == epsilon_class(eps)] or models
+    return min(same, key=lambda m: (abs(math.log(m.d_model / float(d))), abs(m.epsilon - eps)))
+
+
 def hook_position(row: Row, n_layers: int | None = None) -> float:
     """x position of a row's hook on a by-layer axis: embed → -1, blocks.L → L, final → n_layers."""
     if row.layer is not None:
@@ -198,14 +210,24 @@ def read_capacity(report: GeometryReport) -> list[str]:
             continue
         eps = row.value
         near = closest_published(eps)
-        d = row.extras.get("d")
+        d = row.extras.get("d") or report.provenance.get("d_model")
         std = row.extras.get("std")
         mu = row.extras.get("mean")
         detail = f" (μ = {_fmt(mu)}, σ = {_fmt(std)}" + (f", d = {int(d)})" if d else ")") if mu is not None and std is not None else ""
-        out.append(
-            f"{mat}: ε = {_fmt(eps)}{detail}: {epsilon_class(eps)}, like {near.name} "
-            f"({near.epsilon:.3f}, d = {near.d_model}) in the capacity paper."
-        )
+        cls = epsilon_class(eps)
+        if d:
+            like = closest_width(eps, d)
+            text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
+                    f"in the capacity paper")
+            text += "." if like.name == near.name else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
+        else:
+            text = f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
+        meaning = {
+            "Class 1": " Class 1 (ε > 0.2): many pairs of rows are far from orthogonal; no near-orthogonal structure.",
+            "Class 2": " Class 2 (ε < 0.1): near-orthogonal rows, as in most large models of the paper.",
+            "boundary": " Between the classes (0.1 ≤ ε ≤ 0.2).",
+        }[cls]
+        out.append(text + meaning)
         cap = _one(report, f"capacity.{mat}")
         if cap is not None:
             d = cap.extras.get("d", d)
@@ -214,7 +236,16 @@ def read_capacity(report: GeometryReport) -> list[str]:
             ref = "" if mat == "W_U" and _one(report, "capacity.W_E") else (
                 "; the paper reports ≈ 4×10⁷ for Llama-2-7B (d = 4096, ε = 0.0645)"
             )
-            out.append(f"{mat}: capacity bound k ≈ {_fmt(cap.value)} near-orthogonal directions{ratio} ({form} form){ref}.")
+            vacuous = "" if epsilon_class(float(cap.extras.get("epsilon", row.value))) != "Class 1" else (
+                " With ε > 0.2 the bound is vacuous: it is not a count of usable features"
+            )
+            if not math.isfinite(cap.value):
+                out.append(f"{mat}: no finite capacity bound ({form} form) for ε = {_fmt(row.value)}.")
+            else:
+                out.append(
+                    f"{mat}: capacity bound k ≈ {_fmt(cap.value)} near-orthogonal directions{ratio} ({form} form){ref}."
+                    + (vacuous + "." if vacuous else "")
+                )
     acts = sorted(_rows(report, "epsilon_activations"), key=lambda r: hook_position(r))
     if acts:
         lo = min(acts, key=lambda r: r.value)

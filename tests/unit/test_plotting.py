@@ -233,3 +233,20 @@ def test_summary_table(full_report):
     z = [r.value for r in full_report.rows if r.metric == "pga.z"]
     assert next(l for l in lines if l.startswith("pga.z ")).split()[1] == str(len(z))
     assert readings.summary_table(GeometryReport()) == "(empty report)"
+
+
+def test_closest_width_brute_force():
+    models = readings.published_models()
+    for eps, d in [(0.73, 576), (0.05, 4096), (0.3, 2048), (0.15, 900)]:
+        got = readings.closest_width(eps, d, models)
+        same = [m for m in models if readings.epsilon_class(m.epsilon) == readings.epsilon_class(eps)] or models
+        assert abs(math.log(got.d_model / d)) == min(abs(math.log(m.d_model / d)) for m in same)
+
+
+def test_reading_smollm2_like_example():
+    """The issue's example: ε = 0.73 at d = 576 reads "Class 1, like Gemma-3-270M (0.416)"."""
+    rows = [{"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576}},
+            {"metric": "capacity.W_E", "value": 6.5e34, "extras": {"form": "full", "epsilon": 0.729, "d": 576}}]
+    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    assert "ε = 0.729" in text and "Class 1, like Gemma-3-270M (0.416, d = 640)" in text
+    assert "vacuous" in text
