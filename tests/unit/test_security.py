@@ -63,8 +63,10 @@ def scan(source: str, filename: str = "<src>") -> list[str]:
                 problems.append(f"{where}: imports from {node.module} (pickle-family deserializer)")
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
-            if isinstance(node.func, ast.Name) and name in ("eval", "exec", "compile", "__import__"):
+            if isinstance(node.func, ast.Name) and name in ("eval", "exec", "compile"):
                 problems.append(f"{where}: calls {name}()")
+            if isinstance(node.func, ast.Name) and name == "__import__" and node.args and not isinstance(node.args[0], ast.Constant):
+                problems.append(f"{where}: __import__ with a computed name")
             if name in ("os.system", "os.popen", "os.execv", "os.execvp", "commands.getoutput"):
                 problems.append(f"{where}: calls {name}")
             if _is_true(_kw(node, "shell")):
@@ -109,6 +111,7 @@ def test_library_source_is_clean():
         ("import yaml\nyaml.load(text)", "SafeLoader"),
         ("AutoModel.from_pretrained(name, trust_remote_code=True)", "trust_remote_code"),
         ("import importlib\nimportlib.import_module(user)", "computed name"),
+        ("__import__(name)", "computed name"),
     ],
 )
 def test_scanner_catches_each_pattern(snippet, reason):
@@ -122,6 +125,7 @@ def test_scanner_catches_each_pattern(snippet, reason):
     [
         "import torch\ntorch.load('m.pt', weights_only=True)",
         "model.eval()",
+        "__import__('tl_geometry.jobs', fromlist=['job_key'])",
         "import yaml\nyaml.load(t, Loader=yaml.SafeLoader)",
         "import subprocess\nsubprocess.run(['git', 'rev-parse', 'HEAD'])",
     ],
