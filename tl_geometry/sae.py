@@ -1000,6 +1000,9 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     if bound is not None and math.isfinite(bound):
         lab = f"capacity bound k = {bound:.3g}" + (" (vacuous: class 1)" if vacuous else "")
         ax.axhline(bound, color="C3", ls=":" if vacuous else "-", lw=1.5, label=lab)
+        if d_vocab and not vacuous and bound > d_vocab:
+            ax.axhline(bound - d_vocab, color="C1", ls="-.", lw=1,
+                       label=f"k − d_vocab = {bound - d_vocab:.3g} (shared pool)")
     elif bound is not None:
         ax.text(0.01, 0.97, "capacity bound overflows (class 1: vacuous)", transform=ax.transAxes, va="top", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
