@@ -377,6 +377,24 @@ def test_epsilon_and_capacity_metrics(tiny_model):
     assert r.value == pytest.approx(_quiet(tg.capacity, 32, st.epsilon, form="adjusted"))
     with pytest.raises(ValueError, match="matrices must be"):
         tg.get_metric("epsilon")(tiny_model, matrices=["W_K"])
+    with pytest.raises(ValueError, match="histogram_rows"):
+        tg.get_metric("epsilon")(tiny_model, histogram_rows=1)
+
+
+def test_epsilon_metric_histogram(tiny_model):
+    W_E = capture.weight(tiny_model, "W_E")
+    full = tg.get_metric("epsilon")(tiny_model, matrices="W_E", histogram_rows=None, histogram_bins=9)
+    h = full.rows[0].extras["histogram"]
+    ref, edges = np.histogram(np.clip(reference_stats(W_E.numpy())[3], -1, 1), bins=9, range=(-1, 1))
+    assert sum(h["counts"]) == 101 * 100 and np.abs(np.array(h["counts"]) - ref).sum() <= 4
+    np.testing.assert_allclose(h["edges"], edges)
+    sampled = tg.get_metric("epsilon")(tiny_model, matrices="W_E", histogram_rows=20, seed=3).rows[0].extras
+    assert sampled["histogram_rows"] == 20 and sum(sampled["histogram"]["counts"]) == 20 * 19
+    assert "histogram" not in tg.get_metric("epsilon")(tiny_model, histogram_rows=0).rows[0].extras
+    from tl_geometry.plotting import histogram_of
+
+    counts, edges = histogram_of(dict(full.rows[0].extras))
+    assert counts.sum() == 101 * 100
 
 
 def test_epsilon_activations_metric(any_tiny_model, tiny_tokens):

@@ -34,15 +34,53 @@ def _check_matrices(matrices: Sequence[str]) -> list[str]:
     return list(matrices)
 
 
+def _histogram(model, matrix: str, rows: int | None, bins: int, seed: int) -> dict[str, Any]:
+    """Exact histogram over all ordered pairs of a seeded sample of ``rows`` rows (all if None)."""
+    import torch
+
+    from tl_geometry import capture
+    from tl_geometry.metrics.capacity import similarity_stats
+
+    w = capture.weight(model, matrix)
+    w = w.T if matrix == "W_U" else w
+    if rows is not None and rows < w.shape[0]:
+        gen = torch.Generator().manual_seed(int(seed))
+        w = w[torch.randperm(w.shape[0], generator=gen)[:rows].sort().values.to(w.device)]
+    st = similarity_stats(w, histogram=True, histogram_bins=bins, progress=False)
+    counts, edges = st.histogram
+    return {"histogram": {"counts": counts.tolist(), "edges": edges.tolist()}, "histogram_rows": int(w.shape[0])}
+
+
 @register_metric("epsilon", needs="weights", description="ε = μ + 2σ of pairwise cosines of W_E / W_U rows")
-def epsilon_metric(model, tokens=None, *, hooks=None, matrices: Sequence[str] = _MATRICES, progress: bool = False):
-    """ε = μ + 2σ of pairwise cosines of the rows of W_E and W_U (rows = tokens), exact."""
+def epsilon_metric(
+    model,
+    tokens=None,
+    *,
+    hooks=None,
+    matrices: Sequence[str] = _MATRICES,
+    histogram_rows: int | None = 4096,
+    histogram_bins: int = 100,
+    seed: int = 0,
+    progress: bool = False,
+):
+    """ε = μ + 2σ of pairwise cosines of the rows of W_E and W_U (rows = tokens), exact.
+
+    μ, σ, ε are exact over all rows. The cosine histogram in ``extras["histogram"]``
+    (``{"counts", "edges"}``, for the report's figure) is exact over all pairs of a seeded
+    sample of ``histogram_rows`` rows (``None``: all rows, O(n²·d); ``0``: no histogram);
+    ``extras["histogram_rows"]`` says how many.
+    """
     from tl_geometry.metrics.capacity import embedding_epsilon
 
+    if histogram_rows is not None and (not isinstance(histogram_rows, int) or histogram_rows < 0 or histogram_rows == 1):
+        raise ValueError(f"histogram_rows must be None, 0 or an integer >= 2, got {histogram_rows!r}")
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
-        rows.append({"metric": f"epsilon.{m}", "value": st.epsilon, "extras": _stats_extras(st)})
+        extras = _stats_extras(st)
+        if histogram_rows != 0:
+            extras.update(_histogram(model, m, histogram_rows, histogram_bins, seed))
+        rows.append({"metric": f"epsilon.{m}", "value": st.epsilon, "extras": extras})
     return GeometryReport.from_rows(rows, model=model)
 
 
