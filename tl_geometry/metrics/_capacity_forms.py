@@ -306,7 +306,7 @@ def published_epsilon(name: str) -> PublishedEpsilon:
     table = published()
     key = str(name).split("/")[-1]
     candidates = [key]
-    for suffix in ("-hf", "_hf", "-base", "-instruct", "-it"):
+    for suffix in ("-hf", "_hf", "-base", "-instruct", "-it", "-pt", "_pt"):
         if key.lower().endswith(suffix):
             candidates.append(key[: -len(suffix)])
     norm = {_norm_name(n): n for n in table}
