@@ -34,9 +34,14 @@ def collect(out: Path, args) -> None:
         model = tg.models.load("smollm2-135m")
         tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
         if kind == "random":
+            import copy
+
             from transformer_lens import HookedTransformer
 
-            cfg = model.cfg
+            # pretrained configs carry init_weights=False (weights are loaded afterwards): without
+            # this the "random" model would hold uninitialised memory
+            cfg = copy.deepcopy(model.cfg)
+            cfg.init_weights = True
             del model
             torch.manual_seed(0)
             model = HookedTransformer(cfg).eval()
@@ -75,6 +80,8 @@ def score(out: Path, args) -> None:
                     "cpu_s": time.process_time() - t0})
         return res
 
+    if args.only:
+        jobs = [j for j in jobs if j["model"] == args.only]
     for rec in run_jobs(jobs, fn, results=out / "profile.jsonl", progress=False):
         zs = " ".join(f"z{c}={rec[f'z_ccr{c}']:+7.2f}" for c in args.ccr)
         print(f"{rec['params']['model']:>7} L{rec['params']['layer']:02d} {zs} pc1={rec['pc1_overlap']:.3f} "
@@ -110,6 +117,7 @@ def main() -> None:
     ap.add_argument("--n-seqs", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", choices=("trained", "random"), default=None, help="score only this model's layers")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
