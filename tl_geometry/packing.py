@@ -54,10 +54,14 @@ def _check_kd(k: int, d: int) -> None:
 
 
 @torch.no_grad()
-def max_abs_cos(U: Tensor, *, block: int = 8192) -> float:
-    """max_{i≠j} |cos(u_i, u_j)| over the rows of U (normalized here), blockwise in memory."""
+def max_abs_cos(U: Tensor, *, block: int | None = None) -> float:
+    """max_{i≠j} |cos(u_i, u_j)| over the rows of U (normalized here), blockwise in memory.
+
+    ``block`` rows at a time (default: as many as keep a block of cosines ≤ 2^26 entries).
+    """
     U = torch.nn.functional.normalize(U.float() if U.dtype == torch.float16 and U.device.type == "cpu" else U, dim=1)
     n = U.shape[0]
+    block = block or max(1, min(n, 2**26 // n))
     best = 0.0
     for a in range(0, n, block):
         S = U[a : a + block] @ U.T

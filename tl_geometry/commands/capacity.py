@@ -57,7 +57,7 @@ def resolve_target(target: str, args) -> dict:
     import tl_geometry as tg
     from tl_geometry.weights_reader import embedding_capacity
 
-    if Path(target).exists() or any(ch in target for ch in "/\\") and Path(target).suffix in (".gguf", ".safetensors"):
+    if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors"):
         row = embedding_capacity(target, matrix=args.matrix, tensor=args.tensor, form=args.form)
         return {**row.to_dict(), "kind": "weights"}
     from tl_geometry.models import ZOO, canonical_name
