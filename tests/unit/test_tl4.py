@@ -53,8 +53,8 @@ def test_sae_adapter_says_what_it_needs(monkeypatch):
     assert "tl-geometry[sae]" in str(info.value)
 
 
-@pytest.mark.xfail(reason="to the SAE owner: say that sae_lens needs transformer-lens < 4 (TL-4 lane)", strict=False)
 def test_sae_adapter_names_the_transformer_lens_bound(monkeypatch):
+    """On TL 4 sae_lens cannot be installed: the adapter's error must say so."""
     monkeypatch.setitem(sys.modules, "sae_lens", None)
     with pytest.raises(ImportError, match=r"transformer.lens\s*<\s*4"):
         tg.sae.widths()
