@@ -394,3 +394,59 @@ def test_collect_respects_max_points(which, max_points, n_seqs, seq_len, seed):
     again = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed, batch_size=3, progress=False)
     assert torch.equal(c.positions, again.positions)
     assert torch.allclose(c.acts[hooks[0]], again.acts[hooks[0]], atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- packing, bases
+def _ref_max_abs_cos(x: torch.Tensor) -> float:
+    u = x.double() / x.double().norm(dim=1, keepdim=True)
+    n = u.shape[0]
+    return max(abs(float(u[i] @ u[j])) for i in range(n) for j in range(n) if i != j)
+
+
+@FAST
+@given(k=st.integers(-1, 7), d=st.integers(-1, 5), trials=st.integers(0, 3), seed=st.integers(0, 100))
+def test_random_packing(k, d, trials, seed):
+    from tl_geometry import packing
+
+    if k < 2 or d < 1 or trials < 1:
+        with pytest.raises(ValueError, match="must be"):
+            packing.random_packing(k, d, trials=trials, seed=seed, device="cpu")
+        return
+    v = packing.random_packing(k, d, trials=trials, seed=seed, device="cpu")
+    # the same draws by hand: min over trials of the max |cos|
+    gen = torch.Generator().manual_seed(seed)
+    ref = min(_ref_max_abs_cos(torch.randn(k, d, generator=gen)) for _ in range(trials))
+    assert math.isfinite(v) and 0 <= v <= 1 + 1e-6
+    assert v == pytest.approx(ref, abs=1e-5)
+    if d == 1:
+        assert v == pytest.approx(1.0, abs=1e-6)  # on a line every pair is (anti)parallel
+
+
+@FAST
+@given(d=st.integers(-1, 8), k=st.integers(-1, 9), n=st.integers(1, 4), seed=st.integers(0, 100))
+def test_haar_bases_orthonormal_and_seeded(d, k, n, seed):
+    if not (1 <= k <= d):
+        with pytest.raises(ValueError, match="need 1 <= k <= d"):
+            tg.haar_bases(d, k, n, seed=seed)
+        return
+    Q = tg.haar_bases(d, k, n, seed=seed)
+    assert Q.shape == (n, d, k) and _finite(Q)
+    eye = torch.eye(k, dtype=Q.dtype).expand(n, k, k)
+    assert torch.allclose(Q.transpose(1, 2) @ Q, eye, atol=1e-10)
+    assert torch.equal(Q, tg.haar_bases(d, k, n, seed=seed))
+
+
+@FAST
+@given(mk=matrices(min_rows=0, max_rows=10, min_cols=2, max_cols=6), k=st.integers(1, 5))
+def test_pc1_overlap_finite_or_clear_error(mk, k):
+    Hm, kind = mk
+    d = Hm.shape[1]
+    V = torch.linalg.qr(torch.randn(d, min(k, d), generator=torch.Generator().manual_seed(1), dtype=torch.float64))[0]
+    try:
+        r = tg.pc1_overlap(Hm, V)
+    except OK_ERRORS as exc:
+        assert str(exc)
+        return
+    assert kind == "clean"
+    assert 0 - 1e-9 <= r.overlap <= 1 + 1e-9 and r.expected == pytest.approx(V.shape[1] / d)
+    assert _finite(r.overlap) and _finite(r.explained_variance)
