@@ -313,7 +313,7 @@ def pga_trajectory(
     """
     from tqdm.auto import tqdm
 
-    from tl_geometry.jobs import ResultsFile
+    from tl_geometry.jobs import ResultsFile, job_key
 
     items = list(checkpoints.items()) if isinstance(checkpoints, Mapping) else list(checkpoints)
     if not items:
@@ -323,7 +323,7 @@ def pga_trajectory(
     reports = []
     for label, m in tqdm(items, desc="checkpoints", disable=not progress):
         params = {"checkpoint": str(label), **{k: v for k, v in pga_options.items() if k != "hooks"}}
-        key = __import__("tl_geometry.jobs", fromlist=["job_key"]).job_key(params)
+        key = job_key(params)
         if key in done:
             reports.append(GeometryReport.from_dict(done[key]["report"]))
             continue
@@ -359,10 +359,7 @@ def plot_trajectory(report: GeometryReport, *, ccr: int | None = None, ax=None):
     for r in rows:
         if r.layer is not None:
             Z[layers.index(r.layer), cps.index(r.extras["checkpoint"])] = r.value
-    import matplotlib
-
     if ax is None:
-        matplotlib.use("Agg") if matplotlib.get_backend().lower() == "" else None
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(cps) + 2), max(3, 0.22 * len(layers) + 1.5)))

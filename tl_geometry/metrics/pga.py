@@ -294,10 +294,11 @@ def pga_score(
 
     Examples:
         >>> g = torch.Generator().manual_seed(0)
-        >>> V = readout_basis(torch.randn(16, 50, generator=g), 4)
-        >>> H = torch.randn(40, 4, generator=g) @ V.T + 0.01 * torch.randn(40, 16, generator=g)
-        >>> pga_score(H, V, n_null=20, ccr=0).z > 3
-        True
+        >>> V = readout_basis(torch.randn(32, 80, generator=g), 8)
+        >>> H = torch.randn(80, 8, generator=g) @ V.T + 0.01 * torch.randn(80, 32, generator=g)
+        >>> s = pga_score(H, V, n_null=20, ccr=0)   # H lies in the readout subspace
+        >>> s.z > 5, s.n_pairs
+        (True, 3160)
     """
     return pga_profile(H, readout, ccrs=(ccr,), n_null=n_null, null_bases=null_bases, seed=seed,
                        max_pairs=max_pairs, memory_mb=memory_mb)[int(ccr)]
