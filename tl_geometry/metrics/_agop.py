@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: exact=True refuses Jacobians larger than this many entries per sequence.
 EXACT_MAX_ENTRIES = 50_000_000
+#: JVP probes evaluated together (vmap chunk) in output space.
+JVP_CHUNK = 32
 _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
 
 
@@ -163,10 +165,10 @@ def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exa
                 raise ValueError(f"non-finite gradient at {hook!r}")
             G_exact += torch.einsum("bkn,bln->kl", PJ, PJ)
         else:
+            vs = torch.randn((n_probes, *x0.shape), generator=gen, device=device, dtype=x0.dtype)
+            jvs = torch.func.vmap(lambda v: torch.func.jvp(f, (x0,), (v,))[1], chunk_size=JVP_CHUNK)(vs)  # (probes, B, k)
             for p in range(n_probes):
-                v = torch.randn(x0.shape, generator=gen, device=device, dtype=x0.dtype)
-                _, jv = torch.func.jvp(f, (x0,), (v,))
-                acc.update(hook, p, jv)
+                acc.update(hook, p, jvs[p])
         n_seq += batch.shape[0]
     if exact:
         G = G_exact / n_seq
