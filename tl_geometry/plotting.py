@@ -418,6 +418,21 @@ def plot_aofe(report: GeometryReport):
 
 
 # ----------------------------------------------------------------------------- sae
+def _sae_layer(row: Row) -> float:
+    """Layer of an SAE row: its hook, else ``extras["hook_name"]``/``["layer"]``, else the id (``layer_12/...``)."""
+    import re
+
+    if row.layer is not None:
+        return float(row.layer)
+    ex = row.extras
+    if ex.get("layer") is not None:
+        return float(ex["layer"])
+    if ex.get("hook_name") and layer_of(ex["hook_name"]) is not None:
+        return float(layer_of(ex["hook_name"]))
+    m = re.search(r"(?:layer|blocks|l)[_.\-]?(\d+)", str(ex.get("sae_id", "")))
+    return float(m.group(1)) if m else math.nan
+
+
 def plot_sae_widths(report: GeometryReport):
     """Each SAE's width (log scale) by hook layer, against the model's capacity bound."""
     widths = _rows(report, "sae.d_sae")
@@ -431,8 +446,7 @@ def plot_sae_widths(report: GeometryReport):
         rs = [r for r in widths if str(r.extras.get("release", "?")) == rel]
         xs = []
         for r in rs:
-            layer = layer_of(r.extras.get("hook_name")) if r.extras.get("hook_name") else r.layer
-            xs.append(np.nan if layer is None else layer)
+            xs.append(_sae_layer(r))
         jitter = (i - (len(releases) - 1) / 2) * 0.15
         ax.scatter(np.array(xs, dtype=float) + jitter, [r.value for r in rs], marker=markers[i % len(markers)],
                    s=30, alpha=0.8, label=rel if len(rel) < 40 else rel[:37] + "…")
@@ -451,7 +465,9 @@ def plot_sae_widths(report: GeometryReport):
         if math.isfinite(k) and k <= wmax * 1e4:
             ax.axhline(k, color=color, ls="--", lw=1.4, label=f"capacity bound from {mat} ε: k ≈ {k:.3g}")
         else:
-            off_chart.append(f"{mat} bound k ≈ {k:.3g} (off the chart)")
+            eps = cap[0].extras.get("epsilon")
+            why = "; vacuous: ε > 0.2" if eps is not None and float(eps) > CLASS1_ABOVE else ""
+            off_chart.append(f"{mat} bound k ≈ {k:.3g} (off the chart{why})")
     if off_chart:
         ax.text(0.99, 0.98, "\n".join(off_chart), transform=ax.transAxes, ha="right", va="top", fontsize=8,
                 bbox=dict(facecolor="white", alpha=0.8, edgecolor="grey"))

@@ -250,3 +250,23 @@ def test_reading_smollm2_like_example():
     text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "ε = 0.729" in text and "Class 1, like Gemma-3-270M (0.416, d = 640)" in text
     assert "vacuous" in text
+
+
+@pytest.mark.parametrize(
+    "row,layer",
+    [
+        ({"metric": "sae.d_sae", "value": 1.0, "hook": "blocks.3.hook_resid_post"}, 3),
+        ({"metric": "sae.d_sae", "value": 1.0, "extras": {"hook_name": "blocks.7.hook_resid_post"}}, 7),
+        ({"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "layer_12/width_16k/canonical"}}, 12),
+        ({"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "blocks.4.hook_resid_pre"}}, 4),
+        ({"metric": "sae.d_sae", "value": 1.0, "extras": {"layer": 5, "sae_id": "x"}}, 5),
+    ],
+)
+def test_sae_layer_sources(row, layer):
+    (r,) = GeometryReport.from_rows([row], model="m").rows
+    assert plotting._sae_layer(r) == layer
+
+
+def test_sae_layer_unknown_is_nan():
+    (r,) = GeometryReport.from_rows([{"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "final"}}], model="m").rows
+    assert math.isnan(plotting._sae_layer(r))

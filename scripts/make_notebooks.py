@@ -1,0 +1,355 @@
+#!/usr/bin/env python
+"""Write the example notebooks in ``examples/`` from the cell sources below (outputs empty).
+
+Run ``python scripts/make_notebooks.py`` after editing a cell here; the notebooks are executed by
+``tests/integration/test_notebooks.py``, so keep every one offline and under ~40 s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SETUP = """import os
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # everything here runs offline
+import warnings
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", message=".*IProgress.*")   # progress bars fall back to text
+import torch
+import tl_geometry as tg"""
+
+TINY = """from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+def tiny_model(n_layers=4, d_model=64, seed=0):
+    \"\"\"A small random HookedTransformer (no download); swap in tg.models.load("smollm2-135m") for a real model.\"\"\"
+    cfg = HookedTransformerConfig(n_layers=n_layers, d_model=d_model, d_head=16, n_heads=d_model // 16,
+                                  d_mlp=4 * d_model, d_vocab=512, n_ctx=64, act_fn="gelu",
+                                  normalization_type="LN", seed=seed)
+    return HookedTransformer(cfg).eval()
+
+model = tiny_model()
+tokens = torch.randint(0, model.cfg.d_vocab, (8, 32), generator=torch.Generator().manual_seed(0))
+model.cfg.n_layers, model.cfg.d_model, tokens.shape"""
+
+NOTEBOOKS = {
+    "01_quickstart.ipynb": [
+        new_markdown_cell(
+            "# Quickstart: how is SmolLM2-135M's latent space organized?\n\n"
+            "`tl_geometry` measures a TransformerLens model's geometry with three papers' metrics "
+            "(representational capacity, Subspace PGA, neural interaction). This notebook loads the "
+            "offline SmolLM2-135M, runs a few metrics on a small batch of Python documentation, and "
+            "renders the same report `tl-geometry report` writes."
+        ),
+        new_code_cell(SETUP),
+        new_code_cell(
+            'model = tg.models.load("smollm2-135m")            # offline; any HookedTransformer works\n'
+            'tokens = tg.corpus.tokens(model, "pydoc", n_seqs=2, seq_len=32, seed=0)\n'
+            "model.cfg.n_layers, model.cfg.d_model, tokens.shape"
+        ),
+        new_markdown_cell("Every metric is registered by name; `tg.analyze` runs any of them and merges the results."),
+        new_code_cell("tg.list_metrics()"),
+        new_code_cell(
+            "hooks = tg.capture.resid_hooks(model, \"post\", layers=[0, 5, 10, 15, 20, 25, 29])\n"
+            'report = tg.analyze(model, tokens, metrics=["epsilon", "capacity", "depth_width", "spectral"],\n'
+            '                    options={"epsilon": {"matrices": ["W_E"]}, "capacity": {"matrices": ["W_E"]}},\n'
+            "                    hooks=hooks, progress=False)\n"
+            "report"
+        ),
+        new_markdown_cell("A report is one long table (plus provenance); pandas is one call away."),
+        new_code_cell('df = report.to_pandas()\ndf[["hook", "layer", "metric", "value"]].head(12)'),
+        new_markdown_cell("The plain-language reading puts each number next to the papers' numbers:"),
+        new_code_cell(
+            "from tl_geometry import readings\n"
+            "for section, lines in readings.sections(report).items():\n"
+            "    print(section)\n"
+            "    for line in lines:\n"
+            "        print('  -', line)"
+        ),
+        new_code_cell(
+            "from tl_geometry import plotting\n"
+            "fig = plotting.plot_spectral(report)   # a matplotlib Figure; shown inline in Jupyter"
+        ),
+        new_markdown_cell(
+            "`write_outputs` writes what `tl-geometry report` writes: `report.json`, `report.md`, one PNG "
+            "per figure and a self-contained `index.html`."
+        ),
+        new_code_cell(
+            "import tempfile\n"
+            "from tl_geometry.html import write_outputs\n"
+            "out = tempfile.mkdtemp()\n"
+            "index = write_outputs(report, out, force=True)\n"
+            "sorted(p.name for p in index.parent.iterdir())"
+        ),
+    ],
+    "02_capacity.ipynb": [
+        new_markdown_cell(
+            "# Representational capacity (arXiv 2606.02765)\n\n"
+            "How many near-orthogonal directions fit in d dimensions? The paper measures "
+            "ε = μ + 2σ of the pairwise cosines of a model's embedding rows and turns it into a "
+            "capacity bound k(d, ε). Models split into **Class 2** (ε < 0.1: near-orthogonal rows, a "
+            "meaningful bound) and **Class 1** (ε > 0.2: no near-orthogonal structure)."
+        ),
+        new_code_cell(SETUP),
+        new_markdown_cell(
+            "**A known answer first.** Random Gaussian vectors in d dimensions have cosines with mean 0 and "
+            "standard deviation ≈ 1/√d, so ε ≈ 2/√d."
+        ),
+        new_code_cell(
+            "d = 576\n"
+            "st = tg.similarity_stats(torch.randn(4000, d, generator=torch.Generator().manual_seed(0)), progress=False)\n"
+            "st.epsilon, 2 / d ** 0.5, st.model_class"
+        ),
+        new_markdown_cell(
+            "**SmolLM2-135M's embedding, straight from its weights file** (no model load): "
+            "the capacity statistics stream over the rows of the GGUF tensor."
+        ),
+        new_code_cell(
+            "from tl_geometry import weights_reader\n"
+            "row = weights_reader.embedding_capacity(tg.models.zoo_file(\"smollm2-135m\"))\n"
+            "row"
+        ),
+        new_markdown_cell("The capacity bound at a few ε for d = 576, in the paper's three forms:"),
+        new_code_cell(
+            "import numpy as np\n"
+            "eps = np.array([0.05, 0.1, 0.2])\n"
+            "{form: tg.capacity(576, eps, form=form) for form in (\"jl_random\", \"adjusted\", \"full\")}"
+        ),
+        new_markdown_cell("And the inverse: the ε at which k directions fit in d dimensions."),
+        new_code_cell("tg.capacity_epsilon(1_000_000, 576, form=\"full\")"),
+        new_markdown_cell(
+            "**Next to the published models.** The figure places SmolLM2's ε on the capacity curve "
+            "of its width, with the 45 models of the paper's Table 1 at their own widths."
+        ),
+        new_code_cell(
+            "from tl_geometry import plotting, readings\n"
+            "report = tg.GeometryReport.from_rows(\n"
+            "    [{\"metric\": \"epsilon.W_E\", \"value\": row.epsilon,\n"
+            "      \"extras\": {\"mean\": row.mean, \"std\": row.std, \"d\": row.d_model, \"n_vectors\": row.vocab}},\n"
+            "     {\"metric\": \"capacity.W_E\", \"value\": row.capacity,\n"
+            "      \"extras\": {\"form\": \"full\", \"epsilon\": row.epsilon, \"d\": row.d_model}}],\n"
+            "    model=\"smollm2-135m\")\n"
+            "print(\"\\n\".join(readings.read_capacity(report)))\n"
+            "fig = plotting.plot_capacity_curve(report)"
+        ),
+        new_markdown_cell(
+            "With a loaded model, `tg.embedding_epsilon(model, matrix=\"W_E\", histogram=True)` also returns the "
+            "exact histogram over all pairs, which `plotting.plot_cosine_histogram` draws with μ and ε."
+        ),
+        new_code_cell(
+            "small = tg.similarity_stats(weights_reader.read_embedding(tg.models.zoo_file(\"smollm2-135m\"))[:4096],\n"
+            "                            histogram=True, progress=False)\n"
+            "d = small.to_dict()\n"
+            "r = tg.GeometryReport.from_rows([{\"metric\": \"epsilon.W_E\", \"value\": small.epsilon,\n"
+            "                                  \"extras\": {k: d[k] for k in (\"mean\", \"std\", \"n_vectors\", \"d\", \"histogram\")}}],\n"
+            "                                model=\"smollm2-135m (4096 rows)\")\n"
+            "fig = plotting.plot_cosine_histogram(r)"
+        ),
+    ],
+    "03_pga.ipynb": [
+        new_markdown_cell(
+            "# Subspace PGA (arXiv 2605.17084)\n\n"
+            "Is a layer's distance structure organized for the readout? Subspace PGA compares the rank "
+            "correlation ρ_read between all pairwise cosine distances of the hidden states and those "
+            "of their projection on the top-k readout directions (left singular vectors of W_U) with "
+            "the same correlation for random k-subspaces: z = (ρ_read − mean ρ_null) / std ρ_null. "
+            "CCR-c first removes the top c principal directions."
+        ),
+        new_code_cell(SETUP),
+        new_markdown_cell(
+            "**A known answer.** Hidden states whose variation lives inside the readout subspace give a "
+            "large positive z; states whose variation is orthogonal to it give a negative z."
+        ),
+        new_code_cell(
+            "g = torch.Generator().manual_seed(0)\n"
+            "d, k, N = 64, 8, 120\n"
+            "W_U = torch.randn(d, 500, generator=g)\n"
+            "V = tg.readout_basis(W_U, k)                       # (d, k) orthonormal\n"
+            "inside = torch.randn(N, k, generator=g) @ V.T + 0.05 * torch.randn(N, d, generator=g)\n"
+            "P_perp = torch.eye(d) - V @ V.T\n"
+            "outside = (torch.randn(N, d, generator=g) @ P_perp) + 0.05 * torch.randn(N, d, generator=g)\n"
+            "z_in = tg.pga_score(inside, V, n_null=20, ccr=0).z\n"
+            "z_out = tg.pga_score(outside, V, n_null=20, ccr=0).z\n"
+            "float(z_in), float(z_out)"
+        ),
+        new_markdown_cell("**On a model** (a tiny random one here; use `tg.models.load(\"smollm2-135m\")` for the real thing):"),
+        new_code_cell(TINY),
+        new_code_cell(
+            "report = tg.pga(model, tokens[:4, :24], k=8, n_null=10, ccr=[0, 1, 5], max_points=96, progress=False)\n"
+            "report.to_pandas().query(\"metric == 'pga.z'\")[[\"layer\", \"ccr\", \"value\"]]"
+        ),
+        new_code_cell("from tl_geometry import plotting\nfig = plotting.plot_pga(report)"),
+        new_markdown_cell(
+            "**Spectral metrics** of the same activations: RankMe (effective rank), α-ReQ (eigenvalue "
+            "decay), isotropy and condition number."
+        ),
+        new_code_cell(
+            "spec = tg.spectral(model, tokens, progress=False)\n"
+            "fig = plotting.plot_spectral(spec)"
+        ),
+        new_code_cell(
+            "H = torch.randn(500, 32, generator=g) * torch.linspace(1, 0.1, 32)   # known, decaying spectrum\n"
+            "tg.spectral_metrics(H)"
+        ),
+    ],
+    "04_interaction.ipynb": [
+        new_markdown_cell(
+            "# Law of neural interaction (arXiv 2605.27989)\n\n"
+            "The AGOP G = E[JᵀJ] of the model's Jacobian at a hook says which input directions the "
+            "output is sensitive to; its **AOFE** (the off-diagonal Frobenius mass) measures how much "
+            "coordinates interact. The paper also finds an efficient depth/width ratio "
+            "R_D/W = n_layers / d_model in [0.023, 0.047] for byte-level TinyGPT."
+        ),
+        new_code_cell(SETUP),
+        new_markdown_cell("**Known answers.** A diagonal matrix has no off-diagonal mass; a rank-one all-ones matrix has ratio 1 − 1/d."),
+        new_code_cell(
+            "d = 8\n"
+            "diag = tg.aofe(torch.diag(torch.arange(1.0, d + 1)))\n"
+            "ones = tg.aofe(torch.ones(d, d))\n"
+            "(float(diag.ratio), float(ones.ratio), 1 - 1 / d)"
+        ),
+        new_code_cell(TINY),
+        new_code_cell(
+            "res = tg.agop(model, tokens[:4], n_probes=8, progress=False)\n"
+            "{h: round(float(s.ratio), 3) for h, s in res.stats.items()}"
+        ),
+        new_markdown_cell("The registered metric puts the same numbers in a report; the figure shows the ratio by layer with its probe standard error."),
+        new_code_cell(
+            "from tl_geometry import plotting\n"
+            "report = tg.analyze(model, tokens[:4], metrics=[\"agop\", \"depth_width\"],\n"
+            "                    options={\"agop\": {\"n_probes\": 8}}, progress=False)\n"
+            "fig = plotting.plot_aofe(report)"
+        ),
+        new_markdown_cell("**Depth/width** of a few shapes, against the efficient interval:"),
+        new_code_cell(
+            "for L, d in [(30, 576), (12, 768), (5, 120), (6, 128)]:\n"
+            "    r = tg.depth_width_ratio({\"n_layers\": L, \"d_model\": d})\n"
+            "    print(f\"{L:>2} layers x {d:>3}: R_D/W = {r:.4f}  in interval: {tg.in_efficient_interval(r)}\")"
+        ),
+        new_markdown_cell(
+            "**A tiny shape sweep.** The paper trains byte-level TinyGPTs of several shapes at a fixed "
+            "parameter budget and finds the best test loss in the efficient interval. Here: one small "
+            "budget, three depths, a few dozen steps (far too few to reproduce the paper; the "
+            "`tl-geometry sweep shape` command runs the CPU-sized version, resumably)."
+        ),
+        new_code_cell(
+            "import tempfile, os\n"
+            "from tl_geometry.experiments import shape_sweep as ss\n"
+            "cfg = ss.SweepConfig(budgets=(2e4,), depths=(1, 3), steps=4, batch_size=4, n_ctx=16,\n"
+            "                     eval_seqs=4, n_agop_seqs=1, source=\"pydoc\")\n"
+            "records = ss.shape_sweep(cfg, os.path.join(tempfile.mkdtemp(), \"sweep.jsonl\"), progress=False)\n"
+            "for r in records:\n"
+            "    p = r[\"params\"]\n"
+            "    print(f\"depth {p['n_layers']} x width {p['d_model']}: R_D/W = {r['r_dw']:.3f}, \"\n"
+            "          f\"test CE = {r['test_ce']:.3f} nats/byte, output-space AOFE ratio = {r['aofe_ratio_out']:.3f}\")"
+        ),
+    ],
+    "05_sae.ipynb": [
+        new_markdown_cell(
+            "# SAE widths vs the capacity bound\n\n"
+            "Sparse autoencoders ask a model's residual stream to hold d_sae feature directions. The "
+            "capacity paper's bound k(d, ε) says how many near-orthogonal directions fit. This notebook "
+            "reads SAE widths from sae_lens's offline directory and compares them with the bound "
+            "(no SAE weights are downloaded)."
+        ),
+        new_code_cell(SETUP),
+        new_code_cell(
+            "ws = tg.sae.widths(\"gemma-2-2b\")\n"
+            "len(ws), ws[0]"
+        ),
+        new_markdown_cell("`compare` by model name uses the published ε of the host model (Gemma-2-2B: ε = 0.351, Class 1):"),
+        new_code_cell(
+            "report = tg.sae.compare(\"gemma-2-2b\", releases=\"gemma-scope-2b-pt-res-canonical\")\n"
+            "df = report.to_pandas()\n"
+            "df[df.metric == \"sae.d_sae\"][[\"hook\", \"layer\", \"value\"]].head()"
+        ),
+        new_code_cell(
+            "from tl_geometry import plotting, readings\n"
+            "print(\"\\n\".join(readings.read_sae(report)))\n"
+            "fig = plotting.plot_sae_widths(report)"
+        ),
+        new_markdown_cell(
+            "**A local SAE on a local model.** `saes=[...]` also measures the decoder's own ε "
+            "(here a random, untrained SAE on a tiny random model)."
+        ),
+        new_code_cell(TINY),
+        new_code_cell(
+            "from sae_lens import StandardSAE, StandardSAEConfig\n"
+            "from sae_lens.saes.sae import SAEMetadata\n"
+            "sae = StandardSAE(StandardSAEConfig(d_in=model.cfg.d_model, d_sae=512,\n"
+            "                                    metadata=SAEMetadata(hook_name=\"blocks.1.hook_resid_post\")))\n"
+            "local = tg.sae.compare(model, saes=[sae])\n"
+            "local.to_pandas()[[\"metric\", \"hook\", \"value\"]]"
+        ),
+    ],
+    "06_plugin_metric.ipynb": [
+        new_markdown_cell(
+            "# Write a plugin metric\n\n"
+            "A metric is a function `fn(model, tokens, *, hooks=None, **options) -> GeometryReport`, "
+            "registered under a name. Once registered it runs in `tg.analyze`, in "
+            "`tl-geometry report --metrics <name>` and in sweeps, and its rows land in the same report as "
+            "the built-ins. A package ships it through the entry-point group `tl_geometry.metrics`."
+        ),
+        new_code_cell(SETUP),
+        new_code_cell(TINY),
+        new_markdown_cell(
+            "Read activations only through `tl_geometry.capture` (it validates hook names, removes its hooks "
+            "even on errors, drops BOS/padding and works on `TransformerBridge` too); keep the math a pure "
+            "function on tensors."
+        ),
+        new_code_cell(
+            "from tl_geometry import capture\n\n"
+            "def mean_norm(H: torch.Tensor) -> float:\n"
+            "    \"\"\"The math: mean L2 norm of the rows of H (n, d).\"\"\"\n"
+            "    return float(H.norm(dim=-1).mean())\n\n"
+            "@tg.register_metric(\"resid_norm\", needs=\"activations\", overwrite=True,\n"
+            "                    description=\"mean L2 norm of the residual stream per layer\")\n"
+            "def resid_norm(model, tokens, *, hooks=None, max_points=512, seed=0):\n"
+            "    \"\"\"Mean L2 norm of the residual stream at each hook.\"\"\"\n"
+            "    hooks = capture.resid_hooks(model, \"post\") if hooks is None else capture.validate_hooks(model, hooks)\n"
+            "    acts = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed).acts\n"
+            "    rows = [{\"metric\": \"resid_norm\", \"hook\": h, \"value\": mean_norm(acts[h])} for h in hooks]\n"
+            "    return tg.GeometryReport.from_rows(rows, model=model, seed=seed)\n\n"
+            "\"resid_norm\" in tg.list_metrics()"
+        ),
+        new_code_cell(
+            "report = tg.analyze(model, tokens, metrics=[\"resid_norm\", \"depth_width\"], progress=False)\n"
+            "report.to_pandas()[[\"hook\", \"layer\", \"metric\", \"value\"]]"
+        ),
+        new_markdown_cell("Check it against a slow, obvious reference (the habit every built-in metric follows):"),
+        new_code_cell(
+            "_, cache = model.run_with_cache(tokens)\n"
+            "ref = cache[\"blocks.0.hook_resid_post\"].norm(dim=-1).mean()   # no tokenizer, so no BOS position to drop\n"
+            "got = report.value(\"resid_norm\", hook=\"blocks.0.hook_resid_post\")\n"
+            "float(ref), got"
+        ),
+        new_markdown_cell("Bad input fails with a message that says what is valid:"),
+        new_code_cell(
+            "try:\n"
+            "    tg.analyze(model, tokens, metrics=[\"resid_nrom\"])\n"
+            "except KeyError as e:\n"
+            "    print(e)"
+        ),
+        new_code_cell("tg.unregister_metric(\"resid_norm\")"),
+    ],
+}
+
+
+def main() -> None:
+    out = ROOT / "examples"
+    out.mkdir(exist_ok=True)
+    for name, cells in NOTEBOOKS.items():
+        nb = new_notebook(cells=cells, metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        })
+        nbformat.validate(nb)
+        nbformat.write(nb, out / name)
+        print("wrote", out / name)
+
+
+if __name__ == "__main__":
+    main()
