@@ -410,3 +410,21 @@ def test_epsilon_activations_metric(any_tiny_model, tiny_tokens):
     assert len(default) == any_tiny_model.cfg.n_layers
     with pytest.raises(ValueError, match="needs tokens"):
         tg.get_metric("epsilon_activations")(any_tiny_model, None)
+
+
+# ----------------------------------------------------------------------------- property-based
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st_  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st_.integers(2, 30), d=st_.integers(1, 12), shared=st_.floats(0, 5), seed=st_.integers(0, 2**16),
+    n_zero=st_.integers(0, 3), block=st_.integers(1, 40),
+)
+def test_exactness_property(n, d, shared, seed, n_zero, block):
+    x = _matrix(n + n_zero, d, shared=shared, zeros=range(n_zero), seed=seed)
+    mean, std, eps, _ = reference_stats(x)
+    got = tg.similarity_stats(torch.from_numpy(x), block_size=block)
+    assert (got.mean, got.std, got.epsilon) == pytest.approx((mean, std, eps), abs=1e-6)
+    assert got.n_dropped == n_zero
