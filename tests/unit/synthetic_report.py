@@ -52,7 +52,7 @@ def activation_rows(n_layers=N_LAYERS, seed=0):
                     "extras": {"n_probes": 8, "stderr": 0.02, "space": "input"}})
         out.append({"metric": "agop.aofe", "hook": h, "value": 3.0, "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"}})
         out.append({"metric": "agop.trace", "hook": h, "value": 5.0, "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"}})
-    out.append({"metric": "depth_width.ratio", "value": N_LAYERS / D_MODEL, "extras": {"in_interval": False, "interval": [0.023, 0.047]}})
+    out.append({"metric": "depth_width.ratio", "value": n_layers / D_MODEL, "extras": {"in_interval": False, "interval": [0.023, 0.047]}})
     return out
 
 
@@ -68,14 +68,14 @@ def sae_rows():
     return out
 
 
-def make_report(*, families=("capacity", "activations", "sae"), **provenance) -> GeometryReport:
+def make_report(*, families=("capacity", "activations", "sae"), n_layers=N_LAYERS, **provenance) -> GeometryReport:
     rows = []
     if "capacity" in families:
         rows += epsilon_rows()
     if "activations" in families:
-        rows += activation_rows()
+        rows += activation_rows(n_layers)
     if "sae" in families:
         rows += sae_rows()
-    prov = {"model": "synthetic-6L", "n_layers": N_LAYERS, "d_model": D_MODEL}
+    prov = {"model": f"synthetic-{n_layers}L", "n_layers": n_layers, "d_model": D_MODEL}
     prov.update(provenance)
-    return GeometryReport.from_rows(rows, model="synthetic-6L", provenance=prov)
+    return GeometryReport.from_rows(rows, model=prov["model"], provenance=prov)
