@@ -192,3 +192,55 @@ def test_screenshot_script(written, tmp_path, capsys):
 def test_screenshot_script_missing_file(tmp_path, capsys):
     assert _screenshot_module().main([str(tmp_path / "nope.html")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- CLI: tl-geometry render
+def test_cli_render(tmp_path, capsys):
+    from tl_geometry.cli import main
+
+    src = tmp_path / "r.json"
+    make_report(families=("sae",)).to_json(src)
+    out = tmp_path / "html"
+    assert main(["render", str(src), "--out", str(out), "--dpi", "40"]) == 0
+    assert "sae.d_sae" in capsys.readouterr().out
+    assert len(parse(out / "index.html").imgs) == 1
+    # existing output refused (exit 2, one line), then accepted with --force
+    assert main(["render", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert main(["render", str(src), "--out", str(out), "--force", "--dpi", "40"]) == 0
+
+
+def test_cli_render_merges(tmp_path):
+    from tl_geometry.cli import main
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    make_report(families=("sae",)).to_json(a)
+    make_report(families=("capacity",)).to_json(b)
+    assert main(["render", str(a), str(b), "--out", str(tmp_path / "o"), "--dpi", "40"]) == 0
+    assert len(GeometryReport.from_json(tmp_path / "o" / "report.json")) == len(GeometryReport.from_json(a)) + len(
+        GeometryReport.from_json(b)
+    )
+
+
+@pytest.mark.parametrize(
+    "setup,args,match",
+    [
+        (None, ["nope.json"], "no such report file"),
+        ("bad", ["bad.json"], "not valid JSON"),
+        ("norows", ["norows.json"], "missing 'rows'"),
+        ("ok", ["ok.json", "--dpi", "1"], "--dpi must be at least 10"),
+    ],
+)
+def test_cli_render_bad_input(tmp_path, capsys, monkeypatch, setup, args, match):
+    from tl_geometry.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    if setup == "bad":
+        (tmp_path / "bad.json").write_text("{not json")
+    elif setup == "norows":
+        (tmp_path / "norows.json").write_text('{"provenance": {}}')
+    elif setup == "ok":
+        make_report(families=("sae",)).to_json(tmp_path / "ok.json")
+    assert main(["render", *args, "--out", str(tmp_path / "o")]) == 2
+    assert match in capsys.readouterr().err
