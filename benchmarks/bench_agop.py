@@ -1,0 +1,129 @@
+"""Benchmark: AGOP on SmolLM2-135M at every resid_pre hook, one backward per probe for all hooks.
+
+    python benchmarks/bench_agop.py [--n-seqs 8] [--seq-len 128] [--n-probes 64] [--naive-probes 2]
+
+Measures wall time and peak resident memory of ``tg.agop`` (30 hooks × n_probes Gaussian probes
+over n_seqs × seq_len pydoc tokens) and compares with the naive way: one backward pass per hook
+per probe (same forward, same accumulation). The naive way is timed on ``--naive-probes`` probes
+and extrapolated to n_probes (its cost is linear in the probes). Prints the ratio and the AOFE
+ratio per layer; writes JSON to benchmarks/out/agop.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import psutil  # noqa: E402
+import torch  # noqa: E402
+
+
+class PeakRSS:
+    """Samples this process's RSS every 50 ms; .peak in bytes."""
+
+    def __enter__(self):
+        self.proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
+        self.start = self.proc.memory_info().rss
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def naive(model, tokens, hooks, n_probes, seed=0):
+    """One backward per hook per probe (the way without gradient capture at all hooks at once)."""
+    from tl_geometry import capture
+
+    mask = capture.valid_mask(model, tokens)
+    gen = torch.Generator().manual_seed(seed)
+    acc = {h: torch.zeros(model.cfg.d_model, model.cfg.d_model) for h in hooks}
+    with capture.grad_capture(model, hooks) as acts, torch.enable_grad():
+        logits = model(tokens)
+        for p in range(n_probes):
+            u = torch.randn(logits.shape, generator=gen)
+            for h in hooks:
+                (g,) = torch.autograd.grad((u * logits).sum(), acts[h], retain_graph=True)
+                g = g[mask]
+                acc[h] += g.T @ g
+    return acc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-seqs", type=int, default=8)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--n-probes", type=int, default=64)
+    ap.add_argument("--naive-probes", type=int, default=2, help="0 skips the naive comparison")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", default="benchmarks/out/agop.json")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import tl_geometry as tg
+
+    t0 = time.perf_counter()
+    model = tg.models.load("smollm2-135m")
+    t_load = time.perf_counter() - t0
+    tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
+    hooks = tg.capture.resid_hooks(model, "pre")
+    print(f"SmolLM2 loaded in {t_load:.1f}s; tokens {tuple(tokens.shape)}; {len(hooks)} hooks; "
+          f"{args.n_probes} probes; torch threads {torch.get_num_threads()}", flush=True)
+
+    with PeakRSS() as mem:
+        t0 = time.perf_counter()
+        res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, batch_size=args.n_seqs, seed=0)
+        t_ours = time.perf_counter() - t0
+    print(f"ours: {t_ours:.1f}s ({t_ours / args.n_probes:.2f}s/probe); RSS {mem.start / 2**30:.2f} → peak "
+          f"{mem.peak / 2**30:.2f} GiB (+{(mem.peak - mem.start) / 2**30:.2f})", flush=True)
+
+    t_naive = naive_est = speedup = None
+    mem_n = None
+    if args.naive_probes > 0:
+        with PeakRSS() as mem_n:
+            t0 = time.perf_counter()
+            naive(model, tokens, hooks, args.naive_probes)
+            t_naive = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            model(tokens)
+        t_fwd = time.perf_counter() - t0
+        per_probe_naive = (t_naive - t_fwd) / args.naive_probes
+        naive_est = t_fwd + per_probe_naive * args.n_probes
+        print(f"naive (one backward per hook per probe): {t_naive:.1f}s for {args.naive_probes} probes "
+              f"→ {naive_est:.0f}s extrapolated to {args.n_probes}; peak +{(mem_n.peak - mem_n.start) / 2**30:.2f} GiB", flush=True)
+        print(f"speed-up of one backward for all hooks: {naive_est / t_ours:.1f}x", flush=True)
+        speedup = naive_est / t_ours
+    print(f"{'layer':>5} {'AOFE ratio':>11} {'± se':>8} {'trace':>11} {'rel se(G)':>9}")
+    for h in hooks:
+        s = res[h]
+        print(f"{h.split('.')[1]:>5} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.trace:>11.4g} {s.rel_stderr:>9.3f}")
+    out = {
+        "tokens": list(tokens.shape), "n_hooks": len(hooks), "n_probes": args.n_probes, "threads": torch.get_num_threads(),
+        "load_s": t_load, "ours_s": t_ours, "ours_peak_rss_gib": mem.peak / 2**30,
+        "ours_extra_rss_gib": (mem.peak - mem.start) / 2**30, "naive_probes": args.naive_probes, "naive_s": t_naive,
+        "naive_extrapolated_s": naive_est, "speedup": speedup,
+        "stats": {h: res[h].to_dict() for h in hooks},
+        "depth_width_ratio": tg.depth_width_ratio(model), "wtw_aofe_ratio": float(tg.wtw_aofe(model.W_E).ratio),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
