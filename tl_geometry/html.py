@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from tl_geometry.readings import sections
+from tl_geometry.readings import model_line, sections
 from tl_geometry.report import GeometryReport
 
 __all__ = ["OutputExistsError", "check_out_dir", "render_markdown", "write_html", "write_outputs", "OUTPUT_FILES"]
@@ -151,6 +151,9 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
         "<code>tl_geometry</code>: representational capacity (arXiv 2606.02765), Subspace PGA "
         "(arXiv 2605.17084) and the law of neural interaction (arXiv 2605.27989).</p>",
     ]
+    line = model_line(report)
+    if line:
+        parts.append(f"<p><strong>Measured:</strong> {_esc(line)}</p>")
     note = _partial_note(report)
     if note:
         parts.append(f'<p class="banner"><strong>Partial results.</strong> {_esc(note)}</p>')
@@ -195,6 +198,8 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
 def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathLike] | None = None) -> str:
     """``report.md``: the readings per section with relative figure links, then the full table."""
     lines = [f"# Geometry report: {report.provenance.get('model', '?')}", ""]
+    if model_line(report):
+        lines += [f"Measured: {model_line(report)}", ""]
     note = _partial_note(report)
     if note:
         lines += [f"> **Partial results.** {note}", ""]

@@ -32,6 +32,7 @@ __all__ = [
     "closest_width",
     "hook_position",
     "sections",
+    "model_line",
     "summary_table",
     "read_capacity",
     "read_pga",
@@ -385,6 +386,35 @@ def sections(report: GeometryReport) -> dict[str, list[str]]:
         if lines:
             out[title] = lines
     return out
+
+
+def model_line(report: GeometryReport) -> str:
+    """One line about what was measured: shape, text, time (from provenance and ``shape.*`` rows)."""
+    prov = dict(report.provenance)
+    for r in report.rows:
+        if r.metric.startswith("shape."):
+            prov.setdefault(r.metric.split(".", 1)[1], int(r.value))
+    parts = []
+    shape = []
+    if prov.get("n_layers") is not None:
+        shape.append(f"{int(prov['n_layers'])} layers")
+    if prov.get("d_model") is not None:
+        shape.append(f"d_model {int(prov['d_model'])}")
+    if prov.get("d_vocab") is not None:
+        shape.append(f"vocabulary {int(prov['d_vocab']):,}")
+    if shape:
+        parts.append(", ".join(shape))
+    tokens = prov.get("tokens_shape")
+    if tokens:
+        corpus = prov.get("corpus")
+        parts.append(f"{tokens[0]} × {tokens[1]} tokens" + (f" of {corpus}" if corpus else ""))
+    if prov.get("total_s") is not None:
+        parts.append(f"computed in {float(prov['total_s']):.0f} s")
+    if prov.get("weight_processing"):
+        on = [k for k, v in dict(prov["weight_processing"]).items() if v]
+        if on:
+            parts.append("weights processed with " + ", ".join(on))
+    return "; ".join(parts) + ("." if parts else "")
 
 
 def summary_table(report: GeometryReport) -> str:

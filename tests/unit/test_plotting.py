@@ -270,3 +270,13 @@ def test_sae_layer_sources(row, layer):
 def test_sae_layer_unknown_is_nan():
     (r,) = GeometryReport.from_rows([{"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "final"}}], model="m").rows
     assert math.isnan(plotting._sae_layer(r))
+
+
+def test_model_line():
+    rep = GeometryReport.from_rows([{"metric": "shape.d_vocab", "value": 49152.0}], model="m",
+                                   provenance={"n_layers": 30, "d_model": 576, "tokens_shape": [4, 64], "corpus": "pydoc",
+                                               "total_s": 61.2, "weight_processing": {"fold_ln": True, "center_unembed": False}})
+    assert readings.model_line(rep) == (
+        "30 layers, d_model 576, vocabulary 49,152; 4 × 64 tokens of pydoc; computed in 61 s; weights processed with fold_ln."
+    )
+    assert readings.model_line(GeometryReport()) == ""
