@@ -375,3 +375,28 @@ def test_registered_metrics(tiny_model, tiny_tokens):
     assert nfa.metrics == {"nfa.corr", "nfa.corr_sqrt"}
     with pytest.raises(ValueError, match="matrix must be"):
         tg.get_metric("wtw_aofe")(tiny_model, matrix="W_Q")
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, capsys):
+    from tl_geometry.cli import main
+
+    monkeypatch.setattr(tg.models, "load", lambda name, **kw: tiny_model)
+    monkeypatch.setattr(tg.corpus, "tokens", lambda model, source, **kw: tiny_tokens[: kw["n_seqs"], : kw["seq_len"]])
+    out = tmp_path / "agop.json"
+    rc = main(["agop", "--layers", "0", "2", "--n-probes", "3", "--n-seqs", "2", "--seq-len", "8", "--nfa",
+               "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "R_D/W = 3/32" in text and "blocks.2.hook_resid_pre" in text and "nfa.corr_sqrt" in text
+    rep = tg.GeometryReport.from_json(out)
+    assert {"agop.aofe_ratio", "depth_width.ratio", "wtw.aofe_ratio", "nfa.corr"} <= rep.metrics
+
+
+@pytest.mark.parametrize("argv, msg", [(["agop", "--hooks", "x", "--layers", "1"], "not both"),
+                                       (["agop", "--n-probes", "1"], "--n-probes must be >= 2")])
+def test_cli_agop_bad_args(argv, msg, capsys):
+    from tl_geometry.cli import main
+
+    assert main(argv) == 2
+    assert msg in capsys.readouterr().err
