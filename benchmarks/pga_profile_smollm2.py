@@ -63,12 +63,14 @@ def score(out: Path, args) -> None:
     d_model = readouts["trained"].shape[0]
     bases = {kind: tg.haar_bases(d_model, args.k, n, seed=0) for kind, n in n_null.items()}
     jobs = [{"model": kind, "layer": l, "k": args.k, "n_null": n_null[kind], "ccr": list(args.ccr),
-             "max_points": args.max_points}
+             "max_points": args.subsample or args.max_points}
             for kind in ("trained", "random") for l in range(len(data[kind]["acts"]))]
 
     def fn(p):
         t0 = time.process_time()
         H = data[p["model"]]["acts"][f"blocks.{p['layer']}.hook_resid_post"]
+        if args.subsample and args.subsample < H.shape[0]:  # a seeded subset of the saved sample
+            H = H[torch.randperm(H.shape[0], generator=torch.Generator().manual_seed(1))[: args.subsample]]
         prof = tg.pga_profile(H, readouts[p["model"]], ccrs=p["ccr"], null_bases=bases[p["model"]], seed=0)
         pc = tg.pc1_overlap(H, readouts[p["model"]])
         sp = tg.spectral_metrics(H)
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("--n-seqs", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--subsample", type=int, default=None, help="score a seeded subset of this many saved points")
     ap.add_argument("--only", choices=("trained", "random"), default=None, help="score only this model's layers")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -5,10 +5,8 @@ here six layers, 512 points and 20 nulls keep the test short.
 """
 
 import math
-import warnings
 
 import pytest
-import torch
 
 import tl_geometry as tg
 
@@ -19,33 +17,13 @@ OPTS = dict(k=100, n_null=20, ccr=[0, 1, 5], max_points=512, seed=0)
 
 
 @pytest.fixture(scope="module")
-def random_smollm2(smollm2):
-    """A model of SmolLM2's config with TransformerLens's random initialisation."""
-    import copy
-
-    from transformer_lens import HookedTransformer
-
-    cfg = copy.deepcopy(smollm2.cfg)
-    cfg.init_weights = True  # pretrained configs say False: the weights would be uninitialised memory
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(0)
-        model = HookedTransformer(cfg).eval()
-    model.set_tokenizer(smollm2.tokenizer)
-    return model
-
-
-@pytest.fixture(scope="module")
-def profiles(smollm2, random_smollm2, pydoc_tokens):
+def profile(smollm2, pydoc_tokens):
     hooks = tg.capture.resid_hooks(smollm2, "post", LAYERS)
-    return {
-        "trained": tg.pga(smollm2, pydoc_tokens, hooks=hooks, progress=False, **OPTS),
-        "random": tg.pga(random_smollm2, pydoc_tokens, hooks=hooks, progress=False, **OPTS),
-    }
+    return tg.pga(smollm2, pydoc_tokens, hooks=hooks, progress=False, **OPTS)
 
 
-def test_profile_shape_and_agreement_with_pure_function(smollm2, pydoc_tokens, profiles):
-    r = profiles["trained"]
+def test_profile_shape_and_agreement_with_pure_function(smollm2, pydoc_tokens, profile):
+    r = profile
     assert len(r.filter("pga.z")) == len(LAYERS) * 3
     assert r.provenance["weight_processing"]  # W_U depends on fold_ln / center_unembed: recorded
     for row in r.filter("pga.z").rows:
@@ -58,18 +36,19 @@ def test_profile_shape_and_agreement_with_pure_function(smollm2, pydoc_tokens, p
     assert r.value("pga.z", hook=h, ccr=5) == pytest.approx(s.z, abs=1e-6)
 
 
-def test_trained_profile_differs_from_random_init(profiles):
-    """The trained model's readout subspace is special somewhere; the random model's is not."""
-    z = {kind: {(row.layer, row.extras["ccr"]): row.value for row in rep.filter("pga.z").rows}
-         for kind, rep in profiles.items()}
-    trained_max = max(abs(v) for v in z["trained"].values())
-    random_mean = sum(abs(v) for v in z["random"].values()) / len(z["random"])
-    assert trained_max > 5
-    assert trained_max > 2 * random_mean
-    # PC1 overlap: random init sits near k/d
-    exp = 100 / 576
-    for row in profiles["random"].filter("pga.pc1_overlap").rows:
-        assert row.extras["expected"] == pytest.approx(exp)
+def test_profile_pattern_of_smollm2(profile):
+    """What the full profile (benchmarks/pga_profile_smollm2.py) shows, at test size.
+
+    SmolLM2-135M has no positive mid-layer z; its last layer is strongly negative (the readout
+    subspace sees the final residual stream's distances worse than random subspaces), and PC1
+    moves into the readout subspace between layers 6 and 12 (about 0.04 → 0.18, k/d = 0.174).
+    """
+    last = "blocks.29.hook_resid_post"
+    assert profile.value("pga.z", hook=last, ccr=0) < -3
+    assert profile.value("pga.z", hook=last, ccr=1) < -3
+    pc1 = {row.layer: row.value for row in profile.filter("pga.pc1_overlap").rows}
+    assert pc1[12] > 2 * pc1[6]
+    assert pc1[6] < 100 / 576 < pc1[12] + 0.05
 
 
 def test_spectral_on_smollm2(smollm2, pydoc_tokens):
@@ -83,14 +62,16 @@ def test_spectral_on_smollm2(smollm2, pydoc_tokens):
         assert r.filter("spectral.rankme", hook=h).rows[0].extras["n_points"] == 8 * 127
 
 
-def test_convergence_trained_vs_random(smollm2, random_smollm2):
+def test_convergence_between_layers(smollm2):
+    """Two "models" (here two depths of SmolLM2) order the distances between 16 texts alike."""
     from tl_geometry import convergence as cv
 
-    texts = tg.corpus.pydoc_texts()[:24]
-    r = cv.model_convergence({"trained": smollm2, "random": random_smollm2}, texts, k=50, n_null=10, max_len=64)
-    assert len(r.filter("convergence.z")) == 2  # mean and last pooling
-    for row in r.filter("convergence.rho_full").rows:
-        assert -1 <= row.value <= 1
+    texts = tg.corpus.pydoc_texts()[:16]
+    hooks = {"layer20": "blocks.20.hook_resid_post", "layer22": "blocks.22.hook_resid_post"}
+    r = cv.model_convergence({"layer20": smollm2, "layer22": smollm2}, texts, hooks=hooks, k=50, n_null=10,
+                             max_len=32, pooling="mean")
+    assert len(r.filter("convergence.z")) == 1
+    assert 0.5 < r.value("convergence.rho_full") <= 1
 
 
 def test_cli_pga_on_smollm2(monkeypatch, smollm2, tmp_path, capsys):

@@ -158,8 +158,8 @@ def test_haar_bases_orthonormal_and_prefix_stable():
     np.testing.assert_allclose((B.transpose(1, 2) @ B).numpy(), np.broadcast_to(np.eye(4), (6, 4, 4)), atol=1e-12)
     assert torch.equal(tg.haar_bases(10, 4, 3, seed=2), B[:3])
     # Haar: the average projector over many bases is (k/d)·I
-    P = tg.haar_bases(6, 2, 2000, seed=0)
-    np.testing.assert_allclose((P @ P.transpose(1, 2)).mean(0).numpy(), np.eye(6) * 2 / 6, atol=0.03)
+    P = tg.haar_bases(6, 2, 600, seed=0)
+    np.testing.assert_allclose((P @ P.transpose(1, 2)).mean(0).numpy(), np.eye(6) * 2 / 6, atol=0.05)
 
 
 def test_pc1_overlap_known_answers_and_reference():
