@@ -43,8 +43,12 @@ test: install-dev
 docs: install-dev
 	$(BIN)/mkdocs build --strict -d site
 
+## tl4: second lane — TransformerLens 4.x without sae_lens (core via TransformerBridge)
+tl4:
+	bash ci/tl4/run.sh
+
 bench: install-dev
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) site reports .pytest_cache
+	rm -rf $(VENV) .venv-tl4 site reports .pytest_cache
