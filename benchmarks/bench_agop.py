@@ -108,10 +108,11 @@ def main() -> None:
               f"→ {naive_est:.0f}s extrapolated to {args.n_probes}; peak +{(mem_n.peak - mem_n.start) / 2**30:.2f} GiB", flush=True)
         print(f"speed-up of one backward for all hooks: {naive_est / t_ours:.1f}x", flush=True)
         speedup = naive_est / t_ours
-    print(f"{'layer':>5} {'AOFE ratio':>11} {'± se':>8} {'trace':>11} {'rel se(G)':>9}")
+    print(f"{'layer':>5} {'AOFE ratio':>11} {'± se':>8} {'debiased':>9} {'trace':>11} {'rel se(G)':>9}")
     for h in hooks:
         s = res[h]
-        print(f"{h.split('.')[1]:>5} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.trace:>11.4g} {s.rel_stderr:>9.3f}")
+        print(f"{h.split('.')[1]:>5} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.ratio_debiased:>9.4f} {s.trace:>11.4g} "
+              f"{s.rel_stderr:>9.3f}")
     out = {
         "tokens": list(tokens.shape), "n_hooks": len(hooks), "n_probes": args.n_probes, "threads": torch.get_num_threads(),
         "load_s": t_load, "ours_s": t_ours, "ours_peak_rss_gib": mem.peak / 2**30,

@@ -205,6 +205,13 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model):
         assert abs(est[h].ratio - ex[h].ratio) < 4 * est[h].ratio_stderr + 1e-3
     few = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=1, progress=False)
     assert all(few[h].stderr > est[h].stderr for h in HOOKS)  # fewer probes, larger reported error
+    # few probes: the plug-in AOFE ratio is biased upwards, the jackknife-corrected one much less
+    runs = [tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=s, progress=False) for s in range(4)]
+    for h in HOOKS:
+        plug = sum(r[h].ratio for r in runs) / 4 - ex[h].ratio
+        deb = sum(r[h].ratio_debiased for r in runs) / 4 - ex[h].ratio
+        assert plug > 0 and abs(deb) < plug, (h, plug, deb)
+    assert ex[HOOKS[0]].ratio_debiased == ex[HOOKS[0]].ratio
 
 
 def test_agop_drops_bos(monkeypatch):

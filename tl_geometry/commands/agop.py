@@ -44,9 +44,9 @@ def run(args) -> int:
     r = tg.depth_width_ratio(model)
     print(f"{tg.report.model_name(model)}: R_D/W = {model.cfg.n_layers}/{model.cfg.d_model} = {r:.4f} "
           f"({'inside' if tg.in_efficient_interval(r) else 'outside'} [0.023, 0.047])")
-    print(f"{'hook':<34} {'AOFE ratio':>11} {'± se':>8} {'trace':>12} {'rel. se(G)':>10}")
+    print(f"{'hook':<34} {'AOFE ratio':>11} {'± se':>8} {'debiased':>9} {'trace':>12} {'rel. se(G)':>10}")
     for h, s in res.stats.items():
-        print(f"{h:<34} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.trace:>12.4g} {s.rel_stderr:>10.3f}")
+        print(f"{h:<34} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.ratio_debiased:>9.4f} {s.trace:>12.4g} {s.rel_stderr:>10.3f}")
     if args.nfa:
         layers = args.layers if args.layers is not None else list(range(model.cfg.n_layers))
         reports.append(tg.get_metric("nfa")(model, tokens, layers=layers, n_probes=args.n_probes, seed=args.seed))

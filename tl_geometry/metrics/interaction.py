@@ -149,6 +149,10 @@ class HookAGOP:
         rel_stderr: stderr / ‖Ĝ‖_F.
         aofe_stderr, ratio_stderr, trace_stderr: delete-a-group jackknife standard errors.
         n_probes: probes used (0 when exact). n_positions: positions averaged over.
+        aofe_debiased, ratio_debiased: delete-a-group jackknife bias-corrected AOFE and ratio.
+            Probe noise adds mostly off-diagonal energy, so the plug-in ``ratio`` of a few-probe
+            estimate is biased upwards; for large n_probes the two agree. Equal to the plug-in
+            values when exact.
     """
 
     aofe: float
@@ -162,6 +166,8 @@ class HookAGOP:
     trace_stderr: float
     n_probes: int
     n_positions: int
+    aofe_debiased: float = float("nan")
+    ratio_debiased: float = float("nan")
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -219,15 +225,18 @@ class AGOPAccumulator:
         jse = ((K - 1) / K * ((jt - jt.mean(0)) ** 2).sum(0)).sqrt().tolist()
         a, r, tr = _scalars(G)
         fro = float(G.norm())
+        # jackknife bias correction: the plug-in AOFE/ratio of a noisy Ĝ are biased upwards
+        # (probe noise is mostly off-diagonal); for quadratic statistics this is the U-statistic
+        a_bc, r_bc, _ = (K * torch.tensor([a, r, tr], dtype=torch.float64) - (K - 1) * jt.mean(0)).tolist()
         stats = HookAGOP(a, r, tr, fro, stderr, stderr / fro if fro > 0 else float("nan"),
-                         jse[0], jse[1], jse[2], P, N)
+                         jse[0], jse[1], jse[2], P, N, a_bc, r_bc)
         return G.float(), stats
 
 
 def exact_stats(G: Float[Tensor, "d d"], n_positions: int) -> HookAGOP:
     """:class:`HookAGOP` of an exactly computed AGOP (all standard errors 0)."""
     a, r, tr = _scalars(G)
-    return HookAGOP(a, r, tr, float(G.double().norm()), 0.0, 0.0, 0.0, 0.0, 0.0, 0, int(n_positions))
+    return HookAGOP(a, r, tr, float(G.double().norm()), 0.0, 0.0, 0.0, 0.0, 0.0, 0, int(n_positions), a, r)
 
 
 @dataclass(frozen=True)
@@ -265,7 +274,7 @@ class AGOPResult:
         rows = []
         for h, s in self.stats.items():
             ex = {"n_probes": s.n_probes, "space": self.space, "exact": self.exact, "n_positions": s.n_positions,
-                  "rel_stderr": s.rel_stderr}
+                  "rel_stderr": s.rel_stderr, "aofe_debiased": s.aofe_debiased, "ratio_debiased": s.ratio_debiased}
             rows += [
                 {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
                 {"metric": "agop.aofe_ratio", "value": s.ratio, "hook": h, "extras": {**ex, "stderr": s.ratio_stderr}},
