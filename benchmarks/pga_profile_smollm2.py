@@ -84,6 +84,8 @@ def score(out: Path, args) -> None:
 
     if args.only:
         jobs = [j for j in jobs if j["model"] == args.only]
+    if args.layers:
+        jobs = [j for j in jobs if j["layer"] in args.layers]
     for rec in run_jobs(jobs, fn, results=out / "profile.jsonl", progress=False):
         zs = " ".join(f"z{c}={rec[f'z_ccr{c}']:+7.2f}" for c in args.ccr)
         print(f"{rec['params']['model']:>7} L{rec['params']['layer']:02d} {zs} pc1={rec['pc1_overlap']:.3f} "
@@ -120,6 +122,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--subsample", type=int, default=None, help="score a seeded subset of this many saved points")
+    ap.add_argument("--layers", type=int, nargs="+", default=None, help="score only these layers")
     ap.add_argument("--only", choices=("trained", "random"), default=None, help="score only this model's layers")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
