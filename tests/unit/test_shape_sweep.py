@@ -118,6 +118,18 @@ def test_sweep_runs_and_resumes_after_a_crash(text_file, tmp_path, monkeypatch):
     assert len(ss.shape_sweep(cfg, out, progress=False)) == 4 and calls == []
 
 
+def test_bytes_per_param_sets_steps(text_file, tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(ss, "train_run", lambda p, tr, te: seen.append(p) or {"test_ce": 1.0, "r_dw": 0.1})
+    cfg = tiny_cfg(text_file, bytes_per_param=2.0, depths=(1,))
+    ss.shape_sweep(cfg, tmp_path / "b.jsonl", progress=False)
+    (p,) = seen
+    n = ss.n_params(1, p["d_model"], n_ctx=16)
+    assert p["steps"] == -(-2 * n // (4 * 16))
+    with pytest.raises(ValueError, match="bytes_per_param"):
+        ss.SweepConfig(bytes_per_param=0)
+
+
 def test_frontier_and_plot(tmp_path):
     recs = [{"params": {"budget": b, "n_layers": L, "d_model": d}, "test_ce": ce, "r_dw": L / d}
             for b, L, d, ce in [(1e5, 1, 68, 2.0), (1e5, 2, 52, 1.8), (1e5, 3, 44, 1.9), (2e5, 1, 96, 1.7), (2e5, 4, 52, 1.75)]]

@@ -16,7 +16,8 @@ from typing import Callable
 def _build_shape(sub) -> None:
     p = sub.add_parser("shape", help="TinyGPT shape sweep: test CE vs depth/width at fixed budgets")
     p.add_argument("--budgets", type=float, nargs="+", default=None, help="parameter budgets (default 1e5 2e5 3e5)")
-    p.add_argument("--paper", action="store_true", help="the paper's budgets (1M … 10M) and n_ctx 256, lr 3e-4")
+    p.add_argument("--paper", action="store_true",
+                   help="the paper's budgets (1M … 10M), n_ctx 256, lr 3e-4, ≈ 60 training bytes per parameter")
     p.add_argument("--depths", type=int, nargs="+", default=None, help="depths (default 1 … --max-depth)")
     p.add_argument("--max-depth", type=int, default=6)
     p.add_argument("--d-head", type=int, default=4)
@@ -36,7 +37,7 @@ def _run_shape(args) -> int:
 
     kw = dict(max_depth=args.max_depth, d_head=args.d_head, batch_size=args.batch_size, source=args.source, seed=args.seed)
     if args.paper:
-        kw.update(budgets=ss.PAPER_BUDGETS, n_ctx=256, lr=3e-4, steps=10_000)
+        kw.update(budgets=ss.PAPER_BUDGETS, n_ctx=256, lr=3e-4, bytes_per_param=60.0, warmup=0.02)
     if args.budgets:
         kw["budgets"] = tuple(args.budgets)
     if args.depths:
@@ -44,6 +45,8 @@ def _run_shape(args) -> int:
     for k in ("n_ctx", "steps", "lr"):
         if getattr(args, k) is not None:
             kw[k] = getattr(args, k)
+    if args.steps is not None:
+        kw["bytes_per_param"] = None  # explicit steps win
     cfg = ss.SweepConfig(**kw)
     recs = ss.shape_sweep(cfg, args.out)
     print(f"{'budget':>9} {'depth':>5} {'d_model':>7} {'R_D/W':>7} {'test CE':>8} {'AOFE out':>9} {'WᵀW AOFE':>9}")

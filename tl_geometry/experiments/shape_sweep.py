@@ -51,6 +51,9 @@ class SweepConfig:
         test_fraction: the last fraction of the bytes is the test split.
         eval_seqs: test windows for the cross-entropy. n_agop_seqs: test windows for the AGOP.
         seed: data order and initialization.
+        bytes_per_param: when set, each run trains for
+            ``ceil(bytes_per_param × n_params / (batch_size × n_ctx))`` steps instead of ``steps``
+            (the paper trained on ≈ 60 bytes per parameter).
     """
 
     budgets: tuple[float, ...] = CPU_BUDGETS
@@ -68,6 +71,7 @@ class SweepConfig:
     eval_seqs: int = 64
     n_agop_seqs: int = 8
     seed: int = 0
+    bytes_per_param: float | None = None
 
     def __post_init__(self):
         if not self.budgets or min(self.budgets) <= 0:
@@ -77,6 +81,8 @@ class SweepConfig:
         for k in ("max_depth", "d_head", "n_ctx", "steps", "batch_size", "eval_seqs", "n_agop_seqs"):
             if int(getattr(self, k)) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
+        if self.bytes_per_param is not None and self.bytes_per_param <= 0:
+            raise ValueError(f"bytes_per_param must be positive, got {self.bytes_per_param}")
         if not (0 < self.test_fraction < 1) or not (0 <= self.warmup < 1) or self.lr <= 0:
             raise ValueError("need 0 < test_fraction < 1, 0 <= warmup < 1 and lr > 0")
 
@@ -244,11 +250,15 @@ def shape_sweep(cfg: SweepConfig = SweepConfig(), results: Any = "shape_sweep.js
     """
     from tl_geometry.jobs import ResultsFile, job_key, run_jobs
 
-    common = {k: v for k, v in cfg.to_dict().items() if k not in ("budgets", "depths", "max_depth")}
+    common = {k: v for k, v in cfg.to_dict().items() if k not in ("budgets", "depths", "max_depth", "bytes_per_param")}
     jobs = []
     for budget in cfg.budgets:
         for L, d in shapes_for_budget(budget, cfg.depths, max_depth=cfg.max_depth, d_head=cfg.d_head, n_ctx=cfg.n_ctx):
-            jobs.append({"experiment": "shape_sweep", "budget": float(budget), "n_layers": L, "d_model": d, **common})
+            job = {"experiment": "shape_sweep", "budget": float(budget), "n_layers": L, "d_model": d, **common}
+            if cfg.bytes_per_param:
+                n = n_params(L, d, n_ctx=cfg.n_ctx)
+                job["steps"] = max(1, math.ceil(cfg.bytes_per_param * n / (cfg.batch_size * cfg.n_ctx)))
+            jobs.append(job)
     rf = results if isinstance(results, ResultsFile) else ResultsFile(results)
     data: list = []
 
