@@ -213,6 +213,10 @@ def test_bad_inputs():
         tg.pga_score(torch.ones(10, 8) * 3.0, V)
     with pytest.raises(ValueError, match="null_bases must have shape"):
         tg.pga_score(H, V, null_bases=bases[:, :5])
+    with pytest.raises(ValueError, match="orthonormal columns"):
+        tg.pga_score(H, 2 * V)
+    with pytest.raises(ValueError, match="null_bases must be orthonormal"):
+        tg.pga_score(H, V, null_bases=torch.randn(4, 8, 2))
     with pytest.raises(ValueError, match="n_null must be >= 2"):
         tg.pga_score(H, V, n_null=1)
     with pytest.raises(ValueError, match="zero standard deviation"):

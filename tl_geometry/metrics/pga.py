@@ -173,6 +173,13 @@ def _remove_top(Hc: Tensor, Vh: Tensor, rank: int, c: int) -> Tensor:
     return Hc - (Hc @ P.T) @ P
 
 
+def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
+    """Whether the columns of B (…, d, k) are orthonormal (float32 bases pass at 1e-4)."""
+    B = B.to(torch.float64)
+    eye = torch.eye(B.shape[-1], dtype=torch.float64, device=B.device)
+    return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
+
+
 def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | None) -> tuple[Tensor, int]:
     if not isinstance(readout, Tensor) or readout.ndim != 2:
         raise ValueError(f"readout must be a 2-D (d, k) basis, got {getattr(readout, 'shape', type(readout))}")
@@ -186,9 +193,13 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
         raise ValueError(f"k must satisfy 1 <= k < d={d}, got k={k}")
     if not torch.isfinite(readout).all():
         raise ValueError("readout contains NaN or inf")
+    if not _orthonormal(readout):
+        raise ValueError("readout must have orthonormal columns; build it with readout_basis(W_U, k)")
     if null_bases is not None:
         if null_bases.ndim != 3 or tuple(null_bases.shape[1:]) != (d, k):
             raise ValueError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
+        if not _orthonormal(null_bases):
+            raise ValueError("null_bases must be orthonormal (n_null, d, k) bases, e.g. haar_bases(d, k, n_null)")
         n_null = null_bases.shape[0]
     if n_null < 2:
         raise ValueError(f"n_null must be >= 2 (the null std needs two subspaces), got {n_null}")
