@@ -148,23 +148,25 @@ def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exa
     G_exact, n_seq = torch.zeros(proj_dim, proj_dim, dtype=torch.float64, device=device), 0
     for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False):
         batch = tokens[start : start + batch_size].to(device)
-        with capture.grad_capture(model, [hook]) as acts, torch.no_grad():
-            model(batch)
-        x0 = _check_acts(acts, [hook])[0].detach()
-
-        def f(x: Tensor) -> Tensor:
-            with model.hooks(fwd_hooks=_replace(hook, x)):
-                return model(batch)[:, -1] @ P.T  # (B, k)
-
         if exact:
-            _, vjp_fn = torch.func.vjp(f, x0)
-            eye = torch.eye(proj_dim, device=device)[:, None, :].expand(proj_dim, batch.shape[0], proj_dim)
-            (PJ,) = torch.func.vmap(vjp_fn)(eye.contiguous())  # (k, B, T, d)
-            PJ = PJ.detach().flatten(2).transpose(0, 1).double()  # (B, k, T·d)
+            # plain autograd (one backward per row of P): no functorch state kept between calls
+            with capture.grad_capture(model, [hook]) as acts, torch.enable_grad():
+                y = model(batch)[:, -1] @ P.T  # (B, k)
+                x = _check_acts(acts, [hook])[0]
+                rows = [torch.autograd.grad(y[:, k].sum(), x, retain_graph=k < proj_dim - 1)[0] for k in range(proj_dim)]
+            PJ = torch.stack(rows, 1).detach().flatten(2).double()  # (B, k, T·d)
             if not torch.isfinite(PJ).all():
                 raise ValueError(f"non-finite gradient at {hook!r}")
             G_exact += torch.einsum("bkn,bln->kl", PJ, PJ)
         else:
+            with capture.grad_capture(model, [hook]) as acts, torch.no_grad():
+                model(batch)
+            x0 = _check_acts(acts, [hook])[0].detach()
+
+            def f(x: Tensor, batch: Tensor = batch) -> Tensor:
+                with model.hooks(fwd_hooks=_replace(hook, x)):
+                    return model(batch)[:, -1] @ P.T  # (B, k)
+
             vs = torch.randn((n_probes, *x0.shape), generator=gen, device=device, dtype=x0.dtype)
             jvs = torch.func.vmap(lambda v: torch.func.jvp(f, (x0,), (v,))[1], chunk_size=JVP_CHUNK)(vs)  # (probes, B, k)
             for p in range(n_probes):
