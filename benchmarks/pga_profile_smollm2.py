@@ -34,17 +34,7 @@ def collect(out: Path, args) -> None:
         model = tg.models.load("smollm2-135m")
         tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
         if kind == "random":
-            import copy
-
-            from transformer_lens import HookedTransformer
-
-            # pretrained configs carry init_weights=False (weights are loaded afterwards): without
-            # this the "random" model would hold uninitialised memory
-            cfg = copy.deepcopy(model.cfg)
-            cfg.init_weights = True
-            del model
-            torch.manual_seed(0)
-            model = HookedTransformer(cfg).eval()
+            model = tg.models.random_like(model, seed=0)
         hooks = tg.capture.resid_hooks(model, "post")
         cap = tg.capture.collect(model, tokens, hooks, max_points=args.max_points, seed=0, progress=False)
         W_U = tg.capture.weight(model, "W_U").clone()

@@ -292,3 +292,31 @@ def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
     params = L * per_layer + 2 * V * d
     masks = L * cfg.n_ctx * cfg.n_ctx  # bool
     return int(3 * params * dtype_bytes + masks)
+
+
+def random_like(model: Any, *, seed: int = 0):
+    """A randomly initialised HookedTransformer with ``model``'s config (a baseline for metrics).
+
+    TransformerLens's pretrained configs carry ``init_weights=False`` (weights are loaded after
+    construction), so ``HookedTransformer(model.cfg)`` would hold uninitialised memory; this
+    copies the config with ``init_weights=True`` and seeds the initialisation.
+    """
+    import copy
+
+    from transformer_lens import HookedTransformer
+
+    cfg = copy.deepcopy(model.cfg)
+    cfg.init_weights = True
+    cfg.seed = int(seed)
+    torch.manual_seed(int(seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        rand = HookedTransformer(cfg, tokenizer=getattr(model, "tokenizer", None))
+    rand._tl_geometry_name = f"{model_name_of(model)}-random-init"
+    return rand.eval()
+
+
+def model_name_of(model: Any) -> str:
+    from tl_geometry.report import model_name
+
+    return model_name(model)

@@ -56,3 +56,11 @@ def test_memory_estimate_scales(tiny_model):
 
     big = models.estimate_memory_bytes(tiny_config(d_model=64, d_head=16, d_mlp=128, n_layers=6))
     assert 0 < small < big
+
+
+def test_random_like_is_initialised_and_seeded(tiny_model):
+    a = models.random_like(tiny_model, seed=1)
+    b = models.random_like(tiny_model, seed=1)
+    assert a.cfg.d_model == tiny_model.cfg.d_model and a is not tiny_model
+    assert torch.equal(a.W_E, b.W_E) and not torch.equal(a.W_E, tiny_model.W_E)
+    assert torch.isfinite(a.W_Q).all() and a.W_E.std() > 0
