@@ -63,6 +63,35 @@ def naive(model, tokens, hooks, n_probes, seed=0):
     return acc
 
 
+def interleaved(model, tokens, hooks, rounds, seed=0):
+    """Per-probe seconds of both ways, alternated in one process on the same forward graph, so that
+    a changing machine load hits both alike. Returns (ours, naive) lists of per-probe seconds."""
+    from tl_geometry import capture
+
+    mask = capture.valid_mask(model, tokens)
+    gen = torch.Generator().manual_seed(seed)
+    d = model.cfg.d_model
+    acc = {h: torch.zeros(d, d) for h in hooks}
+    ours, nv = [], []
+    with capture.grad_capture(model, hooks) as acts, torch.enable_grad():
+        logits = model(tokens)
+        xs = [acts[h] for h in hooks]
+        for _ in range(rounds):
+            u = torch.randn(logits.shape, generator=gen)
+            t0 = time.perf_counter()
+            for h, g in zip(hooks, torch.autograd.grad((u * logits).sum(), xs, retain_graph=True)):
+                g = g[mask]
+                acc[h] += g.T @ g
+            ours.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            for h in hooks:
+                (g,) = torch.autograd.grad((u * logits).sum(), acts[h], retain_graph=True)
+                g = g[mask]
+                acc[h] += g.T @ g
+            nv.append(time.perf_counter() - t0)
+    return ours, nv
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-seqs", type=int, default=8)
@@ -70,6 +99,8 @@ def main() -> None:
     ap.add_argument("--n-probes", type=int, default=64)
     ap.add_argument("--naive-probes", type=int, default=2, help="0 skips the naive comparison")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--interleaved", type=int, default=0,
+                    help="only time N alternating probes of both ways (fair under a changing load) and exit")
     ap.add_argument("--out", default="benchmarks/out/agop.json")
     args = ap.parse_args()
     if args.threads:
@@ -84,6 +115,13 @@ def main() -> None:
     print(f"SmolLM2 loaded in {t_load:.1f}s; tokens {tuple(tokens.shape)}; {len(hooks)} hooks; "
           f"{args.n_probes} probes; torch threads {torch.get_num_threads()}", flush=True)
 
+    if args.interleaved:
+        ours, nv = interleaved(model, tokens, hooks, args.interleaved)
+        med = lambda x: sorted(x)[len(x) // 2]  # noqa: E731
+        print(f"interleaved, {args.interleaved} rounds: ours {[round(x, 1) for x in ours]} s/probe, "
+              f"naive {[round(x, 1) for x in nv]} s/probe; median ratio {med(nv) / med(ours):.1f}x; "
+              f"per-round ratios {[round(b / a, 1) for a, b in zip(ours, nv)]}", flush=True)
+        return
     with PeakRSS() as mem:
         t0 = time.perf_counter()
         res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, batch_size=args.n_seqs, seed=0)
