@@ -18,6 +18,8 @@ def test_no_command_prints_help(capsys):
     [
         (["report", "--n-seqs", "0"], "--n-seqs must be >= 1"),
         (["report", "--metrics", "shapee"], "unknown metric 'shapee'"),
+        (["report", "--n-null", "1"], "--n-null must be >= 2"),
+        (["report", "--n-probes", "0"], "--n-probes must be >= 2"),
     ],
 )
 def test_bad_arguments_one_line(argv, match, capsys, tmp_path):

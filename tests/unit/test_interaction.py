@@ -11,7 +11,7 @@ import torch
 import tl_geometry as tg
 from tl_geometry.metrics.interaction import AGOPAccumulator, projection_matrix
 
-from conftest import make_tiny_model
+from tiny_models import make_tiny_model
 
 HOOKS = ["blocks.1.hook_resid_pre", "blocks.2.hook_resid_pre"]
 

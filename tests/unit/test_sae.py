@@ -68,7 +68,7 @@ def directory():
 @pytest.fixture(scope="module")
 def wide_model():
     """A random model whose W_E ε is below 0.2 (d_model 256: ε ≈ 2/√256 = 0.125)."""
-    from conftest import make_tiny_model
+    from tiny_models import make_tiny_model
 
     return make_tiny_model(d_model=256, d_head=64, n_heads=4, d_mlp=64, n_layers=2, d_vocab=101)
 

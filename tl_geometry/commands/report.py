@@ -16,6 +16,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
     p.add_argument("--force", action="store_true", help="overwrite report files in an existing output directory")
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
+    p.add_argument("--n-null", type=int, default=None, help="PGA null subspaces (report default 50; fast 20)")
+    p.add_argument("--n-probes", type=int, default=None, help="AGOP/NFA gradient probes (report default 16; fast 4)")
+    p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
     p.add_argument("--no-figures", action="store_true", help="skip PNG figures and index.html")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=run)
@@ -28,11 +31,23 @@ def run(args) -> int:
 
     if args.n_seqs < 1 or args.seq_len < 2:
         raise ValueError(f"--n-seqs must be >= 1 and --seq-len >= 2 (got {args.n_seqs}, {args.seq_len})")
+    options: dict[str, dict] = {}
+    for flag, value in (("--n-null", args.n_null), ("--n-probes", args.n_probes), ("--max-points", args.max_points)):
+        if value is not None and value < 2:
+            raise ValueError(f"{flag} must be >= 2, got {value}")
+    if args.n_null is not None:
+        options.setdefault("pga", {})["n_null"] = args.n_null
+    if args.n_probes is not None:
+        for m in ("agop", "nfa"):
+            options.setdefault(m, {})["n_probes"] = args.n_probes
+    if args.max_points is not None:
+        for m in ("pga", "epsilon_activations"):
+            options.setdefault(m, {})["max_points"] = args.max_points
     out = Path(args.out) if args.out else Path("reports") / args.model.replace("/", "__")
     report = run_report(
         args.model, corpus=args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
-        metrics=args.metrics, fast=args.fast, out=out, force=args.force, figures=not args.no_figures,
-        device=args.device,
+        metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
+        figures=not args.no_figures, device=args.device,
     )
     print(summary_table(report))
     print(f"\nwrote {out}/report.json, {out}/report.md" + ("" if args.no_figures else f" (and figures in {out}/)"))
@@ -44,17 +59,12 @@ def run(args) -> int:
 
 
 def summary_table(report) -> str:
-    """A compact text table: one line per (metric, hook) with the value."""
+    """Header line (model, shape, tokens, time) and one line per metric (count, min, max)."""
+    from tl_geometry.readings import summary_table as per_metric
+
     prov = report.provenance
     head = (
         f"{prov.get('model')}: n_layers={prov.get('n_layers')} d_model={prov.get('d_model')} "
         f"d_vocab={prov.get('d_vocab')}  tokens={prov.get('n_tokens')}  time={prov.get('total_s')}s"
     )
-    lines = [head, "-" * len(head)]
-    for r in report.rows:
-        where = r.hook or ""
-        extra = ""
-        if "ccr" in r.extras:
-            extra = f" (ccr={r.extras['ccr']})"
-        lines.append(f"{r.metric:28s} {where:32s} {r.value:>14.6g}{extra}")
-    return "\n".join(lines)
+    return head + "\n\n" + per_metric(report)

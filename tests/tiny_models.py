@@ -1,0 +1,52 @@
+"""Tiny random models for unit tests (no pretrained weights, no network).
+
+Import from here (``from tiny_models import make_tiny_model``), not from ``conftest``: with two
+conftest.py files (tests/ and tests/integration/) the name ``conftest`` is ambiguous.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+
+def _hooked_transformer_classes():
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except ImportError:  # TransformerLens 4 removed them; bridge tests still run (ci/tl4)
+        pytest.skip("needs HookedTransformer (TransformerLens < 4)")
+    return HookedTransformer, HookedTransformerConfig
+
+
+def tiny_config(**overrides):
+    _, HookedTransformerConfig = _hooked_transformer_classes()
+
+    kw = dict(
+        n_layers=3, d_model=32, n_ctx=64, d_head=8, n_heads=4, d_mlp=64, d_vocab=101,
+        act_fn="gelu", normalization_type="LN", seed=0,
+    )
+    kw.update(overrides)
+    return HookedTransformerConfig(**kw)
+
+
+def make_tiny_model(**overrides):
+    HookedTransformer, _ = _hooked_transformer_classes()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = HookedTransformer(tiny_config(**overrides))
+    return model.eval()
+
+
+def make_tiny_bridge(**overrides):
+    from transformer_lens.model_bridge import TransformerBridge
+
+    kw = dict(n_layers=3, d_model=32, n_ctx=64, d_head=8, n_heads=4, d_mlp=64, d_vocab=101,
+              act_fn="gelu", normalization_type="LN")
+    kw.update(overrides)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        bridge = TransformerBridge.boot_native(kw)
+    return bridge.eval()
