@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     FORMS,
@@ -127,6 +128,7 @@ def _as_matrix(vectors: Any) -> Tensor:
         vectors = torch.from_numpy(np.ascontiguousarray(vectors))
     if not isinstance(vectors, Tensor):
         raise TypeError(f"vectors must be a torch tensor or numpy array, got {type(vectors).__name__}")
+    reject_meta(vectors, "vectors")
     if vectors.ndim != 2:
         raise ValueError(f"expected 2-D vectors (n, d) with one vector per row, got shape {tuple(vectors.shape)}")
     if not vectors.dtype.is_floating_point:

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.report import GeometryReport
 
@@ -75,6 +76,7 @@ class AOFE:
 def _check_square(G: Any, name: str = "G") -> Tensor:
     if not isinstance(G, Tensor):
         raise TypeError(f"{name} must be a torch tensor, got {type(G).__name__}")
+    reject_meta(G, name)
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"{name} must be a square 2-D matrix, got shape {tuple(G.shape)}")
     if G.shape[0] < 2:

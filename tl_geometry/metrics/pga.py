@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
@@ -69,6 +70,7 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
     """
     if not isinstance(W_U, Tensor) or W_U.ndim != 2:
         raise ValueError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
+    reject_meta(W_U, "W_U")
     d, v = W_U.shape
     if not isinstance(k, int) or not 1 <= k < d or k > v:
         raise ValueError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
@@ -138,6 +140,7 @@ class PGAScore:
 
 
 def _check_H(H: Tensor, name: str = "H") -> Tensor:
+    reject_meta(H, name)
     if not isinstance(H, Tensor) or H.ndim != 2:
         raise ValueError(f"{name} must be a 2-D tensor (N, d), got {getattr(H, 'shape', type(H))}")
     if H.shape[0] < 3:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from tl_geometry.metrics._validate import reject_meta
 
 __all__ = ["SpectralMetrics", "StreamingCovariance", "spectral_metrics", "spectral_from_covariance"]
 
@@ -80,6 +81,7 @@ class StreamingCovariance:
         """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
         if not isinstance(x, Tensor) or x.ndim != 2:
             raise ValueError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
+        reject_meta(x, "activations")
         if self.mean is not None and x.shape[1] != self.mean.shape[0]:
             raise ValueError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
         if x.shape[0] == 0:
