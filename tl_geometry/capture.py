@@ -115,18 +115,27 @@ def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
     return hooks
 
 
-def weight(model: Any, name: str) -> Tensor:
-    """A weight matrix of the model by TL name (``"W_E"``, ``"W_U"``, ``"W_pos"``, ...), detached.
+def weight(model: Any, name: str, *, optional: bool = False) -> Tensor | None:
+    """A weight of the model by TL name, detached: ``"W_E"``, ``"W_U"``, ``"W_in"``, or a dotted
+    path such as ``"blocks.3.ln2.w"``.
 
     Metrics read weights through this function so that nothing in ``metrics/`` touches a model.
+    With ``optional=True`` a missing weight (e.g. a LayerNorm weight folded away) returns None.
     """
     check_model(model)
-    if not hasattr(model, name):
-        raise ValueError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, ...")
-    w = getattr(model, name)
-    if not isinstance(w, Tensor):
-        raise TypeError(f"model.{name} is {type(w).__name__}, not a tensor")
-    return w.detach()
+    obj: Any = model
+    try:
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        if optional:
+            return None
+        raise ValueError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ...") from None
+    if not isinstance(obj, Tensor):
+        if optional:
+            return None
+        raise TypeError(f"model.{name} is {type(obj).__name__}, not a tensor")
+    return obj.detach()
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -191,9 +200,11 @@ class _StopForward(Exception):
 
 
 @contextlib.contextmanager
-def _eval_mode(model: Any):
+def eval_mode(model: Any):
+    """Run in eval mode (dropout off) and restore train mode afterwards, even on error."""
     was_training = bool(getattr(model, "training", False))
     if was_training:
+        logger.info("%s was in train mode; evaluating in eval mode and restoring it", type(model).__name__)
         model.eval()
     try:
         yield
@@ -274,7 +285,7 @@ def run(
 
     fwd_hooks = [(h, make_hook(h)) for h in hooks]
     starts = range(0, tokens.shape[0], batch_size)
-    with _eval_mode(model), torch.inference_mode():
+    with eval_mode(model), torch.inference_mode():
         for start in tqdm(starts, desc=desc, disable=not progress, leave=False):
             batch = tokens[start : start + batch_size].to(device)
             mask = keep[start : start + batch_size]
@@ -428,7 +439,7 @@ def gradients(
             unembedding) or is not a scalar; non-finite gradients.
     """
     tokens = check_tokens(model, tokens).to(model_device(model))
-    with _eval_mode(model), grad_capture(model, hooks) as acts, torch.enable_grad():
+    with eval_mode(model), grad_capture(model, hooks) as acts, torch.enable_grad():
         logits = model(tokens)
         out = scalar_fn(logits)
         if not isinstance(out, Tensor) or out.numel() != 1:

@@ -144,3 +144,10 @@ def test_weight_accessor(tiny_model):
     assert capture.weight(tiny_model, "W_U").shape == (32, 101)
     with pytest.raises(ValueError, match="has no weight 'W_X'"):
         capture.weight(tiny_model, "W_X")
+
+
+def test_weight_dotted_path_and_optional(tiny_model):
+    torch.testing.assert_close(capture.weight(tiny_model, "blocks.1.ln2.w"), tiny_model.blocks[1].ln2.w.detach())
+    assert capture.weight(tiny_model, "blocks.1.ln2.nothing", optional=True) is None
+    with pytest.raises(ValueError, match="has no weight 'blocks.9.ln2.w'"):
+        capture.weight(tiny_model, "blocks.9.ln2.w")

@@ -320,7 +320,7 @@ def test_agop_non_finite_gradient():
 
 
 def test_agop_exact_refuses_large(tiny_model, monkeypatch):
-    from tl_geometry.metrics import _agop
+    from tl_geometry import capture_agop as _agop
 
     monkeypatch.setattr(_agop, "EXACT_MAX_ENTRIES", 10)
     with pytest.raises(ValueError, match="exact=True needs"):

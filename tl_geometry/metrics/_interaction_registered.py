@@ -1,12 +1,12 @@
 """Registered metrics of the interaction family: "agop", "wtw_aofe", "depth_width", "nfa".
 
 Thin wrappers: they read the model through :mod:`tl_geometry.capture` (or the model-facing
-loops in :mod:`tl_geometry.metrics._agop`) and return :class:`GeometryReport` rows.
+loops in :mod:`tl_geometry.capture_agop`) and return :class:`GeometryReport` rows.
 """
 
 from __future__ import annotations
 
-from tl_geometry.metrics._agop import agop, nfa
+from tl_geometry.capture_agop import agop, nfa
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio, in_efficient_interval, wtw_aofe
 from tl_geometry.registry import register_metric
 from tl_geometry.report import GeometryReport

@@ -15,7 +15,7 @@ and Generalization", arXiv 2605.27989.
 * **R_D/W** ``= n_layers / d_model``; the paper's efficient interval is [0.023, 0.047].
 
 The math (this module) is pure functions on tensors; reading a model goes through
-:mod:`tl_geometry.capture` (see :mod:`tl_geometry.metrics._agop` for the gradient loops).
+:mod:`tl_geometry.capture` (see :mod:`tl_geometry.capture_agop` for the gradient loops).
 """
 
 from __future__ import annotations
@@ -366,5 +366,5 @@ def in_efficient_interval(ratio: float, interval: tuple[float, float] = EFFICIEN
     return interval[0] <= float(ratio) <= interval[1]
 
 
-from tl_geometry.metrics._agop import agop, nfa  # noqa: E402  (model-facing wrappers)
+from tl_geometry.capture_agop import agop, nfa  # noqa: E402  (model-facing wrappers)
 from tl_geometry.metrics import _interaction_registered as _registered  # noqa: E402,F401  (registers metrics)

@@ -1,12 +1,13 @@
-"""Model-facing AGOP loops for :mod:`tl_geometry.metrics.interaction` (the thin wrappers).
+"""Gradient capture for AGOP: the model-facing probe loops behind ``tg.agop`` and ``tg.nfa``.
 
-The model is read only through :mod:`tl_geometry.capture` (``grad_capture`` for the activation
-graph, ``valid_mask`` for BOS/padding, ``weight`` for W_in); the math is in ``interaction.py``.
+This is part of the capture layer (it runs models and adds hooks, through
+:mod:`tl_geometry.capture`: ``grad_capture`` for the activation graph, ``valid_mask`` for
+BOS/padding, ``weight`` for W_in and LayerNorm weights, ``eval_mode``); the math (accumulators,
+AOFE, NFA correlation) is pure and lives in :mod:`tl_geometry.metrics.interaction`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 from typing import Any, Sequence
@@ -31,20 +32,6 @@ EXACT_MAX_ENTRIES = 50_000_000
 #: JVP probes evaluated together (vmap chunk) in output space.
 JVP_CHUNK = 32
 _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
-
-
-@contextlib.contextmanager
-def _eval_mode(model: Any):
-    """Evaluate in eval mode (dropout off) and restore train mode afterwards."""
-    was_training = bool(getattr(model, "training", False))
-    if was_training:
-        logger.info("agop: model was in train mode; evaluating in eval mode and restoring it")
-        model.eval()
-    try:
-        yield
-    finally:
-        if was_training:
-            model.train()
 
 
 def _float32(model: Any) -> Any:
@@ -244,7 +231,7 @@ def agop(
     if not mask.any():
         raise ValueError("no valid token positions after dropping BOS/padding")
     work = _float32(model)
-    with _eval_mode(work):
+    with capture.eval_mode(work):
         if space == "output":
             mats, stats = _output_space(work, tokens, hooks[0], int(n_probes), n_groups, seed, int(batch_size),
                                         exact, int(projection_dim), progress)
@@ -284,7 +271,7 @@ def nfa(
     out = {}
     for l, h in zip(layers, hooks):
         W = W_in[l].float()
-        ln_w = getattr(getattr(model.blocks[l], "ln2", None), "w", None)
+        ln_w = capture.weight(model, f"blocks.{l}.ln2.w", optional=True)
         if isinstance(ln_w, Tensor) and ln_w.shape == (W.shape[0],):
             W = ln_w.detach().float()[:, None] * W
         out[h] = nfa_correlation(W, res.matrices[h])
