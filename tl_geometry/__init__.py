@@ -25,5 +25,5 @@ from tl_geometry.metrics.pga import *  # noqa: E402,F401,F403
 from tl_geometry.metrics.interaction import *  # noqa: E402,F401,F403
 from tl_geometry.metrics import basic as _basic  # noqa: E402,F401  (registers "shape")
 from tl_geometry.analysis import analyze  # noqa: E402
-from tl_geometry import convergence, jobs, packing, sae, weights_reader  # noqa: E402  (optional deps load lazily)
+from tl_geometry import convergence, html, jobs, packing, plotting, sae, weights_reader  # noqa: E402  (optional deps load lazily)
 from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report  # noqa: E402
