@@ -140,12 +140,10 @@ def published_models() -> list[PublishedModel]:
 
 
 def epsilon_class(eps: float) -> str:
-    """Capacity-paper class: ε > 0.2 → "Class 1", ε < 0.1 → "Class 2", else "boundary"."""
-    if eps > CLASS1_ABOVE:
-        return "Class 1"
-    if eps < CLASS2_BELOW:
-        return "Class 2"
-    return "boundary"
+    """Capacity-paper class for display: "Class 1" (ε > 0.2), "Class 2" (ε < 0.1), else "boundary"."""
+    from tl_geometry.metrics.capacity import model_class_of
+
+    return {"class1": "Class 1", "class2": "Class 2"}.get(model_class_of(eps), "boundary")
 
 
 def closest_published(eps: float, models: Iterable[PublishedModel] | None = None) -> PublishedModel:

@@ -51,6 +51,14 @@ class MetricSpec:
 _REGISTRY: dict[str, MetricSpec] = {}
 _PLUGINS_LOADED = False
 _LOADING_PLUGIN: str | None = None  # name of the entry point being loaded, if any
+# True while `import tl_geometry` registers the built-ins; the package __init__ ends it. Anything
+# registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
+_BUILTIN_PHASE = True
+
+
+def _end_builtin_phase() -> None:
+    global _BUILTIN_PHASE
+    _BUILTIN_PHASE = False
 
 
 def register_metric(
@@ -89,7 +97,7 @@ def register_metric(
 
     def decorator(fn: Callable) -> Callable:
         module = getattr(fn, "__module__", "") or ""
-        builtin = _LOADING_PLUGIN is None and (
+        builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and (
             module == "tl_geometry" or module.startswith("tl_geometry.")
         )
         existing = _REGISTRY.get(name)

