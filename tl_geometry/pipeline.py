@@ -59,6 +59,21 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
     return need
 
 
+def config_for(name: str) -> Any:
+    """The TransformerLens config of a hub model name without loading weights (None if unknown
+    here, e.g. offline and not cached; the load itself then reports the problem)."""
+    from tl_geometry.models import ZOO, canonical_name
+
+    if canonical_name(name) in ZOO:
+        return None  # the offline zoo is small by construction
+    try:
+        from transformer_lens.loading_from_pretrained import get_pretrained_model_config
+
+        return get_pretrained_model_config(name)
+    except Exception:  # noqa: BLE001 - any failure means "cannot estimate": let load() explain
+        return None
+
+
 def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) -> Path:
     """report.json + report.md, and with ``figures`` the PNGs and index.html (:mod:`tl_geometry.html`)."""
     if figures:
@@ -84,6 +99,7 @@ def run_report(
     force: bool = False,
     figures: bool = True,
     device: str = "cpu",
+    max_memory_gb: float | None = None,
     progress: bool = True,
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
@@ -96,6 +112,8 @@ def run_report(
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
         force: overwrite report files in an existing ``out``.
+        max_memory_gb: refuse a named model whose estimated peak memory (from its config, before
+            loading) exceeds this (default: the available RAM).
 
     Returns:
         The merged report. ``provenance["status"]`` is "complete", or "partial" when a metric
@@ -118,6 +136,10 @@ def run_report(
 
         out_dir = check_out_dir(out, force=force)  # refuse before any long work
         out_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(model, str):
+        cfg = config_for(model)
+        if cfg is not None:
+            check_memory(cfg, limit_bytes=None if max_memory_gb is None else int(max_memory_gb * 2**30))
     t0 = time.perf_counter()
     model = load(model, device=device)
     load_s = time.perf_counter() - t0

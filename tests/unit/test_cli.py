@@ -39,3 +39,15 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["report", "--n-seqs", "many"])
     assert e.value.code == 2
+
+
+def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
+    from tiny_models import tiny_config
+    from tl_geometry import pipeline
+
+    big = tiny_config(n_layers=80, d_model=8192, d_head=128, n_heads=64, d_mlp=28672, d_vocab=128256, n_ctx=128)
+    monkeypatch.setattr(pipeline, "config_for", lambda name: big)
+    assert main(["report", "--model", "meta-llama/Llama-2-70b-hf", "--metrics", "shape",
+                 "--max-memory-gb", "16", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "GiB" in err and "16.0 GiB is available" in err

@@ -21,6 +21,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
     p.add_argument("--no-figures", action="store_true", help="skip PNG figures and index.html")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--max-memory-gb", type=float, default=None,
+                   help="refuse a model whose estimated peak memory exceeds this (default: available RAM)")
     p.set_defaults(func=run)
 
 
@@ -47,7 +49,7 @@ def run(args) -> int:
     report = run_report(
         args.model, corpus=args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
         metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
-        figures=not args.no_figures, device=args.device,
+        figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb,
     )
     print(summary_table(report))
     print(f"\nwrote {out}/report.json, {out}/report.md" + ("" if args.no_figures else f" (and figures in {out}/)"))
