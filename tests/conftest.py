@@ -35,3 +35,12 @@ def any_tiny_model(request):
 def tiny_tokens():
     g = torch.Generator().manual_seed(0)
     return torch.randint(0, 101, (6, 16), generator=g)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Many small forward/backward passes: one thread avoids oversubscription on a 2-core box."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

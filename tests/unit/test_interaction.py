@@ -16,13 +16,7 @@ from tiny_models import make_tiny_model
 HOOKS = ["blocks.1.hook_resid_pre", "blocks.2.hook_resid_pre"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Many small backward passes: one thread avoids oversubscription on a shared 2-core box."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
 
 
 # ----------------------------------------------------------------------------- references

@@ -6,13 +6,7 @@ import pytest
 import torch
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models: one thread avoids oversubscription on a shared 2-core box."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
 
 from tl_geometry.experiments import toy_superposition as toy
 
