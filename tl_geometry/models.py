@@ -17,15 +17,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import socket
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from tl_geometry import hub
 
 logger = logging.getLogger(__name__)
 
@@ -180,27 +180,6 @@ def from_hf(
     return model.eval()
 
 
-def _hub_reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3.0) -> bool:
-    """Probe the hub in a thread so that a hanging DNS lookup cannot stall us past ``timeout``."""
-    ok: list[bool] = []
-
-    def probe():
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                ok.append(True)
-        except OSError:
-            pass
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout)
-    return bool(ok)
-
-
-def _offline_env() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def load(
     name: Any = DEFAULT_MODEL,
     *,
@@ -260,7 +239,7 @@ def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed,
         "and pass tg.models.from_hf(hf_model, tokenizer), or pass a HookedTransformer/TransformerBridge "
         f"you built; the offline zoo has: {sorted(ZOO)}."
     )
-    if not _offline_env() and not _hub_reachable():
+    if not hub.offline() and not hub.reachable(3.0):
         raise ModelNotAvailableError(f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}")
     try:
         with warnings.catch_warnings():
@@ -270,7 +249,7 @@ def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed,
                 center_writing_weights=center_writing_weights, center_unembed=center_unembed, **kwargs,
             )
     except (OSError, ValueError, KeyError) as exc:
-        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if _offline_env() else ""
+        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
         raise ModelNotAvailableError(f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}") from exc
     model._tl_geometry_processing = {
         "fold_ln": fold_ln, "center_writing_weights": center_writing_weights, "center_unembed": center_unembed,

@@ -45,8 +45,6 @@ import logging
 import math
 import os
 import re
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence
@@ -54,6 +52,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 import torch
 from torch import Tensor
 
+from tl_geometry import hub
 from tl_geometry.registry import register_metric
 from tl_geometry.report import GeometryReport, model_name
 
@@ -300,48 +299,6 @@ def _repo_cached(repo_id: str) -> bool:
     return (_hub_cache_dir() / f"models--{repo_id.replace('/', '--')}").is_dir()
 
 
-def _offline_flag() -> bool:
-    from huggingface_hub import constants
-
-    env = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return bool(constants.HF_HUB_OFFLINE) or env.strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-_REACH: dict[str, tuple[float, bool]] = {}
-
-
-def _hub_reachable(timeout: float = 2.0) -> bool:
-    """True when the hub endpoint accepts a TCP connection within ``timeout`` seconds.
-
-    DNS resolution has no timeout of its own (a dead resolver takes ~20 s), so the probe runs in
-    a daemon thread that is abandoned after ``timeout``. Cached for 60 s.
-    """
-    import socket
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
-    hit = _REACH.get(host)
-    if hit and time.monotonic() - hit[0] < 60:
-        return hit[1]
-    result: list[bool] = []
-
-    def probe():
-        try:
-            socket.create_connection((host, 443), timeout=timeout).close()
-            result.append(True)
-        except OSError:
-            result.append(False)
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout)
-    ok = bool(result and result[0])
-    _REACH[host] = (time.monotonic(), ok)
-    return ok
-
-
 class _forced_offline:
     """Context manager: huggingface_hub offline mode on (reads the local cache only)."""
 
@@ -440,7 +397,7 @@ def widths(
                 f"no SAE for model {model!r} in sae_lens's directory; close matches: "
                 f"{_close(model, sorted(models))}"
             )
-    if config == "hub" and (_offline_flag() or not _hub_reachable()):
+    if config == "hub" and (hub.offline() or not hub.reachable(2.0)):
         raise HubUnavailableError(
             "config='hub' needs the Hugging Face hub, which is offline (HF_HUB_OFFLINE) or "
             "unreachable; use config='cache' or 'none'"
@@ -589,9 +546,9 @@ def load(
     if converter is not None:
         return SAE.from_pretrained(release, sae_id, device=device, dtype=dtype, converter=converter)
     repo = directory[release].repo_id
-    offline = _offline_flag()
+    offline = hub.offline()
     reason = "HF_HUB_OFFLINE is set" if offline else None
-    if not offline and not _hub_reachable(timeout):
+    if not offline and not hub.reachable(timeout):
         offline, reason = True, f"the hub did not answer within {timeout:g} s"
     if offline and not _repo_cached(repo):
         raise HubUnavailableError(

@@ -18,7 +18,13 @@ def test_unknown_name_fails_fast_offline(monkeypatch):
 
 def test_hub_unreachable_message(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda *a, **k: False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    from huggingface_hub import constants
+
+    from tl_geometry import hub
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)
     with pytest.raises(models.ModelNotAvailableError, match="hub is unreachable"):
         models.load("gpt2")
 

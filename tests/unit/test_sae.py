@@ -455,7 +455,9 @@ def test_unreachable_hub_without_cache_fails_fast(hf_cache, monkeypatch):
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: refused
-    monkeypatch.setattr(S, "_REACH", {})
+    from tl_geometry import hub
+
+    monkeypatch.setattr(hub, "_REACH", {})
     with pytest.raises(S.HubUnavailableError, match=r"the hub did not answer within 0.5 s and repository"):
         S.load(release="gpt2-small-res-jb", sae_id="blocks.0.hook_resid_pre", timeout=0.5)
     # cached: read from the cache with the hub forced offline for the call
