@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import pkgutil
 import sys
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from tl_geometry.readings import model_line, sections
-from tl_geometry.report import GeometryReport
+from tl_geometry.report import GeometryReport, atomic_write_text
 
 __all__ = ["OutputExistsError", "check_out_dir", "render_markdown", "write_html", "write_outputs", "OUTPUT_FILES"]
 
@@ -191,7 +191,7 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
         )
     parts.append("</table></details></body></html>")
     path = out / "index.html"
-    _atomic_write(path, "\n".join(parts))
+    atomic_write_text(path, "\n".join(parts))
     return path
 
 
@@ -213,12 +213,6 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
     # to_markdown starts with its own "# Geometry report" heading; demote it to a section.
     lines += ["## Provenance and all rows", ""] + table.split("\n", 1)[1].lstrip("\n").splitlines()
     return "\n".join(lines) + "\n"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_outputs(report: GeometryReport, out_dir: str | os.PathLike, *, force: bool = False, dpi: int = 110) -> Path:
@@ -243,5 +237,5 @@ def write_outputs(report: GeometryReport, out_dir: str | os.PathLike, *, force: 
     out.mkdir(parents=True, exist_ok=True)
     report.to_json(out / "report.json")
     figs = save_figures(report, out, dpi=dpi)
-    _atomic_write(out / "report.md", render_markdown(report, figs))
+    atomic_write_text(out / "report.md", render_markdown(report, figs))
     return write_html(report, out, figs)

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from tl_geometry.report import atomic_write_text
+
 logger = logging.getLogger(__name__)
 
 
@@ -91,9 +93,7 @@ class ResultsFile:
                 pass
         removed = len([l for l in lines if l.strip()]) - len(good)
         if removed:
-            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-            tmp.write_text("".join(g + "\n" for g in good), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, "".join(g + "\n" for g in good))
         return removed
 
     def append(self, params: Mapping[str, Any], result: Mapping[str, Any], *, status: str = "ok") -> None:

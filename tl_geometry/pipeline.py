@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tl_geometry.report import GeometryReport
+from tl_geometry.report import GeometryReport, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) ->
 
         return write_all(report, out, force=True)
     report.to_json(out / "report.json")
-    (out / "report.md").write_text(report.to_markdown(), encoding="utf-8")
+    atomic_write_text(out / "report.md", report.to_markdown())
     return out / "report.json"
 
 

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -78,6 +78,25 @@ class Row:
             value=_float(d["value"]),
             extras=dict(d.get("extras") or {}),
         )
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a unique temp file in the same folder, then rename.
+
+    A reader (or a crash) sees the old file or the new one, never half of one. Shared by the
+    report, the HTML/markdown outputs and the results-file repair.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def layer_of(hook: str | None) -> int | None:
@@ -195,16 +214,7 @@ class GeometryReport:
         """Serialize to JSON; with ``path``, also write it atomically (temp file + rename)."""
         text = json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
         if path is not None:
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(text)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write_text(path, text)
         return text
 
     @classmethod
