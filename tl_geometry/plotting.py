@@ -52,10 +52,6 @@ __all__ = [
     "FIGURES",
 ]
 
-# Full-form constants of the capacity paper (C, a, b, c), DESIGN.md "Capacity".
-_FULL = (0.458, 1.067, 1.447, 0.972)
-
-
 def _plt():
     import matplotlib
 
@@ -70,26 +66,22 @@ def _log10_capacity(d: float, eps: np.ndarray) -> np.ndarray:
     """log10 of the full-form bound k = (d·exp((d^c ε²/C)^(1/b)))^(1/a), without overflow.
 
     Our choice: plot log10 k rather than k; for d in the thousands and ε near 1, k exceeds
-    the float64 range. Uses :func:`tl_geometry.metrics.capacity.log10_capacity` when present.
+    the float64 range. The constants are the package's single copy
+    (:data:`tl_geometry.metrics.capacity.FORMS`), through
+    :func:`tl_geometry.metrics.capacity.log10_capacity`.
     """
-    try:
-        from tl_geometry.metrics.capacity import log10_capacity
-    except ImportError:
-        log10_capacity = None
+    import warnings
+
+    from tl_geometry.metrics.capacity import log10_capacity
+
     eps = np.asarray(eps, dtype=np.float64)
     out = np.full(eps.shape, np.nan)
     ok = (eps > 0) & (eps < 1)  # the bound is defined for ε in (0, 1) only
     if not ok.any():
         return out
-    if log10_capacity is not None:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out[ok] = np.asarray(log10_capacity(d, eps[ok], form="full"), dtype=np.float64)
-        return out
-    C, a, b, c = _FULL
-    out[ok] = (math.log(d) + (d**c * eps[ok] ** 2 / C) ** (1.0 / b)) / a / math.log(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out[ok] = np.asarray(log10_capacity(d, eps[ok], form="full"), dtype=np.float64)
     return out
 
 

@@ -209,16 +209,85 @@ def test_accumulator_width_mismatch():
 
 
 # ----------------------------------------------------------------------------- capacity forms
+# The authors' constants, typed in from their code: full form from code/representational_capacity.py;
+# adjusted and random-fit JL as code/vector_packing_graphs.py prints its fits (C = {:.4f}).
+AUTHORS_FULL = (0.45809143, 1.0668005, 1.44738666, 0.97197234)
+AUTHORS_ADJUSTED_C = 1.2934
+AUTHORS_JL_RANDOM_C = 3.0295
+
+
 def ref_capacity(d, eps, form):
-    """Direct transcription of the paper's forms with its published constants."""
+    """Direct transcription of the paper's forms with the authors' constants."""
     if form == "jl":
         return math.exp(d * eps**2 / 8)
     if form == "jl_random":
-        return math.exp(d * eps**2 / 3.029)
+        return math.exp(d * eps**2 / AUTHORS_JL_RANDOM_C)
     if form == "adjusted":
-        return d * math.exp(d * eps**2 / 1.293)
-    C, a, b, c = 0.458, 1.067, 1.447, 0.972
+        return d * math.exp(d * eps**2 / AUTHORS_ADJUSTED_C)
+    C, a, b, c = AUTHORS_FULL
     return math.ceil((d * math.exp((d**c * eps**2 / C) ** (1 / b))) ** (1 / a))
+
+
+def authors_max_k(n, bounds):
+    """``max_k`` of the authors' code/representational_capacity.py, verbatim but for names."""
+    C, a, b, c = AUTHORS_FULL
+    return np.ceil((n * np.exp((bounds**2 * n**c / C) ** (1 / b))) ** (1 / a))
+
+
+def test_constants_are_the_authors():
+    assert tg.FORMS["full"] == dict(zip("Cabc", AUTHORS_FULL))
+    assert tg.FORMS["adjusted"] == {"C": AUTHORS_ADJUSTED_C}
+    assert tg.FORMS["jl_random"] == {"C": AUTHORS_JL_RANDOM_C}
+    assert tg.FORMS["jl"] == {"C": 8.0}
+
+
+def test_constants_defined_once():
+    """No module of the package carries its own copy of the full-form constants."""
+    from pathlib import Path
+
+    root = Path(tg.__file__).parent
+    hits = [p.relative_to(root).as_posix() for p in root.rglob("*.py") if "1.44738666" in p.read_text() or "0.458," in p.read_text()]
+    assert hits == ["metrics/_capacity_forms.py"]
+
+
+def _paper_digits(x: float) -> float:
+    return float(f"{x:.2e}")
+
+
+@pytest.mark.parametrize("name", sorted(tg.published_rows()))
+def test_published_capacity_table_row(name):
+    """Every row of the paper's Table 1 from tg.capacity, to the table's rounding.
+
+    The table prints ε to 5 decimals and k to 3 significant digits; the authors computed k from
+    the unrounded ε. So the published k must lie between the 3-digit roundings of
+    k(ε − 5e-6) and k(ε + 5e-6) (k increases with ε). Indeterminate rows are ε ≥ 0.1.
+    """
+    row = tg.published_rows()[name]
+    if row.capacity is None:
+        assert row.epsilon >= 0.1
+        est = tg.capacity_estimate(row.d_model, row.epsilon)
+        assert est.k is None and est.status == "indeterminate"
+        return
+    assert row.epsilon < 0.1
+    lo = tg.capacity(row.d_model, row.epsilon - 5e-6)
+    hi = tg.capacity(row.d_model, row.epsilon + 5e-6)
+    assert _paper_digits(lo) <= row.capacity <= _paper_digits(hi), (name, lo, hi, row.capacity)
+    assert tg.capacity(row.d_model, row.epsilon) == pytest.approx(authors_max_k(row.d_model, row.epsilon), rel=1e-13)
+    assert tg.capacity_estimate(row.d_model, row.epsilon).k == tg.capacity(row.d_model, row.epsilon)
+
+
+def test_rounded_paper_constants_miss_the_table():
+    """The 3-digit constants of the paper's text put Llama-2-70B at 8.36e15, outside the table's 8.15e15."""
+    k = tg.capacity(8192, 0.09962, C=0.458, a=1.067, b=1.447, c=0.972)
+    assert _paper_digits(k) == 8.36e15
+    assert _paper_digits(tg.capacity(8192, 0.09962)) in (8.13e15, 8.14e15, 8.15e15)
+
+
+def test_published_table_has_every_paper_row():
+    rows = tg.published_rows()
+    assert len(rows) == 45
+    assert sum(r.capacity is None for r in rows.values()) == 14
+    assert rows["Llama-2-7B"].capacity == 3.99e7 and rows["Qwen3-30B-A3B"].capacity == 5.67e5
 
 
 def _quiet(fn, *a, **k):
@@ -284,7 +353,7 @@ def test_jl_below_d_is_vacuous_warning():
 
 def test_log10_capacity_no_overflow():
     assert tg.log10_capacity(16384, 0.9, form="adjusted") == pytest.approx(
-        (math.log(16384) + 16384 * 0.81 / 1.293) / math.log(10)
+        (math.log(16384) + 16384 * 0.81 / AUTHORS_ADJUSTED_C) / math.log(10)
     )
 
 
@@ -428,3 +497,155 @@ def test_exactness_property(n, d, shared, seed, n_zero, block):
     got = tg.similarity_stats(torch.from_numpy(x), block_size=block)
     assert (got.mean, got.std, got.epsilon) == pytest.approx((mean, std, eps), abs=1e-6)
     assert got.n_dropped == n_zero
+
+
+# ----------------------------------------------------------------------------- estimate, min_n, bad inputs
+@pytest.mark.parametrize("eps,cls", [(0.729, "class1"), (0.2016, "class1"), (0.2, "boundary"), (0.15, "boundary"),
+                                     (0.1, "boundary")])
+def test_estimate_is_indeterminate_outside_class2(eps, cls):
+    est = tg.capacity_estimate(576, eps)
+    assert est.k is None and est.status == "indeterminate" and not est.is_count
+    assert est.model_class == cls and est.preset == "paper"
+    assert ("Class 1" if cls == "class1" else "between the classes") in est.reason
+    assert "indeterminate" in str(est)
+
+
+def test_estimate_counts_class2_like_the_authors_code():
+    est = tg.capacity_estimate(4096, 0.0645)
+    assert est.status == "count" and est.reason == "" and est.model_class == "class2"
+    assert est.k == pytest.approx(authors_max_k(4096, 0.0645), rel=1e-13)
+    assert est.log10_k == pytest.approx(math.log10(est.k), abs=1e-6)
+
+
+def test_estimate_three_sigma_as_the_authors_code():
+    """embd_orthogonality_analysis.py: max_k(d, μ + 3σ) next to max_k(d, μ + 2σ), when μ + 2σ ≤ 0.1."""
+    mu, sigma, d = 0.004, 0.0302, 4096
+    est = tg.capacity_estimate(d, mean=mu, std=sigma)
+    assert est.epsilon == pytest.approx(mu + 2 * sigma)
+    assert est.epsilon_3sigma == pytest.approx(mu + 3 * sigma)
+    assert est.k == pytest.approx(authors_max_k(d, mu + 2 * sigma), rel=1e-13)
+    assert est.k_3sigma == pytest.approx(authors_max_k(d, mu + 3 * sigma), rel=1e-13)
+    assert est.k_3sigma > est.k
+    # no count at μ + 2σ → no μ + 3σ count either (the authors write "not estimatable")
+    assert tg.capacity_estimate(d, mean=0.1, std=0.1).k_3sigma is None
+
+
+def test_estimate_below_d_is_flagged():
+    est = tg.capacity_estimate(4096, 0.0645, form="jl_random")
+    assert est.k == pytest.approx(277, abs=1) and est.below_d and "below the formula's domain" in est.reason
+
+
+@pytest.mark.parametrize(
+    "args,kw,exc,match",
+    [
+        (("768", 0.05), {}, TypeError, "d must be a positive integer"),
+        ((True, 0.05), {}, TypeError, "d must be a positive integer"),
+        ((768.5, 0.05), {}, ValueError, "positive integer"),
+        ((0, 0.05), {}, ValueError, "positive integer"),
+        ((768, "0.05"), {}, TypeError, "epsilon must be"),
+        ((768, 1.0), {}, ValueError, "< 1"),
+        ((768, float("nan")), {}, ValueError, "finite"),
+        ((768,), {}, ValueError, "give epsilon"),
+        ((768,), {"mean": 0.01}, ValueError, "both mean and std"),
+        ((768,), {"mean": 0.01, "std": -0.1}, ValueError, "std must be >= 0"),
+        ((768, 0.5), {"mean": 0.01, "std": 0.02}, ValueError, "is not mean"),
+        ((768, 0.05), {"preset": "library"}, ValueError, "accepted: \\['paper'\\]"),
+        ((768, 0.05), {"form": "nope"}, ValueError, "unknown form"),
+    ],
+)
+def test_estimate_bad_inputs(args, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        tg.capacity_estimate(*args, **kw)
+
+
+def test_estimate_to_dict_is_jsonable():
+    import json
+
+    json.dumps(tg.capacity_estimate(4096, mean=0.004, std=0.03).to_dict())
+    json.dumps(tg.capacity_estimate(576, 0.729).to_dict())
+
+
+def slow_min_n(k, eps, form):
+    """Brute force: the first d = 1, 2, ... whose form ε(k, d) (0 for a log argument < 1) is ≤ ε, capped at k."""
+    C = {"jl": 8.0, "jl_random": AUTHORS_JL_RANDOM_C, "adjusted": AUTHORS_ADJUSTED_C, "full": AUTHORS_FULL[0]}[form]
+    for d in range(1, math.ceil(k) + 1):
+        if form in ("jl", "jl_random"):
+            e = math.sqrt(C * math.log(k) / d)
+        elif form == "adjusted":
+            e = math.sqrt(C * max(math.log(k / d), 0) / d)
+        else:
+            _, a, b, c = AUTHORS_FULL
+            e = math.sqrt(C * max(math.log(k**a / d), 0) ** b / d**c)
+        if e <= eps:
+            return d
+    return math.ceil(k)
+
+
+@pytest.mark.parametrize("form", ["full", "adjusted", "jl", "jl_random"])
+@pytest.mark.parametrize("k,eps", [(2000, 0.3), (32000, 0.0645), (5000, 0.2), (50, 0.9), (1, 0.5), (7.5, 0.01)])
+def test_min_n_matches_brute_force(form, k, eps):
+    assert tg.min_n(k, eps, form=form) == slow_min_n(k, eps, form)
+
+
+def test_min_n_matches_the_authors_minimize_scalar():
+    from scipy.optimize import minimize_scalar
+
+    C, a, b, c = AUTHORS_FULL
+
+    def authors_min_n(k, bounds):  # code/representational_capacity.py, names kept
+        target = bounds**2 / C
+
+        def equation(n):
+            if n <= 0 or n >= k**a:
+                return 1e6
+            log_term = np.log(k**a / n)
+            if log_term <= 0:
+                return 1e6
+            return ((log_term**b) * n ** (-c) - target) ** 2
+
+        return np.ceil(minimize_scalar(equation, bounds=(1, k), method="bounded").x)
+
+    for k, eps in [(32000, 0.0645), (128256, 0.05542), (1e6, 0.08), (100000, 0.03)]:
+        n = tg.min_n(k, eps)
+        assert n == authors_min_n(k, eps)
+        assert tg.capacity(n, eps) >= k  # holds k at ε ...
+        assert tg.capacity_epsilon(k, n - 1) > eps  # ... and one dimension less does not
+
+
+@pytest.mark.parametrize(
+    "args,exc,match",
+    [(("32000", 0.1), TypeError, "k must be"), ((True, 0.1), TypeError, "k must be"), ((0.5, 0.1), ValueError, "k must be >= 1"),
+     ((100, 0.0), ValueError, "epsilon must lie"), ((100, 1.2), ValueError, "epsilon must lie"),
+     ((100, "0.1"), TypeError, "epsilon must be")],
+)
+def test_min_n_bad_inputs(args, exc, match):
+    with pytest.raises(exc, match=match):
+        tg.min_n(*args)
+
+
+def test_capacity_below_d_warns_for_every_form():
+    """capacity(768, 1e-12) is 507 < d: below the formula's domain, said with a warning."""
+    with pytest.warns(tg.CapacityWarning, match="below the formula's domain"):
+        assert tg.capacity(768, 1e-12) == 507
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tg.capacity(768, 0.01, form="adjusted") > 768  # the adjusted form never goes below d: no warning
+
+
+@pytest.mark.parametrize("d", ["768", True, np.array(["768"]), np.array([True]), None, [1, "a"]])
+def test_capacity_refuses_non_numeric_d(d):
+    with pytest.raises(TypeError, match="d must be"):
+        tg.capacity(d, 0.05)
+
+
+@pytest.mark.parametrize("eps", ["0.05", False, np.array(["0.05"])])
+def test_capacity_refuses_non_numeric_eps(eps):
+    with pytest.raises(TypeError, match="eps must be"):
+        tg.capacity(768, eps)
+    with pytest.raises(TypeError, match="eps must be"):
+        tg.log10_capacity(768, eps)
+
+
+def test_capacity_epsilon_refuses_non_numeric_k():
+    with pytest.raises(TypeError, match="k must be"):
+        tg.capacity_epsilon("1e6", 768)

@@ -109,8 +109,9 @@ def test_broken_figure_is_skipped(monkeypatch, caplog, full_report):
     assert "pga_z failed" in caplog.text
 
 
-def _slow_log10_capacity(d, eps, C=0.458, a=1.067, b=1.447, c=0.972):
-    """DESIGN.md full form computed literally (small d, ε only: no overflow), without the ceil."""
+def _slow_log10_capacity(d, eps, C=0.45809143, a=1.0668005, b=1.44738666, c=0.97197234):
+    """The full form computed literally with the authors' constants (code/representational_capacity.py;
+    small d, ε only: no overflow), without the ceil."""
     k = (d * math.exp((d**c * eps**2 / C) ** (1 / b))) ** (1 / a)
     return math.log10(k)
 

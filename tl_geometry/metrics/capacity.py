@@ -33,14 +33,23 @@ from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
+    CLASS1_ABOVE,
+    CLASS2_BELOW,
     FORMS,
+    PRESETS,
+    CapacityEstimate,
+    capacity_estimate,
+    min_n,
+    model_class_of,
     CapacityWarning,
     PublishedEpsilon,
+    PublishedRow,
     capacity,
     capacity_epsilon,
     log10_capacity,
     published,
     published_epsilon,
+    published_rows,
     sensitivity,
 )
 
@@ -53,26 +62,22 @@ __all__ = [
     "embedding_epsilon",
     "model_class_of",
     "capacity",
+    "capacity_estimate",
+    "CapacityEstimate",
+    "min_n",
+    "FORMS",
+    "PRESETS",
     "capacity_epsilon",
     "log10_capacity",
     "sensitivity",
     "published",
     "published_epsilon",
     "PublishedEpsilon",
+    "PublishedRow",
+    "published_rows",
     "CapacityWarning",
 ]
 
-CLASS1_ABOVE = 0.2
-CLASS2_BELOW = 0.1
-
-
-def model_class_of(epsilon: float) -> str:
-    """The paper's classes: ε > 0.2 → "class1", ε < 0.1 → "class2", else "boundary"."""
-    if epsilon > CLASS1_ABOVE:
-        return "class1"
-    if epsilon < CLASS2_BELOW:
-        return "class2"
-    return "boundary"
 
 
 @dataclass(frozen=True)
