@@ -339,6 +339,11 @@ def _close(name: str, options: Iterable[str], n: int = 5) -> list[str]:
     return close
 
 
+def _is_repo_id(name: str) -> bool:
+    """``ORG/NAME``: a Hugging Face repository id rather than a sae_lens release name."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", name))
+
+
 def _check_releases(directory: dict, releases: str | Sequence[str] | None) -> list[str]:
     if releases is None:
         return list(directory)
@@ -506,7 +511,10 @@ def load(
     retry loop). A custom ``converter`` (sae_lens's loader hook) skips these checks.
 
     Args:
-        release, sae_id: sae_lens pretrained release and id.
+        release, sae_id: sae_lens pretrained release and id; or a Hugging Face repository id
+            (``"ORG/NAME"``, not a sae_lens release) and the SAE's folder in it, read the same way
+            (e.g. a repository laid out by
+            :func:`tl_geometry.experiments.sae_training.publish_to_cache`).
         path: a directory written by ``sae.save_model`` (cfg.json + sae_weights.safetensors).
         device, dtype: passed to sae_lens.
         converter: sae_lens ``PretrainedSaeHuggingfaceLoader`` (``from_pretrained`` only).
@@ -534,18 +542,23 @@ def load(
     if release is None or sae_id is None:
         raise ValueError("pass release=... and sae_id=... (a sae_lens pretrained SAE), or path=... (a saved SAE)")
     directory = _directory()
-    _check_releases(directory, release)
-    ids = directory[release].saes_map
-    if sae_id not in ids:
-        raise ValueError(
-            f"unknown sae_id {sae_id!r} in release {release!r}; close matches: {_close(sae_id, ids)} "
-            f"({len(ids)} ids in the release)"
-        )
+    if release not in directory and _is_repo_id(release):
+        # not a sae_lens release: a Hugging Face repository (e.g. one laid out by
+        # experiments.sae_training.publish_to_cache); sae_lens reads <repo>/<sae_id>/ from it
+        repo = release
+    else:
+        _check_releases(directory, release)
+        ids = directory[release].saes_map
+        if sae_id not in ids:
+            raise ValueError(
+                f"unknown sae_id {sae_id!r} in release {release!r}; close matches: {_close(sae_id, ids)} "
+                f"({len(ids)} ids in the release)"
+            )
+        repo = directory[release].repo_id
     from sae_lens import SAE
 
     if converter is not None:
         return SAE.from_pretrained(release, sae_id, device=device, dtype=dtype, converter=converter)
-    repo = directory[release].repo_id
     offline = hub.offline()
     reason = "HF_HUB_OFFLINE is set" if offline else None
     if not offline and not hub.reachable(timeout):
@@ -754,6 +767,19 @@ def decoder_epsilon(
 
 
 # ----------------------------------------------------------------------------- compare
+def _load_ref(ref: str):
+    """An SAE named by a string: an existing directory (``load(path=...)``) or ``REPO:SAE_ID``
+    (``load(repo, sae_id)``: a Hugging Face repository, read from the local cache offline)."""
+    if Path(ref).exists():
+        return load(path=ref)
+    repo, sep, sae_id = ref.partition(":")
+    if sep and sae_id and _is_repo_id(repo):
+        return load(repo, sae_id)
+    raise ValueError(f"no SAE at {ref!r}: expected a directory saved by sae_lens (cfg.json + "
+                     "sae_weights.safetensors) or REPO:SAE_ID of a cached repository "
+                     "(e.g. local/my-saes:blocks.3.hook_resid_post)")
+
+
 def _capacity_or_inf(d: int, eps: float, form: str) -> float:
     import warnings
 
@@ -792,8 +818,10 @@ def compare(
         model_or_name: a TransformerLens model, or a model name in the published ε table
             (``"gemma-2-2b"``, ``"meta-llama/Llama-3.1-8B"``, ``"Gemma-3-1B"``, ...).
         releases: only SAEs of these sae_lens releases.
-        saes: extra SAEs (sae_lens SAE objects or directories written by ``save_model``); their
-            d_in must equal d_model and their hook must exist on a model host.
+        saes: extra SAEs: sae_lens SAE objects, directories written by sae_lens, or
+            ``"REPO:SAE_ID"`` strings (a Hugging Face repository read from the local cache with
+            ``SAE.from_pretrained``); their d_in must equal d_model and their hook must exist on a
+            model host.
         form: capacity form (``"full"``, ``"adjusted"``, ``"jl"``, ``"jl_random"``).
         d_vocab: override the vocabulary size (default: the model's, or :data:`D_VOCAB`).
         config: passed to :func:`widths`.
@@ -853,7 +881,7 @@ def compare(
         label = None
         if isinstance(s, (str, os.PathLike)):
             label = str(s)
-            s = load(path=s)
+            s = _load_ref(label)
         W = _decoder(s)
         if W.shape[1] != d_model:
             raise ValueError(f"SAE {label or i} has d_in = {W.shape[1]}, but the host's d_model = {d_model}")

@@ -1,7 +1,7 @@
 """``tl-geometry sae``: published SAE widths (sae_lens) and their comparison with the capacity bound.
 
     tl-geometry sae widths [--model M] [--release R ...] [--config cache|hub|none] [--json PATH] [--all]
-    tl-geometry sae compare --model M [--release R ...] [--sae-path DIR ...] [--form full]
+    tl-geometry sae compare --model M [--release R ...] [--sae PATH|REPO:ID ...] [--form full]
                             [--out report.json] [--figure widths.png]
 
 ``--model`` for ``compare`` is a model name in the capacity paper's published ε table
@@ -31,7 +31,9 @@ def add_parser(subparsers) -> None:
     c = sub.add_parser("compare", help="SAE widths against the model's capacity bound (+ figure)")
     c.add_argument("--model", required=True, help="published-table name or a tl_geometry.models name")
     c.add_argument("--release", action="append", default=None, help="only this release (repeatable)")
-    c.add_argument("--sae-path", action="append", default=None, help="a local SAE directory (repeatable)")
+    c.add_argument("--sae", "--sae-path", dest="sae_path", action="append", default=None, metavar="PATH|REPO:ID",
+                   help="an SAE to measure (repeatable): a directory saved by sae_lens, or REPO:ID of a Hugging "
+                        "Face repository in the local cache (loaded with SAE.from_pretrained, offline)")
     c.add_argument("--form", default="full", choices=("full", "adjusted", "jl", "jl_random"))
     c.add_argument("--config", choices=("cache", "hub", "none"), default="cache")
     c.add_argument("--out", default=None, help="write the GeometryReport JSON here")
