@@ -63,3 +63,37 @@ def test_bad_saes_on_smollm2(smollm2):
         S.compare(smollm2, saes=[make_sae(576, 64, "blocks.30.hook_resid_post")])
     with pytest.raises(ValueError, match=r"SAE d_in = 768 does not match the model's d_model = 576"):
         S.decoder_epsilon(make_sae(768, 64, "blocks.3.hook_resid_post"), host=smollm2)
+
+
+@pytest.mark.slow
+def test_sae_trained_by_sae_lens_end_to_end(smollm2, tmp_path, monkeypatch):
+    """Train on SmolLM2's early residual stream with sae_lens, publish to a local hub cache, load it
+    back with SAE.from_pretrained (offline) and compare it with the capacity bound."""
+    from huggingface_hub import constants
+
+    import tl_geometry as tg
+    from tl_geometry.experiments import sae_training
+
+    hook = "blocks.3.hook_resid_post"
+    tokens = tg.corpus.tokens(smollm2, "shakespeare", n_seqs=256, seq_len=128, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = sae_training.train_sae(smollm2, tokens, hook=hook, out=tmp_path / "sae", d_sae=1152, k=16,
+                                     training_tokens=32_768, batch_tokens=512, lr=1e-3)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        repo, sae_id = sae_training.publish_to_cache(out, "local/smollm2-135m-saes")
+        sae = S.load(repo, sae_id)
+    assert (int(sae.cfg.d_in), int(sae.cfg.d_sae)) == (576, 1152)
+    # it learned something: held-out (pydoc) reconstruction beats the mean
+    held = tg.corpus.tokens(smollm2, "pydoc", n_seqs=4, seq_len=128, seed=1)
+    acts = tg.capture.collect(smollm2, held, [hook], max_points=None, progress=False).acts[hook]
+    with torch.no_grad():
+        rec = sae.decode(sae.encode(acts))
+    assert float(((rec - acts) ** 2).sum() / ((acts - acts.mean(0)) ** 2).sum()) < 0.9
+    rep = S.compare(smollm2, saes=[f"{repo}:{sae_id}"])
+    assert rep.value("sae.d_sae", hook=hook) == 1152
+    # decoder ε against a slow all-pairs reference
+    W = torch.nn.functional.normalize(sae.W_dec.detach().double(), dim=1)
+    cos = (W @ W.T)[~torch.eye(W.shape[0], dtype=torch.bool)]
+    assert rep.value("sae.decoder_epsilon", hook=hook) == pytest.approx(float(cos.mean() + 2 * cos.std(unbiased=False)), rel=1e-6)
