@@ -1,0 +1,239 @@
+"""``tl-geometry reproduce`` / ``tg.reproduce``: rows against the papers' values, resume, CLI."""
+
+import dataclasses
+import json
+import math
+import sys
+
+import pytest
+
+import tl_geometry as tg
+from tl_geometry.cli import main
+from tl_geometry.reproduce import (
+    CHECKS,
+    STATUSES,
+    ReproRow,
+    _compare,
+    published_tolerance,
+)
+
+repro_mod = sys.modules["tl_geometry.reproduce"]  # tg.reproduce is the function
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("repro")
+    return tg.reproduce("all", size="tiny", out=out, progress=False)
+
+
+def _by_id(res):
+    return {r.id: r for r in res.rows}
+
+
+# ----------------------------------------------------------------------------- rows and tolerances
+@pytest.mark.parametrize(
+    "text, value, tol",
+    [("3.029", 3.029, 0.001 / 3.029), ("277", 277.0, 1 / 277), ("3.99e7", 3.99e7, 0.01 / 3.99), ("2e20", 2e20, 0.5),
+     ("0.9998", 0.9998, 1e-4 / 0.9998)],
+)
+def test_published_tolerance_is_one_unit_of_the_last_digit(text, value, tol):
+    v, t = published_tolerance(text)
+    assert v == pytest.approx(value) and t == pytest.approx(tol)
+
+
+def test_published_tolerance_rejects_zero():
+    with pytest.raises(ValueError, match="published 0"):
+        published_tolerance("0.0")
+
+
+def test_compare_and_delta():
+    assert _compare(100.0, 100.9, 0.01) == "reproduced"
+    assert _compare(100.0, 101.1, 0.01) == "differs"
+    assert _compare(100.0, float("nan"), 0.01) == "differs"
+    row = ReproRow(id="capacity.x", family="capacity", figure="f", paper=200.0, ours=210.0, tolerance=0.1, status="reproduced")
+    assert row.delta == pytest.approx(0.05)
+    assert ReproRow(id="capacity.y", family="capacity", figure="f", paper="9–24", ours=3.0, tolerance=None,
+                    status="measured").delta is None
+
+
+def test_row_rejects_unknown_status_and_family():
+    with pytest.raises(ValueError, match="status must be one of"):
+        ReproRow(id="a", family="capacity", figure="f", paper=1, ours=1, tolerance=None, status="fine")
+    with pytest.raises(ValueError, match="family must be one of"):
+        ReproRow(id="a", family="misc", figure="f", paper=1, ours=1, tolerance=None, status="measured")
+
+
+# ----------------------------------------------------------------------------- the tiny run
+def test_tiny_run_writes_outputs(tiny_run):
+    out = tiny_run.out
+    for name in ("reproduce.md", "reproduce.json", "reproduce.jsonl"):
+        assert (out / name).is_file(), name
+    data = json.loads((out / "reproduce.json").read_text())
+    assert data["tl_geometry_version"] == tg.__version__
+    assert data["size"] == "tiny" and "git_commit" in data
+    assert set(data["seconds_per_check"]) == {c.id for c in CHECKS}
+    assert all(r["status"] in STATUSES for r in data["rows"])
+    assert all("preset" in r and "sizes" in r and "seconds" in r for r in data["rows"])
+    md = (out / "reproduce.md").read_text()
+    assert "| figure | paper | ours | Δ | status | note |" in md
+    assert "## capacity" in md and "## sae" in md
+    assert (out / "figures" / "toy_double_descent.png").is_file()
+
+
+def test_tiny_run_reproduces_the_published_fits(tiny_run):
+    """Against the capacity paper's published constants (Sec. 3.2–3.3) and the authors' code."""
+    rows = _by_id(tiny_run)
+    for id_ in ("capacity.fit.jl_random.C", "capacity.fit.adjusted.C", "capacity.fit.full.C", "capacity.fit.full.a",
+                "capacity.fit.full.b", "capacity.fit.full.c", "capacity.fit.full.R2", "capacity.fit.jl_optimized.MAPE",
+                "capacity.bound.jl_C8", "capacity.bound.jl_C3029"):
+        assert rows[id_].status == "reproduced", rows[id_]
+    assert rows["capacity.fit.jl_random.C"].paper == 3.029
+    assert rows["capacity.bound.jl_C3029"].ours == pytest.approx(277, abs=1)
+    # α* = depth / d_model of the interaction paper's best shapes
+    assert rows["interaction.alpha_star.1M"].ours == pytest.approx(5 / 120)
+    assert all(r.status == "reproduced" for r in tiny_run.rows if r.id.startswith("interaction.alpha_star."))
+
+
+def test_tiny_run_skips_model_rows_and_flags_what_cannot_run(tiny_run):
+    rows = _by_id(tiny_run)
+    for c in CHECKS:
+        if c.uses_model or c.heavy:
+            assert rows[c.id].status == "skipped (tiny)", c.id
+    assert rows["pga.paper_models"].status == "needs the hub"
+    assert rows["interaction.best_ce.1M"].status == "needs a GPU"
+    assert rows["interaction.best_ce.1M"].paper == 1.446
+
+
+def test_differs_rows_say_why(tiny_run):
+    differs = [r for r in tiny_run.rows if r.status == "differs"]
+    assert all(r.note for r in differs), [r.id for r in differs if not r.note]
+
+
+def test_tiny_toy_has_an_interior_peak(tiny_run):
+    rows = _by_id(tiny_run)
+    assert rows["interaction.toy.interior_peak"].status == "reproduced"
+    assert rows["interaction.toy.peak_T"].ours == 64
+
+
+# ----------------------------------------------------------------------------- given model
+def test_given_model_runs_model_rows(tmp_path, tiny_model):
+    res = tg.reproduce(["pga", "interaction"], size="tiny", out=tmp_path, model=tiny_model, progress=False,
+                       checks=["pga.profile", "interaction.offline_rdw"])
+    rows = _by_id(res)
+    assert rows["interaction.offline.rdw"].ours == pytest.approx(3 / 32)
+    assert rows["interaction.offline.rdw"].status == "measured"
+    z = rows["pga.paper.peak_intermediate"].ours
+    assert isinstance(z, float) and math.isfinite(z)
+    assert rows["pga.library.peak_intermediate"].preset == "library"
+    assert (tmp_path / "figures" / "pga_profile.png").is_file()
+
+
+# ----------------------------------------------------------------------------- resume
+def _counting(monkeypatch):
+    calls = []
+    new = []
+    for c in CHECKS:
+        def fn(ctx, _c=c):
+            calls.append(_c.id)
+            return _c.fn(ctx)
+
+        new.append(dataclasses.replace(c, fn=fn))
+    monkeypatch.setattr(repro_mod, "CHECKS", new)
+    return calls
+
+
+def test_resume_after_a_killed_run(tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    ids = ["capacity.bounds", "capacity.hub", "interaction.shapes"]  # in check order
+    tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False)
+    assert calls == ids
+    # a kill during the third check: only the first line survives, plus a torn one
+    lines = (tmp_path / "reproduce.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "reproduce.jsonl").write_text(lines[0] + lines[1][:40])
+    calls.clear()
+    res = tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False)
+    assert calls == ids[1:]
+    assert {".".join(r.id.split(".")[:2]) for r in res.rows} >= {"capacity.bound", "interaction.alpha_star"}
+    # nothing left to do: a third run runs nothing and keeps every row
+    calls.clear()
+    again = tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False)
+    assert calls == [] and [r.id for r in again.rows] == [r.id for r in res.rows]
+    # --fresh starts over
+    tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False, fresh=True)
+    assert calls == ids
+
+
+def test_failing_check_is_an_error_row_and_retried(tmp_path, monkeypatch):
+    state = {"fail": True}
+    good = {c.id: c for c in CHECKS}["capacity.hub"]
+
+    def flaky(ctx):
+        if state["fail"]:
+            raise RuntimeError("boom")
+        return good.fn(ctx)
+
+    monkeypatch.setattr(repro_mod, "CHECKS", [dataclasses.replace(good, fn=flaky)])
+    res = tg.reproduce("capacity", size="tiny", out=tmp_path, progress=False)
+    assert [r.status for r in res.rows] == ["error"] and "boom" in res.rows[0].note
+    assert res.n_errors == 1
+    state["fail"] = False
+    res = tg.reproduce("capacity", size="tiny", out=tmp_path, progress=False)
+    assert [r.status for r in res.rows] == ["needs the hub"]
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_tiny_exit_0(tmp_path, capsys):
+    assert main(["reproduce", "capacity", "--tiny", "--check", "capacity.bounds", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Llama-2-7B JL bound at C = 3.029" in out and "reproduce.md" in out
+
+
+def test_cli_exit_1_when_a_check_fails(tmp_path, monkeypatch, capsys):
+    good = {c.id: c for c in CHECKS}["capacity.hub"]
+
+    def boom(ctx):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(repro_mod, "CHECKS", [dataclasses.replace(good, fn=boom)])
+    assert main(["reproduce", "capacity", "--tiny", "--out", str(tmp_path), "--no-progress"]) == 1
+    assert "capacity.hub" in capsys.readouterr().err
+
+
+def test_cli_list(capsys):
+    assert main(["reproduce", "pga", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "pga.profile" in out and "capacity.fits" not in out
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["reproduce", "capcity", "--tiny"], "unknown family 'capcity'"),
+        (["reproduce", "--tiny", "--check", "capacity.nope"], "unknown check 'capacity.nope'"),
+        (["reproduce", "pga", "--tiny", "--check", "capacity.bounds"], "none of the checks"),
+        (["reproduce", "--tiny", "--device", "cuda:7"], "device"),
+    ],
+)
+def test_cli_bad_arguments_exit_2(argv, match, tmp_path, capsys):
+    assert main(argv + ["--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and "\n" not in err
+
+
+def test_cli_out_is_a_file(tmp_path, capsys):
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    assert main(["reproduce", "--tiny", "--out", str(f)]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_cli_tiny_and_full_are_exclusive(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "--tiny", "--full"])
+    assert e.value.code == 2
+
+
+def test_api_bad_size(tmp_path):
+    with pytest.raises(ValueError, match="size must be one of"):
+        tg.reproduce(size="huge", out=tmp_path)

@@ -1,0 +1,53 @@
+"""``tl-geometry reproduce``: the papers' published numbers next to ours.
+
+    tl-geometry reproduce [capacity|pga|interaction|sae|all ...] [--tiny | --full] [--out DIR]
+                          [--check ID ...] [--device cpu] [--fresh] [--list] [--no-progress]
+
+Writes ``DIR/reproduce.md`` (one table row per published figure: paper | ours | Δ | status |
+note), ``DIR/reproduce.json`` (the same with version, commit, presets, sizes and wall time per
+check) and figures under ``DIR/figures/``. A killed run continues where it stopped when run
+again with the same ``--out``. Exit status: 0 when every check ran (whatever it found),
+1 when a check raised (its row has status "error"), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("reproduce", help="run the papers' published figures and write a side-by-side table")
+    p.add_argument("families", nargs="*", default=["all"], metavar="FAMILY",
+                   help="capacity, pga, interaction, sae or all (default all)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--size", choices=["tiny", "cpu", "full"], default=None,
+                      help="tiny (seconds, model rows skipped), cpu (default, minutes) or full (the papers' sizes, for a GPU)")
+    size.add_argument("--full", dest="size", action="store_const", const="full", help="the papers' sizes (same as --size full)")
+    size.add_argument("--tiny", dest="size", action="store_const", const="tiny", help="seconds-sized (same as --size tiny)")
+    p.add_argument("--out", default="reproduce", help="output folder (default ./reproduce; reused to resume)")
+    p.add_argument("--check", nargs="+", default=None, metavar="ID", help="only these checks (see --list)")
+    p.add_argument("--device", default="cpu", help="device for the experiments (cpu, cuda, ...)")
+    p.add_argument("--fresh", action="store_true", help="ignore earlier results in --out instead of resuming")
+    p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tl_geometry.reproduce import list_checks, reproduce
+
+    if args.list:
+        for c in list_checks(args.families):
+            flags = " [offline model]" if c.uses_model else (" [sae_lens]" if c.heavy else "")
+            print(f"{c.id:<28}{c.title}{flags}")
+        return 0
+    res = reproduce(args.families, out=args.out, size=args.size or "cpu", checks=args.check, device=args.device,
+                    fresh=args.fresh, progress=not args.no_progress)
+    print(res.to_markdown())
+    print(f"wrote {res.out / 'reproduce.md'}, {res.out / 'reproduce.json'}")
+    if res.n_errors:
+        bad = sorted({r.id for r in res.rows if r.status == "error"})
+        print(f"tl-geometry reproduce: {res.n_errors} check(s) failed: {', '.join(bad)}; run again to retry them",
+              file=sys.stderr)
+        return 1
+    return 0
