@@ -8,6 +8,7 @@ the answer is cached for 60 s per host.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -60,3 +61,31 @@ def reachable(timeout: float = 3.0) -> bool:
     ok = bool(result and result[0])
     _REACH[host] = (time.monotonic(), ok)
     return ok
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence huggingface_hub's and transformers' warnings (HTTP retries, "thrown while
+    requesting ...") for a block; errors still raise. Use around every call that may reach the hub:
+    our own messages say what failed and what to do."""
+    import logging
+
+    loggers = [logging.getLogger(n) for n in ("huggingface_hub", "transformers")]
+    levels = [lg.level for lg in loggers]
+    verbosity = None
+    try:
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        hf_logging = None
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        if hf_logging is not None and verbosity is not None:
+            hf_logging.set_verbosity(verbosity)

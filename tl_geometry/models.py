@@ -6,8 +6,12 @@
   (``gguf_file=``), TransformerLens's own config and weight conversion build the model.
 * ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
+* ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
+  one (see :func:`is_path`) loads it offline; a truncated file fails with its expected and
+  actual size (:class:`tl_geometry.weights_reader.CorruptFileError`).
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
-  Hugging Face hub; offline it fails fast with a message saying so).
+  Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
+  hub client's retry warnings, with a message saying so).
 * ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
   ``HookedTransformer`` or a ``TransformerBridge``.
 """
@@ -103,17 +107,110 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from tl_geometry.weights_reader import check_weights_file
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such GGUF file: {path}")
+    check_weights_file(path)  # a truncated/corrupt file: CorruptFileError with the sizes, not a numpy traceback
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    except (ValueError, KeyError, OSError, RuntimeError) as exc:
+        raise ModelNotAvailableError(
+            f"transformers could not build a model from the GGUF file {path}: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (transformers dequantizes GGUF files of the architectures it lists in "
+            "transformers.integrations.ggml.GGUF_CONFIG_MAPPING)"
+        ) from exc
     finally:
         hf_logging.set_verbosity(verbosity)
     return hf.eval(), tok
+
+
+#: Suffixes that make a model argument a file path, never a hub name.
+PATH_SUFFIXES = (".gguf", ".safetensors")
+
+
+def is_path(name: Any) -> bool:
+    """Is a model argument a local path rather than a hub / zoo name?
+
+    True for an ``os.PathLike``, an existing file or directory, a name ending in .gguf /
+    .safetensors, one starting with ``/``, ``./``, ``../`` or ``~``, or one with more than one
+    ``/`` (hub names are ``name`` or ``org/name``) or a backslash.
+    """
+    if isinstance(name, os.PathLike):
+        return True
+    if not isinstance(name, str) or not name.strip():
+        return False
+    s = name.strip()
+    if s.lower().endswith(PATH_SUFFIXES) or s.startswith(("/", "./", "../", "~", ".\\")):
+        return True
+    if s.count("/") > 1 or "\\" in s or os.sep in s.replace("/", ""):
+        return True
+    return canonical_name(s) not in ZOO and Path(s).expanduser().exists()
+
+
+def display_name(name: Any) -> str:
+    """A short name for a model argument: a path's file stem / directory name, else the name."""
+    if is_path(name):
+        p = Path(os.fspath(name)).expanduser()
+        if p.suffix.lower() == ".safetensors":
+            return p.resolve().parent.name  # the model directory it belongs to
+        return p.stem if p.suffix.lower() == ".gguf" else p.name
+    return str(name)
+
+
+def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32):
+    """(hf_model, tokenizer) from a local file or directory, offline.
+
+    Accepted: a .gguf file (dequantized by transformers), a Hugging Face model directory
+    (``config.json`` + weights), or a .safetensors file inside such a directory.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        CorruptFileError: a truncated or corrupt weights file (expected and actual size).
+        ModelNotAvailableError: a path of a kind we cannot load (the message lists the accepted ones).
+    """
+    p = Path(os.fspath(path)).expanduser()
+    accepted = "accepted: a .gguf file, a Hugging Face model directory (config.json + weights) or a .safetensors file inside one"
+    if not p.exists():
+        raise FileNotFoundError(
+            f"no such model file or directory: {p} (a model argument with a path separator or a .gguf/.safetensors "
+            f"suffix is read as a local path; hub names look like 'gpt2' or 'org/name'); {accepted}"
+        )
+    if p.is_file() and p.suffix.lower() == ".gguf":
+        return load_hf_gguf(p, dtype=dtype)
+    if p.is_file() and p.suffix.lower() == ".safetensors":
+        from tl_geometry.weights_reader import check_weights_file
+
+        check_weights_file(p)
+        if not (p.parent / "config.json").is_file():
+            raise ModelNotAvailableError(
+                f"{p}: a .safetensors file holds tensors only; loading a model also needs its config.json "
+                f"(and tokenizer files) next to it, and {p.parent} has no config.json; {accepted}"
+            )
+        p = p.parent
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelNotAvailableError(f"{p} is a directory without config.json, not a Hugging Face model directory; {accepted}")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from tl_geometry.weights_reader import check_weights_file
+
+        for f in sorted(p.glob("*.safetensors")):
+            check_weights_file(f)
+        with hub.quiet():
+            try:
+                tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+                hf = AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True, dtype=dtype)
+            except (ValueError, KeyError, OSError, RuntimeError) as exc:
+                raise ModelNotAvailableError(
+                    f"transformers could not load the model directory {p}: {type(exc).__name__}: {str(exc)[:300]}"
+                ) from exc
+        return hf.eval(), tok
+    raise ModelNotAvailableError(f"{p}: not a model file ({p.suffix or 'no suffix'!r}); {accepted}")
 
 
 def from_hf(
@@ -194,8 +291,10 @@ def load(
     """Load a model by name, offline where possible.
 
     Args:
-        name: "smollm2-135m" (offline, default), any TransformerLens model name (needs the hub),
-            or an already-built HookedTransformer / TransformerBridge (returned as is).
+        name: "smollm2-135m" (offline, default), a local path (a .gguf file, a Hugging Face
+            model directory, or a .safetensors file inside one; see :func:`is_path`), any
+            TransformerLens model name (needs the hub), or an already-built
+            HookedTransformer / TransformerBridge (returned as is).
         device: "cpu", "cuda", "cuda:N" or "mps" (validated).
         dtype: weights dtype (float32 default).
         n_ctx: context cap for zoo models (see ``DEFAULT_N_CTX``).
@@ -205,6 +304,8 @@ def load(
         ModelNotAvailableError: the hub is unreachable / offline and the model is not cached;
             the message says how to pass a local model instead.
         ValueError: a device that is not available, an empty name.
+        FileNotFoundError: a path that does not exist.
+        CorruptFileError: a truncated or corrupt weights file (a ValueError).
 
     Examples:
         >>> import tl_geometry as tg
@@ -212,6 +313,9 @@ def load(
     """
     if is_model(name):
         return name
+    if is_path(name):
+        return _from_path(name, device=device, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
+                          center_writing_weights=center_writing_weights, center_unembed=center_unembed)
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
     dev = check_device(device)
@@ -230,9 +334,20 @@ def load(
     return _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **from_pretrained_kwargs)
 
 
-def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **kwargs):
-    from transformer_lens import HookedTransformer
+def _from_path(path, *, device, dtype, n_ctx, fold_ln, center_writing_weights, center_unembed):
+    dev = check_device(device)
+    t0 = time.perf_counter()
+    hf, tok = load_hf_path(path, dtype=dtype)
+    model = from_hf(
+        hf, tok, name=display_name(path), device=dev, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights, center_unembed=center_unembed,
+    )
+    del hf
+    logger.info("loaded %s in %.1fs", path, time.perf_counter() - t0)
+    return model
 
+
+def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **kwargs):
     how = (
         f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
         "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
@@ -241,8 +356,10 @@ def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed,
     )
     if not hub.offline() and not hub.reachable(3.0):
         raise ModelNotAvailableError(f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}")
+    from transformer_lens import HookedTransformer  # after the probe: importing it takes seconds
+
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), hub.quiet():
             warnings.simplefilter("ignore", DeprecationWarning)
             model = HookedTransformer.from_pretrained(
                 name, device=str(dev), dtype=dtype, fold_ln=fold_ln,

@@ -62,14 +62,18 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
 def config_for(name: str) -> Any:
     """The TransformerLens config of a hub model name without loading weights (None if unknown
     here, e.g. offline and not cached; the load itself then reports the problem)."""
-    from tl_geometry.models import ZOO, canonical_name
+    from tl_geometry import hub
+    from tl_geometry.models import ZOO, canonical_name, is_path
 
-    if canonical_name(name) in ZOO:
-        return None  # the offline zoo is small by construction
+    if canonical_name(name) in ZOO or is_path(name):
+        return None  # the offline zoo is small by construction; a local file is checked by load()
+    if not hub.offline() and not hub.reachable(3.0):
+        return None  # the hub client would retry for ~25 s: let load() fail fast and say why
     try:
         from transformer_lens.loading_from_pretrained import get_pretrained_model_config
 
-        return get_pretrained_model_config(name)
+        with hub.quiet():
+            return get_pretrained_model_config(name)
     except Exception:  # noqa: BLE001 - any failure means "cannot estimate": let load() explain
         return None
 

@@ -143,3 +143,103 @@ def test_cli_bad_arguments(tmp_path, capsys):
     assert "at least one PATH_OR_MODEL" in capsys.readouterr().err
     assert main(["capacity", str(tmp_path / "nope.gguf")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+# --- truncated / corrupt files: a message with the expected and the actual size, never a numpy traceback ---
+
+
+def _small_files(tmp_path):
+    x = _emb(vocab=300, d=16, seed=4)
+    write_gguf(tmp_path / "m.gguf", {"token_embd.weight": x})
+    write_safetensors(tmp_path / "m.safetensors", {"model.embed_tokens.weight": x})
+    return tmp_path / "m.gguf", tmp_path / "m.safetensors"
+
+
+def _reference_expected_size(path) -> int:
+    """Slow, obvious reference: the size implied by the whole, untruncated file's own parser."""
+    if path.suffix == ".gguf":
+        import gguf
+
+        r = gguf.GGUFReader(str(path))
+        return max(t.data_offset + t.n_bytes for t in r.tensors)
+    import json
+    import struct
+
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    head = json.loads(data[8 : 8 + n])
+    return 8 + n + max(v["data_offsets"][1] for k, v in head.items() if k != "__metadata__")
+
+
+@pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
+def test_whole_files_pass_the_header_check(tmp_path, fmt):
+    from tl_geometry.weights_reader import check_weights_file
+
+    g, s = _small_files(tmp_path)
+    path = g if fmt == "gguf" else s
+    assert check_weights_file(path) == path.stat().st_size == _reference_expected_size(path)
+    assert check_weights_file(tg.models.zoo_file()) == tg.models.zoo_file().stat().st_size  # header only: cheap
+
+
+@pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
+@pytest.mark.parametrize("keep", ["all-but-100", "half", "header-part", "none"])
+def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
+    from tl_geometry.weights_reader import CorruptFileError
+
+    g, s = _small_files(tmp_path)
+    whole = g if fmt == "gguf" else s
+    data = whole.read_bytes()
+    expected = _reference_expected_size(whole)
+    n = {"all-but-100": len(data) - 100, "half": len(data) // 2, "header-part": 50, "none": 0}[keep]
+    cut = tmp_path / f"cut.{fmt}"
+    cut.write_bytes(data[:n])
+    label = "GGUF" if fmt == "gguf" else "safetensors"
+    if keep in ("all-but-100", "half"):
+        match = f"cut.{fmt} is truncated: its {label} header says {expected:,} bytes but the file has {n:,} bytes"
+    else:
+        match = f"cut.{fmt} is truncated: its {label} header alone needs at least [0-9,]+ bytes but the file has {n:,} bytes"
+    for call in (embedding_capacity, find_embedding, read_embedding):
+        with pytest.raises(CorruptFileError, match=match):
+            call(cut)
+    # a directory holding the cut file is checked too
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / cut.name).write_bytes(data[:n])
+    with pytest.raises(CorruptFileError, match="is truncated"):
+        embedding_capacity(tmp_path / "d")
+
+
+@pytest.mark.parametrize("fmt, content, match", [
+    ("gguf", b"\0" * 64, r"not a GGUF file: it starts with b'\\x00\\x00\\x00\\x00', expected b'GGUF'"),
+    ("gguf", b"GGUF" + (99).to_bytes(4, "little") + b"\0" * 32, "unsupported or corrupt GGUF version 99"),
+    ("safetensors", b"\xff" * 64, "not a safetensors file: its first 8 bytes give a header of"),
+    ("safetensors", (4).to_bytes(8, "little") + b"nope", "corrupt safetensors header"),
+])
+def test_corrupt_files_are_named(tmp_path, fmt, content, match):
+    from tl_geometry.weights_reader import CorruptFileError
+
+    p = tmp_path / f"bad.{fmt}"
+    p.write_bytes(content)
+    with pytest.raises(CorruptFileError, match=match):
+        embedding_capacity(p)
+
+
+def test_safetensors_with_trailing_bytes_is_corrupt(tmp_path):
+    from tl_geometry.weights_reader import CorruptFileError
+
+    _, s = _small_files(tmp_path)
+    size = s.stat().st_size
+    with open(s, "ab") as fh:
+        fh.write(b"\0" * 10)
+    with pytest.raises(CorruptFileError, match=f"header says {size:,} bytes but the file has {size + 10:,} bytes"):
+        embedding_capacity(s)
+
+
+def test_cli_capacity_on_a_truncated_file(tmp_path, capsys):
+    from tl_geometry.cli import main
+
+    g, _ = _small_files(tmp_path)
+    data = g.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:-100])
+    assert main(["capacity", str(tmp_path / "cut.gguf")]) != 0
+    err = capsys.readouterr().err
+    assert "is truncated" in err and f"the file has {len(data) - 100:,} bytes" in err and "Traceback" not in err

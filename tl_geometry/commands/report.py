@@ -7,7 +7,8 @@ import sys
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="compute every metric on a model and write reports/<model>/")
-    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or any TransformerLens model name")
+    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
+                   "or any TransformerLens model name (needs the hub)")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
     p.add_argument("--n-seqs", type=int, default=8, help="sequences of text (default 8)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
@@ -45,7 +46,9 @@ def run(args) -> int:
     if args.max_points is not None:
         for m in ("pga", "epsilon_activations"):
             options.setdefault(m, {})["max_points"] = args.max_points
-    out = Path(args.out) if args.out else Path("reports") / args.model.replace("/", "__")
+    from tl_geometry.models import display_name
+
+    out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
     report = run_report(
         args.model, corpus=args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
         metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
