@@ -276,15 +276,11 @@ def _packing_data(kind: str) -> list:
 
 
 def _capacity_paper(d, eps):
-    """The capacity paper's count: the library's paper preset when present, else the full form."""
+    """The capacity paper's count (:func:`tl_geometry.capacity_estimate`, paper preset): k or None."""
     import tl_geometry as tg
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if hasattr(tg, "capacity_estimate"):
-            est = tg.capacity_estimate(d, eps, preset="paper", form="full")
-            return getattr(est, "capacity", est), "paper (capacity_estimate)"
-        return float(tg.capacity(d, eps, form="full")), "full form, published 3-digit constants"
+    est = tg.capacity_estimate(d, eps, preset="paper", form="full")
+    return (est.k if est.status == "count" else None), "paper (capacity_estimate)"
 
 
 def _capacity_formula(d, eps, form="full"):
@@ -293,9 +289,7 @@ def _capacity_formula(d, eps, form="full"):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if _accepts(tg.capacity, "preset"):
-            return float(tg.capacity(d, eps, form=form, preset="paper")), "paper"
-        return float(tg.capacity(d, eps, form=form)), "published 3-digit constants"
+        return float(tg.capacity(d, eps, form=form)), f"{form} form, authors' constants"
 
 
 @_check("capacity.fits", "packing.fit on the paper's packing sweeps: constants, R², MAPE (Sec. 3.2–3.3)")
@@ -356,8 +350,7 @@ def _bounds(ctx: Context) -> list[ReproRow]:
     ]
     full, how = _capacity_formula(d, eps)
     rows.append(_published_row("capacity.bound.llama2_7b", "Llama-2-7B full-form capacity (Sec. 3.4: 3.99×10⁷)", "3.99e7", full,
-                               preset=how, why="the 3-digit published constants give 4.02×10⁷; the authors' code "
-                                               "constants give 3.99×10⁷"))
+                               preset=how))
     examples = [
         ("capacity.bound.d2048_e0.09", 2048, 0.09, "2.0e7", "ε = 0.09, d = 2048 (Sec. 3.5)"),
         ("capacity.bound.d3072_e0.09", 3072, 0.09, "6.0e8", "ε = 0.09, d = 3072 (Sec. 3.5)"),
@@ -367,49 +360,30 @@ def _bounds(ctx: Context) -> list[ReproRow]:
     ]
     for id_, dd, ee, text, fig in examples:
         k, how = _capacity_formula(dd, ee)
-        rows.append(_published_row(id_, f"full-form capacity, {fig}", text, k, preset=how,
-                                   why="the 3-digit published constants; the authors' code constants agree"))
+        rows.append(_published_row(id_, f"full-form capacity, {fig}", text, k, preset=how))
     return rows
 
 
-def _published_capacities() -> dict[str, Any] | None:
-    """name → published capacity (float) or "indeterminate", from the library's package data."""
-    import tl_geometry as tg
-
-    table = tg.published()
-    out = {}
-    for name, r in table.items():
-        cap = getattr(r, "capacity", None)
-        if cap is None and not hasattr(r, "capacity"):
-            return None
-        out[name] = cap
-    return out
-
-
-@_check("capacity.table1", "the authors' capacity table (Appendix D, Table 1): 46 models from published ε")
+@_check("capacity.table1", "the authors' capacity table (Appendix D, Table 1): every model from published ε")
 def _table1(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
-    caps = _published_capacities()
-    table = tg.published()
-    if caps is None:
-        return [_row("capacity.table1", "per-model capacity, Appendix D Table 1", "46 rows", None, None,
-                     status="differs", note="the published capacity column is not in tl_geometry's package data yet")]
     rows = []
-    for name, r in table.items():
-        pub = caps[name]
+    for name, r in tg.published_rows().items():
         ours, how = _capacity_paper(r.d_model, r.epsilon)
         fig = f"{name} (d = {r.d_model}, ε = {r.epsilon:.5f}), Table 1"
-        if pub is None or (isinstance(pub, str)) or (isinstance(pub, float) and math.isnan(pub)):
-            shown = "indeterminate" if ours is None or (isinstance(ours, float) and math.isnan(ours)) or isinstance(ours, str) \
-                else ours
-            rows.append(_row(f"capacity.table1.{name}", fig, "indeterminate", shown, None,
-                             status="reproduced" if shown == "indeterminate" else "differs",
-                             note="ε ≥ 0.1: no count", preset=how,
-                             why="" if shown == "indeterminate" else "we return a count where the paper has none"))
+        if r.capacity is None:
+            rows.append(_row(f"capacity.table1.{name}", fig, "indeterminate",
+                             "indeterminate" if ours is None else ours, None,
+                             status="reproduced" if ours is None else "differs", preset=how,
+                             note="ε ≥ 0.1: no count" if ours is None else "we return a count where the paper has none"))
         else:
-            rows.append(_published_row(f"capacity.table1.{name}", fig, f"{float(pub):.2e}", ours, preset=how,
-                                       why="see the authors' full-precision constants"))
+            # the table prints ε to 5 decimals: its rounding (±5e-6) moves k by a factor 10^(±5e-6·dlog10k/dε)
+            paper, unit = published_tolerance(f"{r.capacity:.2e}")
+            eps_tol = 10 ** (float(tg.sensitivity(r.d_model, r.epsilon)) * 5e-6) - 1
+            rows.append(_row(f"capacity.table1.{name}", fig, paper, ours, unit + eps_tol, preset=how,
+                             note=f"tolerance: last printed digit + ε's 5-decimal rounding ({eps_tol:.2%})",
+                             why="" if ours is not None else "we return no count where the paper has one"))
     return rows
 
 
@@ -463,10 +437,10 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
 
     if ctx.model is not None:
         st = tg.embedding_epsilon(ctx.model, progress=False)
-        eps, cls, src = st.epsilon, st.model_class, "given model"
+        eps, cls, d, src = st.epsilon, st.model_class, st.d, "given model"
     else:
         r = embedding_capacity(tg.models.zoo_file())
-        eps, cls, src = r.epsilon, r.model_class, "SmolLM2-135M GGUF token_embd (raw checkpoint)"
+        eps, cls, d, src = r.epsilon, r.model_class, r.d_model, "SmolLM2-135M GGUF token_embd (raw checkpoint)"
     ref = "0.7287" if ctx.model is None else None
     rows = []
     if ref is not None:
@@ -475,6 +449,11 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
                                    note=src))
     else:
         rows.append(_row("capacity.offline.epsilon", "W_E ε of the given model", None, eps, None, status="measured", note=src))
+    est = tg.capacity_estimate(d, eps, preset="paper")
+    rows.append(_row("capacity.offline.capacity", "capacity by the paper's rule (a count only for ε < 0.1)",
+                     "indeterminate" if ref else None, est.status if est.status == "indeterminate" else est.k, None,
+                     status=("reproduced" if est.status == "indeterminate" else "differs") if ref else "measured",
+                     preset="paper (capacity_estimate)", note=est.reason))
     rows.append(_row("capacity.offline.class", "class (paper: ε > 0.2 class 1, ε < 0.1 class 2); small tied models "
                      "are class 1 (Sec. 2)", "class1" if ref else None, cls, None,
                      status=("reproduced" if cls == "class1" else "differs") if ref else "measured",
@@ -484,8 +463,8 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
 
 @_check("capacity.hub", "Table 1 ε recomputed from each model's checkpoint")
 def _capacity_hub(ctx: Context) -> list[ReproRow]:
-    return [_row("capacity.table1_epsilon_from_weights", "ε of the 46 Table 1 models from their embeddings",
-                 "46 values", None, None, status="needs the hub",
+    return [_row("capacity.table1_epsilon_from_weights", "ε of the Table 1 models from their embeddings",
+                 "Table 1 ε", None, None, status="needs the hub",
                  note="`tl-geometry capacity PATH` on each downloaded checkpoint (only the embedding tensor is read)")]
 
 
@@ -719,16 +698,25 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
                      status="differs", note="no Qwen3-30B-A3B SAE with a known width in this sae_lens")]
     top = max(rows, key=lambda r: r.value)
     ex = top.extras
-    k, V, d_sae = ex.get("capacity"), ex.get("d_vocab"), int(ex.get("d_sae", 0) or 0) or None
-    if d_sae is None:
-        d_sae = int(max((r.value for r in rep.rows if r.metric == "sae.d_sae"), default=0))
-    counted = "2V" if ex.get("untied") or ex.get("vocab_copies") == 2 else "V"
-    return [_row("sae.qwen3_30b.shared_ratio", "(2V + d_sae) / k, Qwen3-30B-A3B (untied, V = 151,936) with its "
-                 "131,072-feature SAE, k = 5.67×10⁵", "0.77", round(top.value, 4), 0.02,
-                 note=f"d_sae = {d_sae}, V = {V}, k = {k:.3g}, vocabulary counted as {counted}",
-                 preset=str(ex.get("form", "full")), sizes={"release": ex.get("release"), "sae_id": ex.get("sae_id")},
-                 why="tl_geometry counts the vocabulary once (V + d_sae); the paper's Eq. 2 counts embeddings and "
-                     "unembeddings (2V) for untied models" if counted == "V" else "")]
+    k, V = float(ex["capacity"]), int(ex["d_vocab"])
+    d_sae = int(next(r.value for r in rep.rows if r.metric == "sae.d_sae" and r.hook == top.hook
+                     and r.extras.get("sae_id") == ex.get("sae_id") and r.extras.get("release") == ex.get("release")))
+    tied = tg.published_rows()["Qwen3-30B-A3B"].tied
+    copies = 1 if tied else 2
+    fig = (f"(2V + d_sae) / k for Qwen3-30B-A3B ({'tied' if tied else 'untied'}, V = {V:,}) with its largest SAE "
+           f"(d_sae = {d_sae:,}), "
+           f"k = {k:.3g} (Sec. 3.1, Eq. 2)")
+    sizes = {"release": ex.get("release"), "sae_id": ex.get("sae_id"), "d_sae": d_sae, "d_vocab": V, "capacity": k}
+    eq2 = (copies * V + d_sae) / k
+    return [
+        _published_row("sae.qwen3_30b.shared_ratio", fig + ", as tl_geometry's sae.shared_ratio", "0.77", float(top.value),
+                       preset="library (sae.compare)", sizes=sizes,
+                       why="sae.shared_ratio counts the vocabulary once, (V + d_sae) / k; the paper's Eq. 2 counts "
+                           "embeddings and unembeddings, 2V, for untied models"),
+        _published_row("sae.qwen3_30b.shared_ratio_eq2", fig + ", recomputed with Eq. 2 from the same k, V, d_sae",
+                       "0.77", eq2, preset=f"paper (Eq. 2: {copies}V for a {'tied' if tied else 'untied'} model)",
+                       sizes=sizes),
+    ]
 
 
 # ----------------------------------------------------------------------------- runner
