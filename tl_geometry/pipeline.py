@@ -93,6 +93,7 @@ def run_report(
     model: Any = "smollm2-135m",
     *,
     corpus: Any = "pydoc",
+    corpus_encoding: str = "utf-8",
     n_seqs: int = 8,
     seq_len: int = 128,
     seed: int = 0,
@@ -111,6 +112,7 @@ def run_report(
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
         corpus, n_seqs, seq_len, seed: the text batch (see :func:`tl_geometry.corpus.tokens`).
+        corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
         metrics: registry names (default: all).
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
@@ -147,10 +149,11 @@ def run_report(
     t0 = time.perf_counter()
     model = load(model, device=device)
     load_s = time.perf_counter() - t0
-    tokens = corpus_mod.tokens(model, corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed)
+    tokens = corpus_mod.tokens(model, corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, encoding=corpus_encoding)
     base = FAST_OPTIONS if fast else REPORT_OPTIONS
     prov = {
         "corpus": corpus if isinstance(corpus, str) else "custom",
+        "corpus_encoding": corpus_encoding,
         "n_seqs": n_seqs,
         "seq_len": seq_len,
         "seed": seed,

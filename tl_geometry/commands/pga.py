@@ -13,6 +13,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
     p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument("--corpus-encoding", default="utf-8",
+                   help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
     p.add_argument("--n-seqs", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_post (default all)")
@@ -47,7 +49,8 @@ def run(args) -> int:
     model = tg.models.load(args.model, device=args.device)
     if not 1 <= args.k < model.cfg.d_model:
         raise ValueError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
-    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed)
+    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
+                              encoding=args.corpus_encoding)
     hooks = args.hooks or capture.resid_hooks(model, "post", args.layers)
     rep = tg.pga(model, tokens, hooks=hooks, k=args.k, n_null=args.n_null, ccr=args.ccr, max_points=args.max_points,
                  seed=args.seed, max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, batch_size=args.batch_size)

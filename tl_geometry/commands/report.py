@@ -10,6 +10,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
                    "or any TransformerLens model name (needs the hub)")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument("--corpus-encoding", default="utf-8",
+                   help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
     p.add_argument("--n-seqs", type=int, default=8, help="sequences of text (default 8)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--seed", type=int, default=0)
@@ -50,7 +52,7 @@ def run(args) -> int:
 
     out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
     report = run_report(
-        args.model, corpus=args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
+        args.model, corpus=args.corpus, corpus_encoding=args.corpus_encoding, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
         metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
         figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb,
     )
