@@ -1,15 +1,34 @@
 """Spectral metrics of hidden states: RankMe, α-ReQ, isotropy, condition number.
 
-All four are functions of the eigenvalues λ_1 ≥ λ_2 ≥ … of the covariance of the centered hidden
-states. Eigenvalues below λ_max·1e-10 are dropped ("kept spectrum"). Definitions (DESIGN.md):
+All are functions of the eigenvalues λ_1 ≥ λ_2 ≥ … of the covariance of the centered hidden
+states. Eigenvalues below λ_max·1e-10 are dropped ("kept spectrum"). Definitions:
 
-* RankMe = exp(−Σ p_i log p_i), p_i = λ_i / Σλ (Garrido et al. 2023 use singular values of the
-  embeddings; Our choice, following DESIGN.md: covariance eigenvalues);
-* α-ReQ = α in log λ_i ≈ c − α log i, least squares over the ranks ``fit_range`` (1-based,
-  inclusive start, exclusive stop; default: all kept ranks);
-* isotropy = (Σλ)² / (d Σλ²), 1 for a perfectly isotropic cloud, 1/d for a rank-one cloud
+* **RankMe** (Garrido et al., ICML 2023, eq. 1) = exp(−Σ p_k log p_k) with p_k = s_k / Σ s over
+  the *singular values* s_k of the (centered) representation matrix; s_k = √((N−1) λ_k), and the
+  factor √(N−1) cancels in p. Garrido et al. add ε = 1e-7 to p_k; we drop eigenvalues below
+  λ_max·1e-10 instead (the same to within ~1e-6 on real spectra).
+* **rankme_eig** = the same entropy with p_k = λ_k / Σλ (covariance eigenvalues, i.e. squared
+  singular values: what reptrix's ``get_rank`` computes). It is smaller than RankMe for any
+  non-flat spectrum; it is *not* Garrido et al.'s RankMe and is kept under its own name.
+* **α-ReQ** (Agrawal et al., NeurIPS 2022) is the decay α of a power law λ_i ≈ c·i^(−α). Two fits,
+  both offered by name, each with its R²:
+
+  - ``alpha_req`` (Our choice, the library default): ordinary least squares of log λ_i on
+    log i over the ranks ``fit_range`` (1-based, inclusive start, exclusive stop; default all
+    kept ranks); ``alpha_req_r2`` is that fit's R² over the same ranks.
+  - ``alpha_req_reptrix``: reptrix's ``get_powerlaw`` (the α-ReQ authors' group's library):
+    weighted least squares with weights 1/i over ranks 11–100 (reptrix's default
+    ``fit_range = np.arange(10, 100)``, 0-based), clipped to the kept ranks;
+    ``alpha_req_reptrix_r2`` is the (unweighted) R² of log λ over the same ranks. (reptrix's own
+    R² uses ranks 12–500 and 12–100, an off-by-one of its indexing; we use the fitted ranks.)
+
+  Both fits give the same α on an exact power law; elsewhere they differ (a 2048 × 576 Gaussian
+  cloud: 0.50 by least squares over all ranks, 0.14 by reptrix's fit). The PGA paper (Xu, arXiv
+  2605.17084) reports α-ReQ without saying which fit or which ranks it used (it published no
+  code): neither fit is known to be the paper's.
+* **isotropy** = (Σλ)² / (d Σλ²), 1 for a perfectly isotropic cloud, 1/d for a rank-one cloud
   (d = ambient dimension, dropped eigenvalues count as zeros);
-* condition number = λ_max / λ_min over the kept spectrum.
+* **condition number** = λ_max / λ_min over the kept spectrum.
 
 The covariance streams through :class:`StreamingCovariance` in float64 (batch means and
 centered scatter matrices merged with Chan et al.'s pairwise update), so millions of tokens fit in
@@ -26,9 +45,14 @@ from jaxtyping import Float
 from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
 
-__all__ = ["SpectralMetrics", "StreamingCovariance", "spectral_metrics", "spectral_from_covariance"]
+__all__ = [
+    "SpectralMetrics", "StreamingCovariance", "spectral_metrics", "spectral_from_covariance",
+    "power_law_fit", "REPTRIX_FIT_RANGE",
+]
 
 _REL_CUTOFF = 1e-10
+#: reptrix's default α-ReQ fit ranks (1-based, stop exclusive): ranks 11–100.
+REPTRIX_FIT_RANGE = (11, 101)
 
 
 @dataclass(frozen=True)
@@ -36,7 +60,12 @@ class SpectralMetrics:
     """Spectral summary of a covariance.
 
     Attributes:
-        rankme, alpha_req, isotropy, condition_number: see the module docstring.
+        rankme: RankMe as Garrido et al. define it (singular values).
+        alpha_req, alpha_req_r2: α-ReQ by least squares over ``fit_range`` (ours) and its R².
+        isotropy, condition_number: see the module docstring.
+        rankme_eig: the covariance-eigenvalue entropy rank (not Garrido et al.'s RankMe).
+        alpha_req_reptrix, alpha_req_reptrix_r2: α-ReQ as reptrix fits it (weights 1/i, ranks
+            11–100 clipped to the kept ranks) and its R²; NaN with fewer than 2 such ranks.
         n_kept: eigenvalues above λ_max·1e-10.
         d: ambient dimension.
         n_points: number of points the covariance was estimated from (0 if unknown).
@@ -51,6 +80,10 @@ class SpectralMetrics:
     d: int
     n_points: int
     eigenvalues: Float[Tensor, "n_kept"]
+    rankme_eig: float = float("nan")
+    alpha_req_r2: float = float("nan")
+    alpha_req_reptrix: float = float("nan")
+    alpha_req_reptrix_r2: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -133,9 +166,9 @@ def spectral_from_covariance(
         raise ValueError("covariance is zero (constant activations); spectral metrics are undefined")
     lam = lam[lam > lam[0] * _REL_CUTOFF]
     n = lam.numel()
-    p = lam / lam.sum()
-    rankme = float(torch.exp(-(p * torch.log(p)).sum()))
-    alpha = float("nan")  # a single kept eigenvalue and no fit_range: no slope to fit
+    rankme = _entropy_rank(lam.sqrt())
+    rankme_eig = _entropy_rank(lam)
+    alpha, r2 = float("nan"), float("nan")  # a single kept eigenvalue and no fit_range: no slope to fit
     if fit_range is None:
         lo, hi = 1, n + 1
     else:
@@ -145,12 +178,58 @@ def spectral_from_covariance(
                 f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n_kept+1={n + 1} with >= 2 ranks"
             )
     if hi - lo >= 2:
-        x = torch.log(torch.arange(lo, hi, dtype=torch.float64))
-        y = torch.log(lam[lo - 1 : hi - 1])
-        xc = x - x.mean()
-        alpha = float(-(xc * (y - y.mean())).sum() / (xc**2).sum())
+        alpha, r2 = power_law_fit(lam, (lo, hi), weighted=False)
+    rlo, rhi = REPTRIX_FIT_RANGE[0], min(REPTRIX_FIT_RANGE[1], n + 1)
+    alpha_rx, r2_rx = power_law_fit(lam, (rlo, rhi), weighted=True) if rhi - rlo >= 2 else (float("nan"),) * 2
     isotropy = float(lam.sum() ** 2 / (d * (lam**2).sum()))
-    return SpectralMetrics(rankme, alpha, isotropy, float(lam[0] / lam[-1]), n, d, int(n_points), lam.float())
+    return SpectralMetrics(rankme, alpha, isotropy, float(lam[0] / lam[-1]), n, d, int(n_points), lam.float(),
+                           rankme_eig=rankme_eig, alpha_req_r2=r2, alpha_req_reptrix=alpha_rx,
+                           alpha_req_reptrix_r2=r2_rx)
+
+
+def _entropy_rank(x: Tensor) -> float:
+    """exp(−Σ p log p) with p = x / Σx (x > 0)."""
+    p = x / x.sum()
+    return float(torch.exp(-(p * torch.log(p)).sum()))
+
+
+def power_law_fit(
+    eigenvalues: Float[Tensor, "n"], fit_range: tuple[int, int], *, weighted: bool = False
+) -> tuple[float, float]:
+    """(α, R²) of the power law log λ_i ≈ c − α log i over ranks ``fit_range``.
+
+    Args:
+        eigenvalues: positive eigenvalues, descending (λ_1 first).
+        fit_range: 1-based ranks, inclusive start, exclusive stop (at least 2 ranks).
+        weighted: False: ordinary least squares (``alpha_req``); True: weights 1/i, as reptrix's
+            ``get_powerlaw`` (``alpha_req_reptrix``).
+
+    Returns:
+        α and the R² = 1 − SS_res/SS_tot of log λ over the fitted ranks (unweighted sums; NaN when
+        log λ is constant there).
+
+    Examples:
+        >>> lam = torch.arange(1, 51, dtype=torch.float64) ** -1.5
+        >>> a, r2 = power_law_fit(lam, (11, 51), weighted=True)
+        >>> round(a, 9), round(r2, 9)
+        (1.5, 1.0)
+    """
+    lo, hi = int(fit_range[0]), int(fit_range[1])
+    n = eigenvalues.numel()
+    if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
+        raise ValueError(f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n+1={n + 1} with >= 2 ranks")
+    lam = eigenvalues.detach().to(torch.float64)[lo - 1 : hi - 1]
+    if not bool((lam > 0).all()):
+        raise ValueError("power_law_fit needs positive eigenvalues over the fit range")
+    i = torch.arange(lo, hi, dtype=torch.float64)
+    x, y = torch.log(i), torch.log(lam)
+    w = 1.0 / i if weighted else torch.ones_like(i)
+    xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
+    slope = (w * (x - xm) * (y - ym)).sum() / (w * (x - xm) ** 2).sum()
+    pred = ym + slope * (x - xm)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float(((y - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else float("nan")
+    return float(-slope), r2
 
 
 def spectral_metrics(H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
