@@ -43,22 +43,55 @@ __all__ = [
     "pc1_overlap",
     "pga",
     "spectral",
+    "min_points",
+    "check_n_points",
     "DEFAULT_MAX_PAIRS",
+    "MIN_POINTS",
     *_spectral_all,
 ]
 
 #: Above this many pairs (N ≈ 2,897 points), a seeded random subset of pairs is used.
 DEFAULT_MAX_PAIRS = 1 << 22
+#: Floor of :func:`min_points`: 10 points give 45 pairs.
+MIN_POINTS = 10
+
+
+def min_points(k: int) -> int:
+    """Fewest points (rows of H) PGA accepts for a k-dimensional readout: max(k + 1, 10).
+
+    Our choice (the paper, with N in the thousands, does not need one): with N ≤ k the centered
+    points span at most N − 1 < k dimensions, so the k-dimensional readout and null views each
+    hold a subspace *larger* than the cloud, and z compares distortions of a handful of pairs
+    (N = 3–5 points give 3–10 pairs); below 10 points (45 pairs) a rank correlation of pairwise
+    distances has little resolution whatever k is. Use N ≫ k (the paper's scale: thousands).
+
+    Examples:
+        >>> min_points(100), min_points(4)
+        (101, 10)
+    """
+    return max(int(k) + 1, MIN_POINTS)
+
+
+def check_n_points(n: int, k: int) -> None:
+    """Raise ValueError when ``n`` points are too few for PGA with a k-dimensional readout."""
+    need = min_points(k)
+    if n < need:
+        raise ValueError(
+            f"PGA needs at least max(k + 1, {MIN_POINTS}) = {need} points for k={k}, got N={n}; "
+            f"sample more positions (max_points / more tokens) or use a smaller k"
+        )
 
 
 # ----------------------------------------------------------------------------- readout
 def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor, "d_model k"]:
     """Orthonormal basis V_k of the readout subspace: the top-k left singular vectors of W_U.
 
-    ``W_U`` is TransformerLens's unembedding (d_model, d_vocab) as the model holds it; whether the
-    weights were processed (``fold_ln``, ``center_unembed``) changes it, and reports record that in
-    their provenance. Computed in float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in
-    float32 or the input's wider float dtype.
+    ``W_U`` is TransformerLens's unembedding (d_model, d_vocab) as the model holds it. The paper
+    works on the raw unembedding (``tg.models.load(name, processing="none")``); TransformerLens's
+    processing (``fold_ln``, ``center_unembed``) changes it — on SmolLM2-135M the top-100 subspaces
+    of the raw and processed W_U overlap 0.80 — and reports record the processing. Computed in
+    float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in float32 or the input's wider
+    float dtype.
 
     Raises:
         ValueError: not 2-D, non-finite, or k outside 1 ≤ k < d_model (k ≤ d_vocab).
@@ -258,6 +291,7 @@ def pga_profile(
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
+    check_n_points(N, readout.shape[1])
     ccrs = [int(c) for c in ccrs]
     if not ccrs or any(c < 0 for c in ccrs):
         raise ValueError(f"ccr levels must be non-negative integers, got {ccrs}")
@@ -303,8 +337,8 @@ def pga_score(
     every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).
 
     Raises:
-        ValueError: N < 3, NaN/inf, constant activations, readout not matching H, k ≥ d,
-            n_null < 2, a null std of zero.
+        ValueError: fewer points than :func:`min_points` (k) = max(k + 1, 10), NaN/inf, constant
+            activations, readout not matching H, k ≥ d, n_null < 2, a null std of zero.
 
     Examples:
         >>> g = torch.Generator().manual_seed(0)
