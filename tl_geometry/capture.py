@@ -79,6 +79,32 @@ def standard_hooks(model: Any) -> list[str]:
     return hooks
 
 
+#: The input of the unembedding: the final norm's output *including its weight* (on a model
+#: without fold_ln; with fold_ln the weight lives in W_U and this equals ``ln_final.hook_normalized``).
+FINAL_STATE_HOOK = "unembed.hook_in"
+
+
+def hidden_state_hooks(model: Any) -> list[str]:
+    """The hooks of Hugging Face's ``output_hidden_states``, in order (n_layers + 1 of them).
+
+    ``blocks.0.hook_resid_pre`` (the embeddings as the first block reads them: token plus
+    positional embedding where the model has one), ``blocks.{l}.hook_resid_post`` for
+    l = 0 … n_layers − 2, and, in place of the last block's output, the final normalized state
+    ``unembed.hook_in`` (the last block's output after the final norm, as transformers' last
+    ``hidden_states`` entry). Falls back to ``ln_final.hook_normalized`` when the model has no
+    ``unembed.hook_in``.
+
+    Examples:
+        >>> class M: cfg = type("C", (), {"n_layers": 2}); hooks = None; hook_dict = {"unembed.hook_in": 0}
+        >>> hidden_state_hooks(M())
+        ['blocks.0.hook_resid_pre', 'blocks.0.hook_resid_post', 'unembed.hook_in']
+    """
+    check_model(model)
+    n = int(model.cfg.n_layers)
+    final = FINAL_STATE_HOOK if FINAL_STATE_HOOK in model.hook_dict else FINAL_HOOK
+    return ["blocks.0.hook_resid_pre", *resid_hooks(model, "post", range(n - 1)), final]
+
+
 def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
     """Return ``hooks`` as a list after checking every name exists on ``model``.
 

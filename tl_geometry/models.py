@@ -14,6 +14,16 @@
   hub client's retry warnings, with a message saying so).
 * ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
   ``HookedTransformer`` or a ``TransformerBridge``.
+
+Weight processing (``processing=``): ``"tl"`` (the default) applies TransformerLens's usual
+processing — ``fold_ln``, ``center_writing_weights``, ``center_unembed``, ``fold_value_biases``,
+as ``HookedTransformer.from_pretrained`` does; ``"none"`` loads the unprocessed model, as
+``HookedTransformer.from_pretrained_no_processing`` does: raw hidden states and the raw
+unembedding, what the Subspace PGA paper (Xu, arXiv 2605.17084) works on. Processing changes W_U
+(``fold_ln`` multiplies the final norm's weight into it, ``center_unembed`` removes its mean over
+the vocabulary) and, for LayerNorm models (GPT-2, Pythia), ``center_writing_weights`` changes the
+residual stream itself. The choice is recorded on the model (``model._tl_geometry_processing``,
+the flags, and ``model._tl_geometry_processing_name``) and in every report's provenance.
 """
 
 from __future__ import annotations
@@ -52,6 +62,69 @@ _ALIASES = {
 #: would cost ~2 GB of masks. Metrics use short sequences, so the zoo caps n_ctx (positions
 #: below the cap are computed exactly; rotary embeddings depend only on the position).
 DEFAULT_N_CTX = 2048
+
+#: Weight processing presets: name → TransformerLens flags.
+PROCESSING: dict[str, dict[str, bool]] = {
+    "tl": {"fold_ln": True, "center_writing_weights": True, "center_unembed": True, "fold_value_biases": True},
+    "none": {"fold_ln": False, "center_writing_weights": False, "center_unembed": False, "fold_value_biases": False},
+}
+_FLAGS = ("fold_ln", "center_writing_weights", "center_unembed")
+
+
+def processing_flags(
+    processing: str = "tl",
+    *,
+    fold_ln: bool | None = None,
+    center_writing_weights: bool | None = None,
+    center_unembed: bool | None = None,
+) -> tuple[str, dict[str, bool]]:
+    """Resolve a processing name plus explicit flag overrides → (name, TransformerLens flags).
+
+    The name is ``processing`` when no override changes a flag, else ``"custom"``.
+
+    Raises:
+        ValueError: an unknown processing name.
+
+    Examples:
+        >>> processing_flags("none")[1]["fold_ln"], processing_flags("tl", center_unembed=False)[0]
+        (False, 'custom')
+    """
+    if processing not in PROCESSING:
+        raise ValueError(f"processing must be one of {sorted(PROCESSING)}, got {processing!r} "
+                         "('tl': TransformerLens's fold_ln/center_writing_weights/center_unembed; 'none': unprocessed)")
+    flags = dict(PROCESSING[processing])
+    for key, val in (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights),
+                     ("center_unembed", center_unembed)):
+        if val is not None:
+            flags[key] = bool(val)
+    name = processing if flags == PROCESSING[processing] else "custom"
+    return name, flags
+
+
+def _record_processing(model: Any, name: str, flags: dict[str, bool]) -> None:
+    model._tl_geometry_processing = {k: bool(flags[k]) for k in _FLAGS}
+    model._tl_geometry_processing_name = name
+
+
+def processing_of(model: Any) -> dict[str, bool] | None:
+    """The weight-processing flags recorded on a model by :func:`load` / :func:`from_hf`
+    (fold_ln, center_writing_weights, center_unembed); None when not recorded (a model built
+    elsewhere: TransformerLens 3.x does not record its processing on the config)."""
+    rec = getattr(model, "_tl_geometry_processing", None)
+    return None if rec is None else dict(rec)
+
+
+def processing_name(model: Any) -> str:
+    """``"tl"``, ``"none"``, ``"custom"`` (some flags on) or ``"unknown"`` for a model."""
+    name = getattr(model, "_tl_geometry_processing_name", None)
+    if name is not None:
+        return str(name)
+    flags = processing_of(model)
+    if flags is None:
+        return "unknown"
+    if not any(flags.values()):
+        return "none"
+    return "tl" if all(flags.values()) else "custom"
 
 
 class ModelNotAvailableError(RuntimeError):
@@ -221,9 +294,10 @@ def from_hf(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     n_ctx: int | None = DEFAULT_N_CTX,
-    fold_ln: bool = True,
-    center_writing_weights: bool = True,
-    center_unembed: bool = True,
+    processing: str = "tl",
+    fold_ln: bool | None = None,
+    center_writing_weights: bool | None = None,
+    center_unembed: bool | None = None,
 ):
     """Wrap an already-loaded transformers causal LM into a ``HookedTransformer``, offline.
 
@@ -237,11 +311,20 @@ def from_hf(
         tokenizer: its tokenizer (attached to the TL model).
         name: display name (default: the HF config's ``_name_or_path``).
         n_ctx: cap on the context length (None keeps the model's own); see ``DEFAULT_N_CTX``.
-        fold_ln, center_writing_weights, center_unembed: TL weight processing.
+        processing: ``"tl"`` (default: TransformerLens's processing) or ``"none"`` (unprocessed,
+            as ``from_pretrained_no_processing``; what the PGA paper preset needs).
+        fold_ln, center_writing_weights, center_unembed: override single flags (the recorded
+            processing name becomes ``"custom"``).
+
+    Raises:
+        ValueError: an unknown ``processing``, an unavailable device.
     """
     from transformer_lens import HookedTransformer
     from transformer_lens.loading_from_pretrained import get_pretrained_model_config, get_pretrained_state_dict
 
+    pname, flags = processing_flags(processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights,
+                                    center_unembed=center_unembed)
+    fold_ln = flags["fold_ln"]
     dev = check_device(device)
     config = hf_model.config
     if not getattr(config, "architectures", None):
@@ -261,19 +344,13 @@ def from_hf(
             cfg.tokenizer_name = None
             state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf_model, dtype=dtype)
             model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
-    model.load_and_process_state_dict(
-        state_dict,
-        fold_ln=fold_ln,
-        center_writing_weights=center_writing_weights,
-        center_unembed=center_unembed,
-    )
+    with warnings.catch_warnings():
+        # TL warns that it skips center_writing_weights for RMSNorm models; the flag is recorded as asked.
+        warnings.simplefilter("ignore", UserWarning)
+        model.load_and_process_state_dict(state_dict, **flags)
     model.to(dev)
     model._tl_geometry_name = name or cfg.model_name
-    model._tl_geometry_processing = {
-        "fold_ln": fold_ln,
-        "center_writing_weights": center_writing_weights,
-        "center_unembed": center_unembed,
-    }
+    _record_processing(model, pname, flags)
     return model.eval()
 
 
@@ -283,9 +360,10 @@ def load(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     n_ctx: int | None = DEFAULT_N_CTX,
-    fold_ln: bool = True,
-    center_writing_weights: bool = True,
-    center_unembed: bool = True,
+    processing: str = "tl",
+    fold_ln: bool | None = None,
+    center_writing_weights: bool | None = None,
+    center_unembed: bool | None = None,
     **from_pretrained_kwargs: Any,
 ):
     """Load a model by name, offline where possible.
@@ -298,23 +376,32 @@ def load(
         device: "cpu", "cuda", "cuda:N" or "mps" (validated).
         dtype: weights dtype (float32 default).
         n_ctx: context cap for zoo models (see ``DEFAULT_N_CTX``).
-        fold_ln, center_writing_weights, center_unembed: TransformerLens weight processing.
+        processing: ``"tl"`` (default): TransformerLens's weight processing (fold_ln,
+            center_writing_weights, center_unembed, fold_value_biases), as ``from_pretrained``;
+            ``"none"``: the unprocessed model, as ``from_pretrained_no_processing`` (raw hidden
+            states and raw W_U: what ``tg.pga(..., preset="paper")`` needs). Ignored for a model
+            passed in (its own processing is what it is).
+        fold_ln, center_writing_weights, center_unembed: override single flags of ``processing``
+            (recorded as processing ``"custom"``).
 
     Raises:
         ModelNotAvailableError: the hub is unreachable / offline and the model is not cached;
             the message says how to pass a local model instead.
-        ValueError: a device that is not available, an empty name.
+        ValueError: a device that is not available, an empty name, an unknown ``processing``.
         FileNotFoundError: a path that does not exist.
         CorruptFileError: a truncated or corrupt weights file (a ValueError).
 
     Examples:
         >>> import tl_geometry as tg
         >>> model = tg.models.load("smollm2-135m")  # doctest: +SKIP
+        >>> raw = tg.models.load("smollm2-135m", processing="none")  # doctest: +SKIP
     """
+    pname, flags = processing_flags(processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights,
+                                    center_unembed=center_unembed)
     if is_model(name):
         return name
     if is_path(name):
-        return _from_path(name, device=device, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
+        return _from_path(name, device=device, dtype=dtype, n_ctx=n_ctx, processing=processing, fold_ln=fold_ln,
                           center_writing_weights=center_writing_weights, center_unembed=center_unembed)
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
@@ -324,30 +411,30 @@ def load(
         t0 = time.perf_counter()
         hf, tok = load_hf_gguf(zoo_file(key), dtype=dtype)
         model = from_hf(
-            hf, tok, name=key, device=dev, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
+            hf, tok, name=key, device=dev, dtype=dtype, n_ctx=n_ctx, processing=processing, fold_ln=fold_ln,
             center_writing_weights=center_writing_weights, center_unembed=center_unembed,
         )
         model.cfg.default_prepend_bos = True
         del hf
         logger.info("loaded %s in %.1fs", key, time.perf_counter() - t0)
         return model
-    return _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **from_pretrained_kwargs)
+    return _from_hub(name, dev, dtype, pname, flags, **from_pretrained_kwargs)
 
 
-def _from_path(path, *, device, dtype, n_ctx, fold_ln, center_writing_weights, center_unembed):
+def _from_path(path, *, device, dtype, n_ctx, processing, fold_ln, center_writing_weights, center_unembed):
     dev = check_device(device)
     t0 = time.perf_counter()
     hf, tok = load_hf_path(path, dtype=dtype)
     model = from_hf(
-        hf, tok, name=display_name(path), device=dev, dtype=dtype, n_ctx=n_ctx, fold_ln=fold_ln,
-        center_writing_weights=center_writing_weights, center_unembed=center_unembed,
+        hf, tok, name=display_name(path), device=dev, dtype=dtype, n_ctx=n_ctx, processing=processing,
+        fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed,
     )
     del hf
     logger.info("loaded %s in %.1fs", path, time.perf_counter() - t0)
     return model
 
 
-def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed, **kwargs):
+def _from_hub(name, dev, dtype, pname, flags, **kwargs):
     how = (
         f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
         "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
@@ -361,16 +448,11 @@ def _from_hub(name, dev, dtype, fold_ln, center_writing_weights, center_unembed,
     try:
         with warnings.catch_warnings(), hub.quiet():
             warnings.simplefilter("ignore", DeprecationWarning)
-            model = HookedTransformer.from_pretrained(
-                name, device=str(dev), dtype=dtype, fold_ln=fold_ln,
-                center_writing_weights=center_writing_weights, center_unembed=center_unembed, **kwargs,
-            )
+            model = HookedTransformer.from_pretrained(name, device=str(dev), dtype=dtype, **flags, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
         offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
         raise ModelNotAvailableError(f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}") from exc
-    model._tl_geometry_processing = {
-        "fold_ln": fold_ln, "center_writing_weights": center_writing_weights, "center_unembed": center_unembed,
-    }
+    _record_processing(model, pname, flags)
     return model.eval()
 
 

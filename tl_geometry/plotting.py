@@ -336,7 +336,7 @@ def plot_pga(report: GeometryReport):
 
 _SPECTRAL = (
     ("spectral.rankme", "RankMe (effective rank)", False),
-    ("spectral.alpha_req", "α-ReQ (power-law decay α)", False),
+    ("spectral.alpha_req", "α-ReQ (power-law decay α, least squares)", False),
     ("spectral.isotropy", "isotropy (Σλ)²/(d·Σλ²)", False),
     ("spectral.condition_number", "condition number λ_max/λ_min", True),
 )

@@ -165,10 +165,17 @@ def closest_width(eps: float, d: float, models: Iterable[PublishedModel] | None 
 
 
 def hook_position(row: Row, n_layers: int | None = None) -> float:
-    """x position of a row's hook on a by-layer axis: embed → -1, blocks.L → L, final → n_layers."""
-    if row.layer is not None:
-        return float(row.layer)
+    """x position of a row's hook on a by-layer axis: embed → -1, blocks.L → L, final → n_layers.
+
+    ``blocks.L.hook_resid_pre`` is the residual stream before block L, i.e. ``blocks.{L-1}``'s
+    output: it sits at L − 1 (``blocks.0.hook_resid_pre``, the embeddings, at −1). The final
+    norm's hooks (``ln_final.*``, ``unembed.hook_in``) sit at n_layers.
+    """
     hook = row.hook or ""
+    if row.layer is not None:
+        return float(row.layer) - (1.0 if hook.endswith("hook_resid_pre") else 0.0)
+    if hook.startswith(("ln_final", "unembed")):
+        return float(n_layers) if n_layers is not None else math.nan
     if "embed" in hook:
         return -1.0
     if n_layers is not None:
@@ -275,6 +282,16 @@ def read_pga(report: GeometryReport) -> list[str]:
         )
         out.append(f"PGA CCR-{ccr}: peak z = {_fmt(best.value)} at {_where(best)}{neg_txt}.")
     if zrows:
+        presets = sorted({str(r.extras.get("preset", "library")) for r in zrows})
+        procs = sorted({str(r.extras.get("processing", "unknown")) for r in zrows})
+        if "paper" in presets and procs == ["none"]:
+            out.append("Preset 'paper': the unprocessed model (raw hidden states and raw W_U), as the paper.")
+        else:
+            out.append(
+                f"Preset {', '.join(repr(p) for p in presets)}, weight processing {', '.join(repr(p) for p in procs)}: "
+                "the paper uses the unprocessed model (preset 'paper'); TransformerLens's processing changes the "
+                "readout subspace and can flip the sign of z."
+            )
         out.append(
             "Paper: intermediate layers peak at z = 9–24 (Pythia 70M–6.9B, Phi-1.5, OLMo-1B, "
             "Gemma-2-2B); models with d ≤ 1024 can go negative at late layers (Pythia-410M down to "
@@ -293,8 +310,10 @@ def read_spectral(report: GeometryReport) -> list[str]:
     """Ranges of RankMe, α-ReQ, isotropy over the hooks."""
     out = []
     names = {
-        "spectral.rankme": "RankMe (effective rank)",
-        "spectral.alpha_req": "α-ReQ (eigenvalue decay)",
+        "spectral.rankme": "RankMe (effective rank, Garrido et al.: singular values)",
+        "spectral.rankme_eig": "RankMe of the covariance eigenvalues (rankme_eig)",
+        "spectral.alpha_req": "α-ReQ (eigenvalue decay; least squares over all ranks)",
+        "spectral.alpha_req_reptrix": "α-ReQ as reptrix fits it (1/i-weighted, ranks 11–100)",
         "spectral.isotropy": "isotropy (1 = isotropic)",
         "spectral.condition_number": "condition number",
     }
@@ -412,6 +431,8 @@ def model_line(report: GeometryReport) -> str:
         on = [k for k, v in dict(prov["weight_processing"]).items() if v]
         if on:
             parts.append("weights processed with " + ", ".join(on))
+        elif prov.get("processing") == "none":
+            parts.append("unprocessed weights (raw hidden states and W_U)")
     return "; ".join(parts) + ("." if parts else "")
 
 

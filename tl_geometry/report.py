@@ -314,4 +314,7 @@ def provenance_of(model: Any) -> dict[str, Any]:
             if cfg is not None and hasattr(cfg, attr)
         }
     prov["weight_processing"] = processing
+    from tl_geometry.models import processing_name
+
+    prov["processing"] = processing_name(model)  # "tl", "none", "custom" or "unknown"
     return prov

@@ -269,7 +269,8 @@ def test_pga_is_registered_and_runs_through_analyze(tiny_model, tiny_tokens):
 def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     from tl_geometry import cli
 
-    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu": tiny_model)
+    asked = []
+    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu", processing="tl": asked.append(processing) or tiny_model)
     monkeypatch.setattr(tg.corpus, "tokens", lambda model, source, **kw: tiny_tokens)
     out = tmp_path / "r.json"
     rc = cli.main(["pga", "--k", "4", "--n-null", "4", "--ccr", "0", "1", "--max-points", "40", "--layers", "0", "2",
@@ -279,6 +280,16 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     assert "z CCR-0" in text and "blocks.2.hook_resid_post" in text
     r = tg.GeometryReport.from_json(out)
     assert len(r.filter("pga.z")) == 4 and len(r.filter("spectral.rankme")) == 2
+    assert asked == ["tl"] and {row.extras["preset"] for row in r.filter("pga.z").rows} == {"library"}
+    # the paper preset loads the unprocessed model and uses Hugging Face's hidden_states hooks
+    with pytest.warns(UserWarning, match="processing of this HookedTransformer is unknown"):
+        rc = cli.main(["pga", "--preset", "paper", "--k", "4", "--n-null", "4", "--ccr", "1", "--max-points", "40",
+                       "--out", str(out)])
+    assert rc == 0 and asked[-1] == "none"
+    r = tg.GeometryReport.from_json(out)
+    assert [row.hook for row in r.filter("pga.z").rows] == tg.capture.hidden_state_hooks(tiny_model)
+    assert r.provenance["preset"] == "paper"
+    assert "preset 'paper'" in capsys.readouterr().out
     assert cli.main(["pga", "--k", "32"]) == 2
     assert "k must satisfy" in capsys.readouterr().err
     assert cli.main(["pga", "--n-null", "1"]) == 2

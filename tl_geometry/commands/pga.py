@@ -1,6 +1,7 @@
 """``tl-geometry pga``: Subspace PGA z by layer (several CCR levels) and spectral metrics.
 
-    tl-geometry pga [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
+    tl-geometry pga [--preset library|paper] [--processing tl|none]
+                    [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
                     [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
                     [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
                     [--out report.json] [--figures DIR]
@@ -11,13 +12,20 @@ from __future__ import annotations
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
+    p.add_argument("--preset", choices=("library", "paper"), default="library",
+                   help="'paper': the unprocessed model (raw hidden states, raw W_U) at Hugging Face's hidden_states "
+                        "(embeddings, blocks 0..n-2, final normalized state), as the PGA paper; 'library' (default): "
+                        "TransformerLens's weight processing, every blocks.L.hook_resid_post")
+    p.add_argument("--processing", choices=("tl", "none"), default=None,
+                   help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)")
     p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
     p.add_argument("--corpus-encoding", default="utf-8",
                    help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
     p.add_argument("--n-seqs", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=256)
-    p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_post (default all)")
+    p.add_argument("--layers", type=int, nargs="+", default=None,
+                   help="layers for blocks.{l}.hook_resid_post (default: all, or the preset's hooks)")
     p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
     p.add_argument("--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)")
     p.add_argument("--k", type=int, default=100, help="readout subspace dimension (< d_model)")
@@ -46,18 +54,27 @@ def run(args) -> int:
         raise ValueError(f"--ccr levels must be >= 0, got {args.ccr}")
     if args.max_points < 3:
         raise ValueError(f"--max-points must be >= 3, got {args.max_points}")
-    model = tg.models.load(args.model, device=args.device)
+    processing = args.processing or ("none" if args.preset == "paper" else "tl")
+    model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
         raise ValueError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
     tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
                               encoding=args.corpus_encoding)
-    hooks = args.hooks or capture.resid_hooks(model, "post", args.layers)
-    rep = tg.pga(model, tokens, hooks=hooks, k=args.k, n_null=args.n_null, ccr=args.ccr, max_points=args.max_points,
+    if args.hooks:
+        hooks = args.hooks
+    elif args.layers is not None:
+        hooks = capture.resid_hooks(model, "post", args.layers)
+    else:
+        hooks = capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
+    rep = tg.pga(model, tokens, preset=args.preset, hooks=hooks, k=args.k, n_null=args.n_null, ccr=args.ccr,
+                 max_points=args.max_points,
                  seed=args.seed, max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, batch_size=args.batch_size)
     reports = [rep]
     if not args.no_spectral:
         reports.append(tg.spectral(model, tokens, hooks=hooks, batch_size=args.batch_size))
-    report = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape))
+    report = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape),
+                                     preset=args.preset)
+    print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")
     print(summary(report, args.ccr))
     if args.out:
         report.to_json(args.out)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any, Sequence
 
 from tl_geometry import capture
-from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS, haar_bases, pc1_overlap, pga_profile, readout_basis
+from tl_geometry.models import processing_name, processing_of
+from tl_geometry.metrics.pga import (
+    DEFAULT_MAX_PAIRS, check_n_points, haar_bases, pc1_overlap, pga_profile, readout_basis,
+)
 from tl_geometry.metrics.spectral import StreamingCovariance
 from tl_geometry.registry import register_metric
 from tl_geometry.report import GeometryReport
@@ -21,11 +25,53 @@ def _ccr_list(ccr: int | Sequence[int]) -> list[int]:
     return sorted(set(ccrs))
 
 
+#: PGA presets. "paper": what the Subspace PGA paper works on (Xu, arXiv 2605.17084) — the
+#: unprocessed model (raw hidden states, raw W_U) at the hooks of Hugging Face's
+#: ``hidden_states`` (embeddings, each block's output, the last entry after the final norm).
+#: "library" (default): the model as loaded (TransformerLens's processing by default) at every
+#: ``blocks.{l}.hook_resid_post``.
+PRESETS = {
+    "paper": {"processing": "none", "hooks": "hidden_states"},
+    "library": {"processing": None, "hooks": "resid_post"},
+}
+
+_WHAT_DIFFERS = {
+    "fold_ln": "fold_ln multiplied the final norm's weight into W_U (the readout subspace differs)",
+    "center_unembed": "center_unembed removed W_U's mean over the vocabulary (the readout subspace differs)",
+    "center_writing_weights": "center_writing_weights centered every write to the residual stream "
+                              "(LayerNorm models: the hidden states themselves differ)",
+}
+
+
+def check_paper_model(model: Any) -> None:
+    """Warn when a model handed to the paper preset is not the unprocessed model, naming what differs."""
+    flags = processing_of(model)
+    how = "load it with tg.models.load(name, processing='none') (or TransformerLens's from_pretrained_no_processing)"
+    if flags is None:
+        warnings.warn(
+            f"PGA preset 'paper' expects the unprocessed model (raw hidden states and raw W_U); the weight "
+            f"processing of this {type(model).__name__} is unknown (not recorded by tl_geometry), so the "
+            f"readout subspace may differ from the paper's and z can change sign; {how}",
+            UserWarning, stacklevel=3,
+        )
+        return
+    on = [k for k in ("fold_ln", "center_unembed", "center_writing_weights") if flags.get(k)]
+    if on:
+        warnings.warn(
+            "PGA preset 'paper' expects the unprocessed model, but this one was processed: "
+            + "; ".join(_WHAT_DIFFERS[k] for k in on)
+            + f". On SmolLM2-135M this moves the top-100 readout subspace (overlap 0.80) and flips z at CCR-1 in "
+            f"layers 2–8 from about −2 to about +0.3; {how}",
+            UserWarning, stacklevel=3,
+        )
+
+
 @register_metric("pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap")
 def pga(
     model: Any,
     tokens: Any,
     *,
+    preset: str = "library",
     hooks: Sequence[str] | None = None,
     k: int = 100,
     n_null: int = 100,
@@ -39,38 +85,65 @@ def pga(
 ) -> GeometryReport:
     """Subspace PGA profile: z of the readout subspace at every hook, for one or several CCR levels.
 
-    Activations at ``hooks`` (default: every ``blocks.{l}.hook_resid_post``) are gathered for one
-    seeded sample of at most ``max_points`` positions shared by all hooks (BOS and padding
-    dropped); the readout basis is the top-``k`` left singular vectors of ``W_U``; the same
-    ``n_null`` Haar-random bases (from ``seed``) serve every hook and CCR level. See
-    :func:`tl_geometry.pga_score` for the score.
+    Activations at ``hooks`` are gathered for one seeded sample of at most ``max_points``
+    positions shared by all hooks (BOS and padding dropped); the readout basis is the top-``k``
+    left singular vectors of ``W_U``; the same ``n_null`` Haar-random bases (from ``seed``) serve
+    every hook and CCR level. See :func:`tl_geometry.pga_score` for the score.
 
-    Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras ccr, k, rho_read,
-    null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed) and
-    ``pga.pc1_overlap`` per hook (extras expected = k/d, ratio, explained_variance).
+    Args:
+        model: a TransformerLens model, or a model name (loaded with the preset's processing:
+            ``"none"`` for ``preset="paper"``, TransformerLens's for ``"library"``).
+        tokens: (batch, pos) token ids.
+        preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
+            W_U; a processed model gets a warning naming what differs) and, by default, the hooks
+            of Hugging Face's ``hidden_states`` (:func:`tl_geometry.capture.hidden_state_hooks`:
+            embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
+            model as it is, every ``blocks.{l}.hook_resid_post``.
+        hooks: explicit hook names (override the preset's).
+        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see :func:`tl_geometry.pga_profile`.
+
+    Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
+    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed) and
+    ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
+    explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
+    ``"custom"`` or ``"unknown"``).
 
     Raises:
-        ValueError: k ≥ d_model, bad ccr, bad hooks/tokens, or any error of :func:`pga_score`.
+        ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
+            than :func:`tl_geometry.min_points` (k), or any error of :func:`pga_score`.
     """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if isinstance(model, str):
+        from tl_geometry import models
+
+        model = models.load(model, processing=PRESETS[preset]["processing"] or "tl")
     capture.check_model(model)
+    if preset == "paper":
+        check_paper_model(model)
     d = int(model.cfg.d_model)
     if not isinstance(k, int) or not 1 <= k < d:
         raise ValueError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
     ccrs = _ccr_list(ccr)
-    hooks = capture.validate_hooks(model, hooks if hooks is not None else capture.resid_hooks(model, "post"))
+    if hooks is None:
+        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
+    hooks = capture.validate_hooks(model, hooks)
+    processing = processing_name(model)
     readout = readout_basis(capture.weight(model, "W_U"), k)
     cap = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress)
+    check_n_points(cap.n_points, k)
     bases = haar_bases(d, k, n_null, seed=seed)
 
     from tqdm.auto import tqdm
 
     rows = []
+    tag = {"preset": preset, "processing": processing}
     for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
         H = cap.acts[h]
         prof = pga_profile(H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb)
         for c, s in prof.items():
             extras = {
-                "ccr": c, "k": k, "rho_read": s.rho_read, "null_mean": s.null_mean, "null_std": s.null_std,
+                **tag, "ccr": c, "k": k, "rho_read": s.rho_read, "null_mean": s.null_mean, "null_std": s.null_std,
                 "n_points": s.n_points, "n_pairs": s.n_pairs, "n_null": s.n_null,
                 "pairs_subsampled": s.pairs_subsampled, "seed": seed,
             }
@@ -78,9 +151,11 @@ def pga(
             rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
         pc = pc1_overlap(H, readout)
         rows.append({"metric": "pga.pc1_overlap", "value": pc.overlap, "hook": h,
-                     "extras": {"expected": pc.expected, "ratio": pc.ratio, "explained_variance": pc.explained_variance, "k": k}})
+                     "extras": {**tag, "expected": pc.expected, "ratio": pc.ratio,
+                                "explained_variance": pc.explained_variance, "k": k}})
     return GeometryReport.from_rows(
-        rows, model=model, pga={"k": k, "n_null": n_null, "ccr": ccrs, "max_points": max_points, "seed": seed,
+        rows, model=model, pga={"preset": preset, "processing": processing, "k": k, "n_null": n_null, "ccr": ccrs,
+                                "max_points": max_points, "seed": seed,
                                 "readout": "top-k left singular vectors of W_U", "n_points": cap.n_points},
     )
 
@@ -97,17 +172,27 @@ def spectral(
 ) -> GeometryReport:
     """Spectral metrics of the activations at every hook, streamed over all (non-BOS) tokens.
 
-    Rows ``spectral.rankme``, ``spectral.alpha_req``, ``spectral.isotropy``,
-    ``spectral.condition_number`` per hook (extras n_points, d, n_kept).
+    Rows per hook: ``spectral.rankme`` (Garrido et al.: singular values), ``spectral.rankme_eig``
+    (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
+    ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
+    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept and
+    the model's weight ``processing``. See :mod:`tl_geometry.metrics.spectral`.
     """
     capture.check_model(model)
     hooks = capture.validate_hooks(model, hooks if hooks is not None else capture.resid_hooks(model, "post"))
     accs = {h: StreamingCovariance() for h in hooks}
     capture.run(model, tokens, hooks, lambda h, a: accs[h].update(a), batch_size=batch_size, progress=progress, desc="spectral")
+    processing = processing_name(model)
     rows = []
     for h in hooks:
         m = accs[h].spectral(fit_range)
-        extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept}
-        for name in ("rankme", "alpha_req", "isotropy", "condition_number"):
-            rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": extras})
+        extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "processing": processing}
+        r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
+        for name in SPECTRAL_ROWS:
+            ex = {**extras, "r2": r2[name]} if name in r2 else extras
+            rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": ex})
     return GeometryReport.from_rows(rows, model=model)
+
+
+#: The per-hook rows of the "spectral" metric, in order.
+SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
