@@ -25,7 +25,7 @@ from tl_geometry.metrics.pga import *  # noqa: E402,F401,F403
 from tl_geometry.metrics.interaction import *  # noqa: E402,F401,F403
 from tl_geometry.metrics import basic as _basic  # noqa: E402,F401  (registers "shape")
 from tl_geometry.analysis import analyze  # noqa: E402
-from tl_geometry import convergence, html, jobs, packing, plotting, sae, weights_reader  # noqa: E402  (optional deps load lazily)
+from tl_geometry import convergence, html, jobs, packing, plotting, sae, threads, weights_reader  # noqa: E402  (optional deps load lazily)
 from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report  # noqa: E402
 from tl_geometry.reproduce import reproduce  # noqa: E402  (the module stays importable as tl_geometry.reproduce via from-imports)
 

@@ -49,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     from tl_geometry.models import ModelNotAvailableError
 
+    from tl_geometry.threads import using_threads
+
     try:
-        return int(args.func(args) or 0)
+        with using_threads(getattr(args, "threads", None)):  # --threads of report / pga / agop
+            return int(args.func(args) or 0)
     except (ValueError, KeyError, TypeError, FileNotFoundError, FileExistsError, NotADirectoryError, ModelNotAvailableError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"tl-geometry {args.command}: error: {' '.join(str(msg).split())}", file=sys.stderr)

@@ -36,6 +36,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
+                        "library runs its sort-bound kernels on one of them")
     p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
     p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
     p.set_defaults(func=run)

@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
     p.add_argument("--no-figures", action="store_true", help="skip PNG figures and index.html")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
+                        "library runs its sort-bound kernels on one of them")
     p.add_argument("--max-memory-gb", type=float, default=None,
                    help="refuse a model whose estimated peak memory exceeds this (default: available RAM)")
     p.set_defaults(func=run)

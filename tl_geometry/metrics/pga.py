@@ -28,6 +28,7 @@ from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
+from tl_geometry.threads import kernel_threads, limit_threads
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
 
@@ -243,11 +244,15 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 
 
 def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
+    """ρ of each null basis. Our choice: the batched projection uses torch's threads; the per-null
+    similarities and sort run single-threaded (:mod:`tl_geometry.threads`: a sort of N(N−1)/2 keys
+    split over OpenMP threads costs ~4× the CPU when another process competes for the cores)."""
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
         Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
-        for t in range(Y.shape[0]):
-            rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
+        with limit_threads(kernel_threads("sort") if Y.device.type == "cpu" else None):
+            for t in range(Y.shape[0]):
+                rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
     return rhos
 
 

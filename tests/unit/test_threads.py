@@ -1,0 +1,158 @@
+"""Per-kernel thread use (tl_geometry.threads): scoped, restored on error, capped by the user's setting."""
+
+import pytest
+import torch
+
+import tl_geometry as tg
+from tl_geometry import threads
+from tl_geometry.cli import main
+from tl_geometry.metrics import pga as pga_mod
+
+
+@pytest.fixture
+def two_threads():
+    """torch set to 2 intra-op threads for the test (the default on a 2-core box), then restored."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_limit_threads_lowers_and_restores(two_threads):
+    with threads.limit_threads(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+
+
+def test_limit_threads_restores_on_error(two_threads):
+    with pytest.raises(RuntimeError, match="boom"):
+        with threads.limit_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == 2
+
+
+def test_limit_threads_never_raises_the_users_cap(two_threads):
+    torch.set_num_threads(1)  # the user's choice (OMP_NUM_THREADS=1 or torch.set_num_threads(1))
+    with threads.limit_threads(4) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    with threads.limit_threads(None) as n:
+        assert n == 1
+    assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_bad_thread_counts_are_refused(bad):
+    with pytest.raises(ValueError, match="positive integer"):
+        with threads.limit_threads(bad):
+            pass
+    with pytest.raises(ValueError, match="positive integer"):
+        threads.set_threads(bad)
+
+
+def test_using_threads_may_raise_and_restores(two_threads):
+    torch.set_num_threads(1)
+    with pytest.raises(KeyError):
+        with threads.using_threads(2) as n:
+            assert n == 2 and torch.get_num_threads() == 2
+            raise KeyError("x")
+    assert torch.get_num_threads() == 1
+
+
+def test_kernel_threads_policy(two_threads, monkeypatch):
+    assert threads.kernel_threads("sort") == 1
+    assert threads.kernel_threads("dense") == 2
+    monkeypatch.setattr(threads, "POLICY", "inherit")
+    assert threads.kernel_threads("sort") == 2
+    monkeypatch.setattr(threads, "POLICY", "fast")
+    with pytest.raises(ValueError, match="'auto' or 'inherit'"):
+        threads.kernel_threads("sort")
+    monkeypatch.setattr(threads, "POLICY", "auto")
+    with pytest.raises(ValueError, match="unknown kernel kind 'gpu'"):
+        threads.kernel_threads("gpu")
+
+
+def _data(n=60, d=12, k=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    V = tg.readout_basis(torch.randn(d, 40, generator=g), k)
+    H = torch.randn(n, d, generator=g) * torch.linspace(0.3, 2.0, d)
+    return H, V
+
+
+def _spy_null_threads(monkeypatch):
+    """Record torch's thread setting at every similarity computation of the PGA kernel."""
+    seen = []
+    real = pga_mod.cosine_similarities
+
+    def spy(Y, pairs, *a, **kw):
+        seen.append(torch.get_num_threads())
+        return real(Y, pairs, *a, **kw)
+
+    monkeypatch.setattr(pga_mod, "cosine_similarities", spy)
+    return seen
+
+
+def test_pga_null_loop_runs_single_threaded_and_restores(two_threads, monkeypatch):
+    seen = _spy_null_threads(monkeypatch)
+    H, V = _data()
+    s = tg.pga_score(H, V, n_null=6, ccr=0)
+    # reference + readout with torch's setting, then 6 nulls on one thread
+    assert seen == [2, 2] + [1] * 6
+    assert torch.get_num_threads() == 2
+    assert s.n_null == 6
+
+
+def test_pga_inherit_policy_uses_torchs_setting(two_threads, monkeypatch):
+    monkeypatch.setattr(threads, "POLICY", "inherit")
+    seen = _spy_null_threads(monkeypatch)
+    H, V = _data()
+    tg.pga_score(H, V, n_null=4, ccr=0)
+    assert seen == [2] * 6
+
+
+def test_pga_restores_threads_when_a_null_fails(two_threads, monkeypatch):
+    calls = {"n": 0}
+    real = pga_mod.RankedReference.spearman
+
+    def failing(self, y):
+        calls["n"] += 1
+        if calls["n"] == 4:  # inside the null loop
+            raise RuntimeError("sort failed")
+        return real(self, y)
+
+    monkeypatch.setattr(pga_mod.RankedReference, "spearman", failing)
+    H, V = _data()
+    with pytest.raises(RuntimeError, match="sort failed"):
+        tg.pga_score(H, V, n_null=5, ccr=0)
+    assert torch.get_num_threads() == 2
+
+
+def test_pga_results_do_not_depend_on_the_thread_policy(two_threads, monkeypatch):
+    H, V = _data(n=80, d=16, k=4, seed=3)
+    auto = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8)
+    monkeypatch.setattr(threads, "POLICY", "inherit")
+    inherit = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8)
+    for c in (0, 1):
+        assert auto[c].z == pytest.approx(inherit[c].z, abs=1e-9)
+        assert torch.allclose(auto[c].null_rhos, inherit[c].null_rhos, atol=1e-12)
+
+
+@pytest.mark.parametrize("command", ["report", "pga", "agop"])
+def test_cli_threads_option(command, two_threads, capsys):
+    assert main([command, "--threads", "0"]) == 2
+    assert "--threads must be a positive integer, got 0" in capsys.readouterr().err
+    assert torch.get_num_threads() == 2
+
+
+def test_cli_threads_applies_during_the_command_and_is_restored(two_threads, monkeypatch):
+    from tl_geometry.commands import report as report_cmd
+
+    seen = []
+
+    def fake_run(args):
+        seen.append(torch.get_num_threads())
+        return 0
+
+    monkeypatch.setattr(report_cmd, "run", fake_run)
+    assert main(["report", "--threads", "1"]) == 0
+    assert seen == [1] and torch.get_num_threads() == 2
