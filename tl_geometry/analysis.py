@@ -31,7 +31,9 @@ def analyze(
         metrics: registry names (default: every registered metric).
         hooks: hook names passed to every activation/gradient metric (default: each metric's own).
         options: per-metric keyword options, e.g. ``{"pga": {"n_null": 20}}``.
-        progress: show a progress bar over metrics.
+        progress: show a progress bar over metrics (``tqdm.auto``: a widget in Jupyter, text in a
+            terminal) naming the metric being computed, and each metric's own bar (over batches,
+            hooks or probes) when it takes a ``progress`` option.
         **provenance: extra provenance fields (corpus name, seed, ...).
 
     Raises:
@@ -52,11 +54,15 @@ def analyze(
             raise ValueError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
     reports = []
     timings = {}
-    for spec in tqdm(specs, desc="metrics", disable=not progress):
+    bar = tqdm(specs, desc="metrics", unit="metric", disable=not progress)
+    for spec in bar:
+        bar.set_description(f"metrics: {spec.name}")  # the bar names the metric being computed
         t0 = time.perf_counter()
         kwargs = dict(options.get(spec.name, {}))
         if hooks is not None and spec.needs != "weights":
             kwargs["hooks"] = hooks
+        if "progress" not in kwargs and _accepts(spec.fn, "progress"):
+            kwargs["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
         reports.append(spec(model, tokens, **kwargs))
         timings[spec.name] = round(time.perf_counter() - t0, 3)
         logger.info("metric %s took %.2fs", spec.name, timings[spec.name])
@@ -68,3 +74,15 @@ def analyze(
     prov["metrics"] = names
     prov["timings_s"] = timings
     return GeometryReport.merge(*reports, **prov)
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    """Whether ``fn`` names a keyword argument ``name`` (not through ``**kwargs``: a plugin that
+    checks its options must not be handed one it never asked for)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params and params[name].kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

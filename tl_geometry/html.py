@@ -23,7 +23,10 @@ from typing import Mapping
 from tl_geometry.readings import model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text
 
-__all__ = ["OutputExistsError", "check_out_dir", "render_markdown", "write_html", "write_outputs", "OUTPUT_FILES"]
+__all__ = [
+    "OutputExistsError", "check_out_dir", "figure_data_uris", "render_html", "render_markdown", "write_html",
+    "write_outputs", "OUTPUT_FILES",
+]
 
 OUTPUT_FILES = ("report.json", "report.md", "index.html")
 
@@ -131,21 +134,70 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
     Raises:
         FileNotFoundError: a figure path does not exist.
     """
-    from tl_geometry.plotting import FIGURES
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figs = {name: Path(p) for name, p in figures.items()}
     missing = [str(p) for p in figs.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"figure files not found: {missing}")
+    path = out / "index.html"
+    atomic_write_text(path, render_html(report, {name: _data_uri(p) for name, p in figs.items()}))
+    return path
+
+
+def figure_data_uris(report: GeometryReport, *, dpi: int = 110) -> dict[str, str]:
+    """``{figure name: PNG data URI}`` of every figure the report has rows for, drawn in memory."""
+    import io
+
+    from tl_geometry.plotting import _plt, figures
+
+    plt = _plt()
+    out = {}
+    for name, fig in figures(report).items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+        plt.close(fig)
+        out[name] = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return out
+
+
+def _scoped_css(scope: str) -> str:
+    """:data:`_CSS` with every selector prefixed by ``scope`` (``body`` becomes the scope itself),
+    so the report's style in a notebook applies to the report only."""
+    out = []
+    for rule in _CSS.split("}"):
+        if "{" not in rule:
+            continue
+        sel, body = rule.split("{", 1)
+        sels = [scope if x.strip() == "body" else f"{scope} {x.strip()}" for x in sel.split(",")]
+        out.append(",".join(sels) + "{" + " ".join(body.split()) + "}")
+    return "\n".join(out)
+
+
+def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment: bool = False) -> str:
+    """The report page as HTML text: readings, figures, provenance and the full table.
+
+    Args:
+        report: the results.
+        figures: ``{figure name: image URI}`` (a PNG data URI, as :func:`figure_data_uris` gives).
+        fragment: only the content, in a ``<div>`` with its own scoped style (what
+            ``GeometryReport._repr_html_`` shows in a notebook) instead of a whole page.
+    """
+    from tl_geometry.plotting import FIGURES
+
+    figs = dict(figures)
     prov = dict(report.provenance)
     model = prov.get("model") or (report.rows[0].model if report.rows else "?")
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>Geometry report: {_esc(model)}</title>",
-        f"<style>{_CSS}</style></head><body>",
+    if fragment:
+        parts = ['<div class="tl-geometry-report">', f"<style>{_scoped_css('.tl-geometry-report')}</style>"]
+    else:
+        parts = [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>Geometry report: {_esc(model)}</title>",
+            f"<style>{_CSS}</style></head><body>",
+        ]
+    parts += [
         f"<h1>Geometry report: {_esc(model)}</h1>",
         "<p>How this model's latent space is organized, measured with "
         "<code>tl_geometry</code>: representational capacity (arXiv 2606.02765), Subspace PGA "
@@ -167,14 +219,14 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
                 used.add(name)
                 caption = FIGURES.get(name, (None, name))[1]
                 parts.append(
-                    f'<figure><img src="{_data_uri(figs[name])}" alt="{_esc(caption)}">'
+                    f'<figure><img src="{_esc(figs[name])}" alt="{_esc(caption)}">'
                     f"<figcaption>{_esc(caption)}</figcaption></figure>"
                 )
     rest = [n for n in figs if n not in used]
     if rest:
         parts.append("<h2>Other figures</h2>")
         for name in rest:
-            parts.append(f'<figure><img src="{_data_uri(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>')
+            parts.append(f'<figure><img src="{_esc(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>')
     if not readings and not figs:
         parts.append("<p>No rows of the built-in families; see the full table below.</p>")
     parts.append("<h2>Provenance</h2><table class=\"prov\">")
@@ -189,10 +241,8 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
             f"<tr><td>{_esc(r.hook or '')}</td><td>{'' if r.layer is None else r.layer}</td>"
             f"<td>{_esc(r.metric)}</td><td class=\"num\">{_esc(_fmt(r.value))}</td><td>{_esc(extras or '')}</td></tr>"
         )
-    parts.append("</table></details></body></html>")
-    path = out / "index.html"
-    atomic_write_text(path, "\n".join(parts))
-    return path
+    parts.append("</table></details>" + ("</div>" if fragment else "</body></html>"))
+    return "\n".join(parts)
 
 
 def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathLike] | None = None) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "figures",
     "save_figures",
     "FIGURES",
+    "FAMILY_FIGURES",
 ]
 
 def _plt():
@@ -488,6 +489,18 @@ FIGURES: dict[str, tuple[Callable, str]] = {
     "spectral": (plot_spectral, "Spectral metrics by layer"),
     "aofe_ratio": (plot_aofe, "AGOP AOFE ratio by layer"),
     "sae_widths": (plot_sae_widths, "SAE widths vs the capacity bound"),
+}
+
+
+#: ``GeometryReport.plot(family)``: the figure drawn for each metric family.
+FAMILY_FIGURES: dict[str, str] = {
+    "capacity": "capacity_curve",
+    "epsilon": "epsilon_by_layer",
+    "pga": "pga_z",
+    "spectral": "spectral",
+    "interaction": "aofe_ratio",
+    "agop": "aofe_ratio",
+    "sae": "sae_widths",
 }
 
 

@@ -260,6 +260,34 @@ class GeometryReport:
         models = sorted({r.model for r in self.rows})
         return f"GeometryReport({len(self.rows)} rows, metrics={sorted(self.metrics)}, models={models})"
 
+    # ------------------------------------------------------------------ notebooks
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: the same content as ``index.html`` (readings, the family
+        figures as inline PNGs, provenance, all rows), rendered by :func:`tl_geometry.html.render_html`."""
+        from tl_geometry.html import figure_data_uris, render_html
+
+        return render_html(self, figure_data_uris(self), fragment=True)
+
+    def plot(self, family: str):
+        """A matplotlib figure of one family: ``"capacity"``, ``"epsilon"``, ``"pga"``,
+        ``"spectral"``, ``"interaction"`` (alias ``"agop"``), ``"sae"``, or a figure name of
+        :data:`tl_geometry.plotting.FIGURES` (e.g. ``"cosine_histogram"``).
+
+        Raises:
+            ValueError: an unknown name (lists the accepted ones), or no rows for that figure.
+        """
+        from tl_geometry.plotting import FAMILY_FIGURES, FIGURES
+
+        if not isinstance(family, str) or (family not in FAMILY_FIGURES and family not in FIGURES):
+            raise ValueError(f"unknown figure family {family!r}; expected one of "
+                             f"{sorted(FAMILY_FIGURES)} or a figure name {sorted(FIGURES)}")
+        name = FAMILY_FIGURES.get(family, family)
+        fig = FIGURES[name][0](self)
+        if fig is None:
+            raise ValueError(f"the report has no rows for the {family!r} figure ({name}); "
+                             f"its metrics: {sorted(self.metrics)}")
+        return fig
+
 
 def _fmt(v: float, digits: int) -> str:
     if not math.isfinite(v):
