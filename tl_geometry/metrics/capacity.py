@@ -56,6 +56,7 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ZeroRowsWarning",
     "SimilarityStats",
     "SimilarityAccumulator",
     "similarity_stats",
@@ -143,6 +144,34 @@ def _as_matrix(vectors: Any) -> Tensor:
     return vectors.detach()
 
 
+class ZeroRowsWarning(UserWarning):
+    """Most rows had norm 0 and were dropped, so μ, σ and ε describe only the few rows left.
+
+    A few zero rows are normal (padding tokens); most of them usually means the vectors
+    underflowed, e.g. small activations cast to float16 before the statistics.
+    """
+
+
+def _warn_if_mostly_zero(n_kept: int, n_total: int, low_precision: str | None) -> None:
+    if n_total == 0 or (n_total - n_kept) * 2 <= n_total:
+        return
+    import warnings
+
+    cause = (
+        f" The input was {low_precision}: values below its smallest subnormal "
+        f"({'6e-8' if low_precision == 'torch.float16' else '9e-41'}) become 0. Cast to float32 before "
+        "anything rounds them (before the cast to half precision, or before the norm), or rescale the vectors."
+        if low_precision else " Check that the vectors were not zeroed or underflowed upstream."
+    )
+    warnings.warn(
+        ZeroRowsWarning(
+            f"{n_total - n_kept} of {n_total} rows have norm 0 and were dropped; μ, σ and ε are over the "
+            f"remaining {n_kept} rows only.{cause}"
+        ),
+        stacklevel=3,
+    )
+
+
 class SimilarityAccumulator:
     """Streaming Gram moments of unit rows: ``update(block)`` any number of times, then ``compute()``.
 
@@ -167,6 +196,7 @@ class SimilarityAccumulator:
         self.gram: Tensor | None = None
         self.diag1 = self.diag2 = 0.0
         self.n = self.n_total = 0
+        self.low_precision: str | None = None  # "torch.float16" / "torch.bfloat16" when seen (ZeroRowsWarning)
 
     def update(self, block: Float[Tensor, "b d"] | np.ndarray, *, return_unit: bool = False) -> Tensor | None:
         """Add rows. Returns the kept unit rows (float64) and their indices when ``return_unit``."""
@@ -177,6 +207,8 @@ class SimilarityAccumulator:
             self.gram = torch.zeros(xb.shape[1], xb.shape[1], dtype=torch.float64, device=device)
         elif xb.shape[1] != self.s.shape[0]:
             raise ValueError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.s.shape[0]}")
+        if xb.dtype in (torch.float16, torch.bfloat16):
+            self.low_precision = str(xb.dtype)
         xb = xb.to(device=self.s.device, dtype=torch.float64)
         if not torch.isfinite(xb).all():
             bad = self.n_total + int((~torch.isfinite(xb)).any(1).nonzero()[0, 0])
@@ -198,12 +230,15 @@ class SimilarityAccumulator:
         """μ, σ, ε over all ordered pairs of the non-zero rows seen so far."""
         n = self.n
         if self.s is None or n < 2:
-            raise ValueError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows)")
+            hint = (f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
+                    if self.low_precision and self.n_total > n else "")
+            raise ValueError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
         pairs = n * (n - 1)
         mean = (float(self.s @ self.s) - self.diag1) / pairs
         second = (float((self.gram * self.gram).sum()) - self.diag2) / pairs
         std = max(second - mean * mean, 0.0) ** 0.5
         eps = mean + 2.0 * std
+        _warn_if_mostly_zero(n, self.n_total, self.low_precision)
         return SimilarityStats(
             mean=mean, std=std, epsilon=eps, second_moment=second, n_vectors=n,
             n_dropped=self.n_total - n, d=int(self.s.shape[0]), model_class=model_class_of(eps),
