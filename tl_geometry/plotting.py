@@ -195,12 +195,22 @@ def plot_cosine_histogram(report: GeometryReport):
 
 
 def plot_capacity_curve(report: GeometryReport, *, published=None):
-    """log10 capacity bound vs ε at the model's d, with the model's point and published models."""
-    eps_rows = _once(report, "epsilon.W_E") + _once(report, "epsilon.W_U")
+    """log10 capacity vs ε at the model's d, with the model's W_E point and published models.
+
+    As the paper reports capacity: the curve is solid where it is a count (Class 2, ε < 0.1)
+    and dotted beyond (the formula only; the paper gives no count there); a model or published
+    model without a count is marked on the ε axis as indeterminate, not placed on the curve.
+    Only W_E, the paper's matrix, is placed (W_U when the report has no W_E).
+    """
+    from tl_geometry.readings import capacity_status
+
+    eps_rows = _once(report, "epsilon.W_E") or _once(report, "epsilon.W_U")
     if not eps_rows:
         return None
+    mat = eps_rows[0].metric.split(".", 1)[1]
+    cap_rows = _once(report, f"capacity.{mat}")
     d = None
-    for r in eps_rows + _once(report, "capacity.W_E") + _once(report, "capacity.W_U"):
+    for r in eps_rows + cap_rows:
         d = d or r.extras.get("d")
     d = d or report.provenance.get("d_model")
     if not d:
@@ -210,58 +220,66 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
     pubs = list(published if published is not None else published_models())
     fig, ax = plt.subplots(figsize=(8.5, 5.2))
     grid = np.linspace(0.01, 0.995, 400)
+    counted = grid < CLASS2_BELOW
     ax.axvspan(0, CLASS2_BELOW, color="tab:green", alpha=0.07)
     ax.axvspan(CLASS2_BELOW, CLASS1_ABOVE, color="tab:orange", alpha=0.07)
     ax.axvspan(CLASS1_ABOVE, 1.02, color="tab:red", alpha=0.05)
-    for x, label in ((0.05, "Class 2"), (0.15, "boundary"), (0.6, "Class 1")):
-        ax.text(x, 0.97, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=9, color="dimgray")
-    ax.plot(grid, _log10_capacity(d, grid), color="black", lw=2, label=f"full-form bound, d = {int(d)}")
-    ys_shown = [y for y in (float(_log10_capacity(d, np.array([r.value]))[0]) for r in eps_rows) if np.isfinite(y)]
-    if pubs:
-        pe = np.array([m.epsilon for m in pubs])
-        pk = np.array([_log10_capacity(m.d_model, np.array([m.epsilon]))[0] for m in pubs])
+    for x, label in ((0.05, "Class 2:\ncount"), (0.15, "boundary:\nindeterminate"), (0.6, "Class 1: indeterminate")):
+        ax.text(x, 0.97, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8, color="dimgray")
+    curve_d = _log10_capacity(d, grid)
+    ax.plot(grid[counted], curve_d[counted], color="black", lw=2, label=f"full-form capacity, d = {int(d)}")
+    ax.plot(grid[~counted], curve_d[~counted], color="black", lw=1, ls=":",
+            label="formula only (ε ≥ 0.1: the paper gives no count)")
+    ys_shown = [float(_log10_capacity(d, np.array([0.1]))[0])]
+    pub_count = [m for m in pubs if m.epsilon < CLASS2_BELOW]
+    pub_none = [m for m in pubs if m.epsilon >= CLASS2_BELOW]
+    if pub_count:
+        pe = np.array([m.epsilon for m in pub_count])
+        pk = np.array([_log10_capacity(m.d_model, np.array([m.epsilon]))[0] for m in pub_count])
         ys_shown += pk.tolist()
-        sc = ax.scatter(pe, pk, c=np.log2([m.d_model for m in pubs]), cmap="viridis", s=22, alpha=0.8,
+        sc = ax.scatter(pe, pk, c=np.log2([m.d_model for m in pub_count]), cmap="viridis", s=22, alpha=0.8,
                         label="published models (at their own d)", zorder=3)
         cb = fig.colorbar(sc, ax=ax, pad=0.01)
         cb.set_label("log₂ d_model of the published model")
-    top = max(ys_shown + [float(_log10_capacity(d, np.array([0.3]))[0])]) * 1.15
+    if pub_none:
+        ax.scatter([m.epsilon for m in pub_none], [0.0] * len(pub_none), marker="|", s=120, color="grey", zorder=3,
+                   clip_on=False, label=f"published, indeterminate ({len(pub_none)} models)")
+    top = max(ys_shown) * 1.3
     for other in (1024, 4096, 16384):
         if other != int(d):
             curve = _log10_capacity(other, grid)
-            ax.plot(grid, curve, color="grey", lw=0.8, ls=":")
-            i = int(np.searchsorted(curve, top * 0.9))
-            if i < len(grid) - 5:
+            ax.plot(grid[counted], curve[counted], color="grey", lw=0.8, ls=":")
+            i = int(np.searchsorted(grid, CLASS2_BELOW)) - 1
+            if curve[i] < top:
                 ax.text(grid[i], curve[i], f"d={other} ", fontsize=7, color="grey", ha="right", va="bottom")
-            else:
-                ax.text(grid[-1], curve[-1], f"d={other} ", fontsize=7, color="grey", ha="right", va="bottom")
     labelled = set()
     for r in eps_rows:
-        mat = r.metric.split(".", 1)[1]
+        status, reason = capacity_status(cap_rows[0]) if cap_rows else (
+            ("count", "") if 0 < r.value < CLASS2_BELOW else ("indeterminate", "ε ≥ 0.1"))
         y = _log10_capacity(d, np.array([r.value]))[0]
-        if not np.isfinite(y):  # ε outside (0, 1): no bound to place the point on
-            ax.axvline(min(r.value, 1.0), color="tab:red", ls="--", label=f"this model {mat}: ε = {r.value:.3f} (no bound)")
+        if status != "count" or not np.isfinite(y):
+            ax.axvline(min(max(r.value, 0.0), 1.0), color="tab:red", ls="--",
+                       label=f"this model {mat}: ε = {r.value:.3f}, capacity indeterminate")
             continue
-        ax.scatter([r.value], [y], marker="*", s=260, color="tab:red" if mat == "W_E" else "tab:purple",
-                   edgecolor="black", zorder=5, label=f"this model {mat}: ε = {r.value:.3f}")
+        ax.scatter([r.value], [y], marker="*", s=260, color="tab:red", edgecolor="black", zorder=5,
+                   label=f"this model {mat}: ε = {r.value:.3f}, k ≈ 10^{y:.1f}")
         if pubs:
-            near = closest_published(r.value, pubs)
-            if near.name not in labelled:
+            near = closest_published(r.value, pub_count or pubs)
+            if near.name not in labelled and near.epsilon < CLASS2_BELOW:
                 labelled.add(near.name)
                 ny = _log10_capacity(near.d_model, np.array([near.epsilon]))[0]
                 ax.annotate(f"{near.name} ({near.epsilon:.3f})", (near.epsilon, ny), textcoords="offset points",
-                            xytext=(-6, 6) if near.epsilon > 0.7 else (6, 6), ha="right" if near.epsilon > 0.7 else "left",
-                            fontsize=8)
-    for m in pubs:
-        if m.name in ("Llama-2-7B", "Gemma-3-270M") and m.name not in labelled:
+                            xytext=(6, 6), ha="left", fontsize=8)
+    for m in pub_count:
+        if m.name == "Llama-2-7B" and m.name not in labelled:
             ax.annotate(f"{m.name} ({m.epsilon:.3f})", (m.epsilon, _log10_capacity(m.d_model, np.array([m.epsilon]))[0]),
                         textcoords="offset points", xytext=(6, 6), fontsize=8)
     ax.set_ylim(0, top)
     ax.set_xlim(0, 1.02)
-    ax.set_xlabel("ε = μ + 2σ of pairwise embedding cosines")
-    ax.set_ylabel("capacity bound: log₁₀ k (near-orthogonal directions)")
-    ax.set_title(_title(report, "Capacity bound vs ε (capacity paper, full form)"))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.92))
+    ax.set_xlabel(f"ε = μ + 2σ of pairwise cosines of {mat} rows (the paper: raw W_E)")
+    ax.set_ylabel("capacity: log₁₀ k (near-orthogonal directions)")
+    ax.set_title(_title(report, "Capacity vs ε (capacity paper, full form, preset \"paper\")"))
+    ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
@@ -445,22 +463,23 @@ def plot_sae_widths(report: GeometryReport):
                    s=30, alpha=0.8, label=rel if len(rel) < 40 else rel[:37] + "…")
     wmax = max(r.value for r in widths)
     off_chart = []
-    for mat, color in (("W_E", "tab:red"), ("W_U", "tab:purple")):
+    from tl_geometry.readings import capacity_status
+
+    for mat, color in (("W_E", "tab:red"),):  # the paper's matrix only
         cap = _once(report, f"capacity.{mat}")
-        if not cap or not cap[0].value > 0:
+        if not cap:
             continue
+        status, reason = capacity_status(cap[0])
         k = cap[0].value
-        if math.isinf(k):
-            off_chart.append(f"{mat} bound vacuous (ε > 0.2)")
+        if status != "count":
+            off_chart.append(f"{mat} capacity indeterminate: no count\n({reason[:70]})")
             continue
         # Our choice: a bound many orders above the widest SAE would flatten every point to one
         # line on a log axis; it is named in the corner instead.
         if math.isfinite(k) and k <= wmax * 1e4:
-            ax.axhline(k, color=color, ls="--", lw=1.4, label=f"capacity bound from {mat} ε: k ≈ {k:.3g}")
+            ax.axhline(k, color=color, ls="--", lw=1.4, label=f"capacity from {mat} ε: k ≈ {k:.3g}")
         else:
-            eps = cap[0].extras.get("epsilon")
-            why = "; vacuous: ε > 0.2" if eps is not None and float(eps) > CLASS1_ABOVE else ""
-            off_chart.append(f"{mat} bound k ≈ {k:.3g} (off the chart{why})")
+            off_chart.append(f"{mat} capacity k ≈ {k:.3g} (off the chart)")
     if off_chart:
         ax.text(0.99, 0.98, "\n".join(off_chart), transform=ax.transAxes, ha="right", va="top", fontsize=8,
                 bbox=dict(facecolor="white", alpha=0.8, edgecolor="grey"))

@@ -35,6 +35,7 @@ __all__ = [
     "model_line",
     "summary_table",
     "read_capacity",
+    "capacity_status",
     "read_pga",
     "read_spectral",
     "read_interaction",
@@ -59,8 +60,7 @@ Qwen3-0.6B 1024 0.25204; Qwen3-4B 2560 0.20834; Qwen3-8B 4096 0.05969; Qwen3-32B
 Qwen3-30B-A3B 2048 0.06456; Qwen3-Next-80B-A3B 2048 0.07422; Qwen3-235B-A22B 4096 0.04874;
 Qwen3-Coder-480B 6144 0.04660; TinyLlama-1.1B 2048 0.06329"""
 
-CLASS1_ABOVE = 0.2
-CLASS2_BELOW = 0.1
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: E402  (one definition)
 EFFICIENT_INTERVAL = (0.023, 0.047)
 
 
@@ -207,27 +207,74 @@ def _where(row: Row) -> str:
 
 
 # ----------------------------------------------------------------------------- families
+def capacity_status(row: Row) -> tuple[str, str]:
+    """(status, reason) of a ``capacity.*`` row: "count" or "indeterminate".
+
+    Rows written by the capacity metric carry ``extras["status"]``; for older rows (a number
+    whatever ε) the paper's rule is applied here: a count only for a finite value at ε < 0.1.
+    """
+    from tl_geometry.metrics._capacity_forms import _indeterminate_reason, model_class_of
+
+    ex = row.extras
+    if ex.get("status") in ("count", "indeterminate"):
+        return ex["status"], str(ex.get("reason") or "")
+    eps = ex.get("epsilon")
+    if eps is not None:
+        why = _indeterminate_reason(float(eps), model_class_of(float(eps)))
+        if why is not None:
+            return "indeterminate", why
+    if row.value is None or not math.isfinite(row.value):
+        return "indeterminate", "no finite count"
+    return "count", ""
+
+
+def _matrix_note(row: Row, mat: str) -> str:
+    raw = row.extras.get("raw")
+    if mat == "W_E":
+        if raw is True:
+            return "raw W_E, the paper's matrix"
+        if raw is False:
+            return ("W_E as processed by TransformerLens (center_writing_weights), not the raw checkpoint "
+                    "the paper measured; `tl-geometry capacity PATH` reads the raw one")
+        return "W_E"
+    if raw is False:
+        return "W_U as processed by TransformerLens (" + str(row.extras.get("raw_why", "fold_ln / center_unembed")) + ")"
+    return "W_U"
+
+
 def read_capacity(report: GeometryReport) -> list[str]:
-    """ε and the capacity bound of W_E / W_U, with the closest published model."""
+    """ε of W_E / W_U and their capacity as the paper reports it, with the closest published model.
+
+    Only W_E, the paper's matrix (its ε is of the raw input embedding), is compared with the
+    published table; W_U's ε is given with its class and no comparison. A capacity is read as a
+    count only where the paper gives one (Class 2, ε < 0.1); elsewhere it is indeterminate, with
+    the reason and the preset.
+    """
     out = []
     for mat in ("W_E", "W_U"):
         row = _one(report, f"epsilon.{mat}")
         if row is None:
             continue
         eps = row.value
-        near = closest_published(eps)
         d = row.extras.get("d") or report.provenance.get("d_model")
         std = row.extras.get("std")
         mu = row.extras.get("mean")
         detail = f" (μ = {_fmt(mu)}, σ = {_fmt(std)}" + (f", d = {int(d)})" if d else ")") if mu is not None and std is not None else ""
         cls = epsilon_class(eps)
-        if d:
-            like = closest_width(eps, d)
-            text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
-                    f"in the capacity paper")
-            text += "." if like.name == near.name else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
+        note = _matrix_note(row, mat)
+        if mat == "W_E":
+            near = closest_published(eps)
+            if d:
+                like = closest_width(eps, d)
+                text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
+                        f"in the capacity paper")
+                text += "." if like.name == near.name else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
+            else:
+                text = f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
+            text += f" Measured on the {note}."
         else:
-            text = f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
+            text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls} ({note}); not compared with the capacity paper's "
+                    "table, whose ε is of the input embedding W_E.")
         meaning = {
             "Class 1": " Class 1 (ε > 0.2): many pairs of rows are far from orthogonal; no near-orthogonal structure.",
             "Class 2": " Class 2 (ε < 0.1): near-orthogonal rows, as in most large models of the paper.",
@@ -238,20 +285,22 @@ def read_capacity(report: GeometryReport) -> list[str]:
         if cap is not None:
             d = cap.extras.get("d", d)
             form = cap.extras.get("form", "full")
+            preset = cap.extras.get("preset", "paper")
+            status, reason = capacity_status(cap)
+            if status == "indeterminate":
+                out.append(f"{mat}: capacity indeterminate, not a count: {reason} ({form} form, preset \"{preset}\").")
+                continue
             ratio = f" ≈ {_fmt(cap.value / float(d))} × d" if d else ""
             ref = "" if mat == "W_U" and _one(report, "capacity.W_E") else (
                 "; the paper reports ≈ 4×10⁷ for Llama-2-7B (d = 4096, ε = 0.0645)"
             )
-            vacuous = "" if epsilon_class(float(cap.extras.get("epsilon", row.value))) != "Class 1" else (
-                " With ε > 0.2 the bound is vacuous: it is not a count of usable features"
+            k3 = cap.extras.get("k_3sigma")
+            three = f"; at μ + 3σ (the authors' upper figure) k ≈ {_fmt(k3)}" if k3 is not None and math.isfinite(k3) else ""
+            below = " This is below d: the formula's domain ends there (d orthogonal directions always fit)." if cap.extras.get("below_d") else ""
+            out.append(
+                f"{mat}: capacity k ≈ {_fmt(cap.value)} near-orthogonal directions{ratio} ({form} form, preset "
+                f"\"{preset}\"){three}{ref}.{below}"
             )
-            if not math.isfinite(cap.value):
-                out.append(f"{mat}: no finite capacity bound ({form} form) for ε = {_fmt(row.value)}.")
-            else:
-                out.append(
-                    f"{mat}: capacity bound k ≈ {_fmt(cap.value)} near-orthogonal directions{ratio} ({form} form){ref}."
-                    + (vacuous + "." if vacuous else "")
-                )
     acts = sorted(_rows(report, "epsilon_activations"), key=lambda r: hook_position(r))
     if acts:
         lo = min(acts, key=lambda r: r.value)
@@ -374,14 +423,23 @@ def read_sae(report: GeometryReport) -> list[str]:
     if finite:
         hi = max(finite, key=lambda r: r.value)
         over = sum(r.value > 1 for r in finite)
+        preset = hi.extras.get("preset", "paper")
         out.append(
-            f"Width / capacity bound: up to {_fmt(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
-            f"{over} of {len(finite)} SAEs ask for more near-orthogonal features than the bound allows."
+            f"Width / capacity: up to {_fmt(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
+            f"{over} of {len(finite)} SAEs ask for more near-orthogonal features than the capacity allows "
+            f"(preset \"{preset}\")."
         )
+        shared = [r for r in _rows(report, "sae.shared_ratio") if math.isfinite(r.value)]
+        if shared:
+            top = max(shared, key=lambda r: r.value)
+            tied = top.extras.get("tied")
+            how = "(V + d_sae) / k, tied embeddings" if tied else "(2V + d_sae) / k, untied embeddings"
+            out.append(f"Shared with the vocabulary (capacity paper, Eq. 2: {how}): up to {_fmt(top.value)}.")
     elif ratios:
+        why = next((str(r.extras.get("reason")) for r in ratios if r.extras.get("reason")), "")
         out.append(
-            "The capacity bound is vacuous for this model (ε > 0.2, Class 1: no near-orthogonal structure "
-            "to count), so SAE widths cannot be compared with it."
+            "The capacity is indeterminate for this model" + (f" ({why})" if why else " (ε ≥ 0.1: the paper gives no count)")
+            + ", so SAE widths cannot be compared with it."
         )
     return out
 

@@ -9,8 +9,9 @@ autoencoders claim a number of features d_sae per hook. This module puts the two
 * :func:`load` — ``SAE.from_pretrained`` / ``SAE.load_from_disk`` with a fast, clear failure
   offline;
 * :func:`compare` — a :class:`~tl_geometry.report.GeometryReport` with d_sae / capacity and
-  (d_vocab + d_sae) / capacity per SAE (the paper's shared-resource reading: token embeddings and
-  features draw on one pool of near-orthogonal directions);
+  the shared ratio per SAE (the paper's shared-resource reading, its Eq. 2: token embeddings,
+  unembeddings and features draw on one pool of near-orthogonal directions, k ≈ 2V + k_features
+  for untied models and V + k_features for tied ones), so (2V + d_sae) / k or (V + d_sae) / k;
 * :func:`decoder_epsilon` — ε of an SAE's decoder rows and the exact fraction of decoder pairs
   whose |cos| exceeds the host model's ε.
 
@@ -26,8 +27,14 @@ Our choices where the paper is silent:
   the repo id, by the first matching rule of :data:`WIDTH_RULES` (``"id"``); else
   ``"unknown"``. ``Nk`` means the power of two nearest N·1000 when it is within 5 % of it
   (``16k`` → 16384, ``131k`` → 131072, ``1m`` → 1048576), else N·1024 (``80k`` → 81920).
-* **Class-1 hosts.** For ε > 0.2 the paper calls the bound vacuous: ratio rows carry NaN and
-  ``verdict="bound vacuous"`` instead of a number.
+* **No count, no ratio.** The capacity is the paper's (:func:`tl_geometry.capacity_estimate`,
+  preset ``"paper"``): a count only for ε < 0.1. For a boundary (0.1 ≤ ε ≤ 0.2) or Class-1
+  (ε > 0.2) host the capacity is indeterminate, and so are the ratios: NaN with
+  ``verdict="indeterminate"`` and the reason in ``extras["reason"]``, never a number.
+* **Tied or not.** The shared ratio needs to know whether the host ties its embedding and
+  unembedding: ``tied=`` when given; else the published table's ``tied`` column (from each
+  model's Hugging Face ``tie_word_embeddings``); else, for an offline-zoo model, whether its
+  checkpoint has a separate output tensor; else unknown (NaN, ``verdict="tied unknown"``).
 * **Published ε.** With only a model name, ε and d_model come from the paper's Table 1
   (:func:`tl_geometry.published`, labelled ``epsilon_source="published"``); sae_lens names map
   to it ignoring an organisation prefix, case, and a ``-pt``/``-base``/``-it``/``-instruct``
@@ -72,13 +79,13 @@ __all__ = [
     "decoder_epsilon",
     "cosine_exceedance",
     "published_host",
+    "shared_directions",
     "plot_sae_widths",
     "SAELensNotInstalledError",
     "HubUnavailableError",
 ]
 
 WidthSource = Literal["config", "id", "unknown"]
-CLASS1_ABOVE = 0.2
 
 #: Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) for the
 #: published-table models that have SAEs in sae_lens's directory; used by :func:`compare` when
@@ -780,14 +787,43 @@ def _load_ref(ref: str):
                      "(e.g. local/my-saes:blocks.3.hook_resid_post)")
 
 
-def _capacity_or_inf(d: int, eps: float, form: str) -> float:
-    import warnings
+def shared_directions(d_vocab: int, d_sae: int, *, tied: bool) -> int:
+    """Directions an SAE's features and the vocabulary ask of the shared pool (capacity paper, Eq. 2).
 
-    from tl_geometry.metrics.capacity import capacity
+    k ≈ 2V + k_features for separate embedding and unembedding matrices (each maps V tokens to
+    its own directions), V + k_features when they are tied (one matrix).
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(capacity(d, eps, form=form))
+    Examples:
+        >>> shared_directions(151936, 131072, tied=False)   # Qwen3-30B-A3B, a 128k SAE
+        434944
+    """
+    if not isinstance(tied, bool):
+        raise TypeError(f"tied must be True or False, got {tied!r}")
+    return (1 if tied else 2) * int(d_vocab) + int(d_sae)
+
+
+def _host_tied(model_or_name: Any, info: dict[str, Any]) -> tuple[bool | None, str]:
+    """(tied, where that came from) for a host; (None, "unknown") when nothing says."""
+    from tl_geometry.metrics.capacity import published_rows
+
+    rows = published_rows()
+    name = info.get("published_as")
+    if name is None and not isinstance(model_or_name, str):
+        hit = published_host(model_name(model_or_name))
+        name = hit[0] if hit else None
+    if name in rows:
+        return rows[name].tied, "published table (tie_word_embeddings of the model's HF config)"
+    if not isinstance(model_or_name, str):
+        try:
+            from tl_geometry.models import ZOO, canonical_name, zoo_file
+            from tl_geometry.weights_reader import find_embedding
+
+            key = canonical_name(getattr(model_or_name, "_tl_geometry_name", "") or "")
+            if key in ZOO:
+                return find_embedding(zoo_file(key), matrix="unembed").tied, "checkpoint (no separate output tensor)"
+        except Exception as exc:  # the zoo file may be absent: unknown, not an error
+            logger.info("could not tell whether the host ties its embeddings: %s", exc)
+    return None, "unknown"
 
 
 def compare(
@@ -796,7 +832,9 @@ def compare(
     releases: str | Sequence[str] | None = None,
     saes: Sequence[Any] | None = None,
     form: str = "full",
+    preset: str = "paper",
     d_vocab: int | None = None,
+    tied: bool | None = None,
     config: Literal["cache", "hub", "none"] = "cache",
     decoder_stats: bool = True,
 ) -> GeometryReport:
@@ -804,9 +842,11 @@ def compare(
 
     For a host with embedding ε (measured from a loaded model's W_E, or the paper's published
     value for a name) and width d_model, the capacity bound k = capacity(d_model, ε, form)
-    (full form by default). Per SAE: d_sae, d_sae / k, and (d_vocab + d_sae) / k, the paper's
-    shared-resource reading (embeddings and features draw on one pool of directions). Class-1
-    hosts (ε > 0.2) get NaN with ``verdict="bound vacuous"``, as the paper says.
+    (full form by default) as the paper reports it (:func:`tl_geometry.capacity_estimate`).
+    Per SAE: d_sae, d_sae / k, and the shared ratio (2V + d_sae) / k for an untied host or
+    (V + d_sae) / k for a tied one (capacity paper, Eq. 2: embedding and unembedding each take
+    V directions unless they are one matrix). A host without a count (boundary or Class 1,
+    ε ≥ 0.1) gets NaN ratios with ``verdict="indeterminate"`` and the reason.
 
     Rows: ``epsilon.W_E`` (extras mean, std, n_vectors, n_dropped, d, model_class,
     epsilon_source), ``capacity.W_E`` (form, epsilon, d), and per SAE ``sae.d_sae``,
@@ -823,7 +863,10 @@ def compare(
             ``SAE.from_pretrained``); their d_in must equal d_model and their hook must exist on a
             model host.
         form: capacity form (``"full"``, ``"adjusted"``, ``"jl"``, ``"jl_random"``).
+        preset: the rule for count vs indeterminate (``"paper"``), recorded in every row.
         d_vocab: override the vocabulary size (default: the model's, or :data:`D_VOCAB`).
+        tied: whether the host ties embedding and unembedding (default: the published table,
+            else the zoo checkpoint, else unknown and the shared ratio is NaN).
         config: passed to :func:`widths`.
         decoder_stats: compute decoder ε rows for SAEs given in ``saes``.
 
@@ -832,18 +875,26 @@ def compare(
             not in the model, unknown release.
         SAELensNotInstalledError: sae_lens missing.
     """
+    from tl_geometry.metrics.capacity import capacity_estimate
+
     eps, source, info = _host_epsilon(model_or_name) if not isinstance(model_or_name, (int, float)) else (None, None, None)
     if eps is None:
         raise TypeError(f"expected a model or a model name, got {type(model_or_name).__name__}")
+    if tied is not None and not isinstance(tied, bool):
+        raise TypeError(f"tied must be None, True or False, got {tied!r}")
     is_name = isinstance(model_or_name, str)
     d_model = info["d_model"]
     host_name = info.get("published_as", model_or_name) if is_name else model_name(model_or_name)
     if d_vocab is None:
         d_vocab = D_VOCAB.get(host_name) if is_name else info.get("d_vocab")
-    vacuous = eps > CLASS1_ABOVE
-    k = _capacity_or_inf(d_model, eps, form)
+    tied_source = "given"
+    if tied is None:
+        tied, tied_source = _host_tied(model_or_name, info)
     st = info.get("stats")
-    model_class = st.model_class if st is not None else ("class1" if vacuous else "class2" if eps < 0.1 else "boundary")
+    est = capacity_estimate(d_model, eps, mean=st.mean if st else None, std=st.std if st else None,
+                            preset=preset, form=form)
+    k = est.k if est.k is not None else float("nan")
+    model_class = est.model_class
     rows: list[dict[str, Any]] = [
         {
             "metric": "epsilon.W_E",
@@ -852,10 +903,13 @@ def compare(
                 "mean": st.mean if st else None, "std": st.std if st else None,
                 "n_vectors": st.n_vectors if st else None, "n_dropped": st.n_dropped if st else None,
                 "d": d_model, "model_class": model_class, "epsilon_source": source,
-                "published_as": info.get("published_as"),
+                "published_as": info.get("published_as"), "matrix": "W_E",
             },
         },
-        {"metric": "capacity.W_E", "value": k, "extras": {"form": form, "epsilon": eps, "d": d_model}},
+        {"metric": "capacity.W_E", "value": k,
+         "extras": {"form": form, "preset": preset, "epsilon": eps, "d": d_model, "status": est.status,
+                    "reason": est.reason, "model_class": model_class, "log10_k": est.log10_k,
+                    "epsilon_3sigma": est.epsilon_3sigma, "k_3sigma": est.k_3sigma}},
     ]
 
     # SAEs of the directory
@@ -895,21 +949,30 @@ def compare(
         entries.append(entry)
 
     common = {"epsilon_source": source, "epsilon": eps, "capacity": k, "d_model": d_model, "d_vocab": d_vocab,
-              "form": form, "model_class": model_class}
+              "form": form, "preset": preset, "model_class": model_class, "capacity_status": est.status,
+              "tied": tied, "tied_source": tied_source}
     for e in entries:
         extras = {**common, **{k_: v for k_, v in e.items() if k_ not in ("d_sae", "decoder")}}
         hook = e["hook_name"]
-        verdict = "bound vacuous" if vacuous else ("ok" if e["d_sae"] <= k else "exceeds bound")
-        ratio = float("nan") if vacuous else e["d_sae"] / k
-        if vacuous or d_vocab is None:
-            shared = float("nan")
-            shared_verdict = "bound vacuous" if vacuous else "d_vocab unknown"
+        if not est.is_count:
+            ratio = shared = float("nan")
+            verdict = shared_verdict = "indeterminate"
+            extras["reason"] = est.reason
         else:
-            shared = (d_vocab + e["d_sae"]) / k
-            shared_verdict = "ok" if shared <= 1 else "exceeds bound"
+            ratio = e["d_sae"] / k
+            verdict = "ok" if e["d_sae"] <= k else "exceeds bound"
+            if d_vocab is None or tied is None:
+                shared = float("nan")
+                shared_verdict = "d_vocab unknown" if d_vocab is None else "tied unknown"
+            else:
+                shared = shared_directions(d_vocab, e["d_sae"], tied=tied) / k
+                shared_verdict = "ok" if shared <= 1 else "exceeds bound"
         rows.append({"metric": "sae.d_sae", "value": float(e["d_sae"]), "hook": hook, "extras": dict(extras)})
         rows.append({"metric": "sae.capacity_ratio", "value": ratio, "hook": hook, "extras": {**extras, "verdict": verdict}})
-        rows.append({"metric": "sae.shared_ratio", "value": shared, "hook": hook, "extras": {**extras, "verdict": shared_verdict}})
+        rows.append({"metric": "sae.shared_ratio", "value": shared, "hook": hook,
+                     "extras": {**extras, "verdict": shared_verdict,
+                                "directions": None if tied is None or d_vocab is None
+                                else shared_directions(d_vocab, e["d_sae"], tied=tied)}})
         de = e.get("decoder")
         if de is not None:
             rows.append({"metric": "sae.decoder_epsilon", "value": de.epsilon, "hook": hook,
@@ -917,18 +980,19 @@ def compare(
             rows.append({"metric": "sae.frac_above_host_epsilon", "value": de.frac_above, "hook": hook,
                          "extras": {**extras, "n_pairs": de.n_pairs, "n_above": de.n_above}})
     prov = {"sae_n": len(entries), "sae_n_unknown_width": sum(n_unknown.values()),
-            "sae_unknown_by_release": n_unknown, "capacity_form": form, "epsilon_source": source}
+            "sae_unknown_by_release": n_unknown, "capacity_form": form, "capacity_preset": preset,
+            "epsilon_source": source}
     if is_name:
         return GeometryReport.from_rows(rows, model=host_name, **prov)
     return GeometryReport.from_rows(rows, model=model_or_name, **prov)
 
 
 @register_metric("sae", needs="weights", description="SAE widths (sae_lens) vs the capacity bound; decoder ε of given SAEs")
-def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form="full", config="cache"):
+def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form="full", preset="paper", config="cache"):
     """SAE widths vs the capacity bound (:func:`compare`); only ``sae.*`` rows (ε and capacity
     rows come from the capacity family). Empty, with a log message, when sae_lens is missing."""
     try:
-        rep = compare(model, releases=releases, saes=saes, form=form, config=config)
+        rep = compare(model, releases=releases, saes=saes, form=form, preset=preset, config=config)
     except SAELensNotInstalledError as exc:
         logger.warning("%s", exc)
         return GeometryReport.from_rows([], model=model, sae_skipped=str(exc))
@@ -952,8 +1016,8 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     import matplotlib.pyplot as plt
 
     points: dict[str, list[float]] = {}
-    bound = d_vocab = None
-    vacuous = False
+    bound = d_vocab = tied = None
+    reason = ""
     model = None
     if isinstance(report_or_rows, GeometryReport):
         for r in report_or_rows.rows:
@@ -961,11 +1025,12 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
                 points.setdefault(str(r.extras.get("release")), []).append(r.value)
                 bound = r.extras.get("capacity", bound)
                 d_vocab = r.extras.get("d_vocab", d_vocab)
-                vacuous = vacuous or r.extras.get("model_class") == "class1"
+                tied = r.extras.get("tied", tied)
             elif r.metric == "capacity.W_E":
                 bound = r.value
-            elif r.metric == "epsilon.W_E":
-                vacuous = r.value > CLASS1_ABOVE
+                reason = r.extras.get("reason") or reason
+            elif r.metric == "epsilon.W_E" and not reason and r.value >= 0.1:
+                reason = f"ε = {r.value:.3g} ≥ 0.1"
         model = report_or_rows.provenance.get("model")
     else:
         for w in report_or_rows:
@@ -989,13 +1054,15 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     if d_vocab:
         ax.axhline(d_vocab, color="C2", ls="--", lw=1, label=f"vocabulary d_vocab = {int(d_vocab):,}")
     if bound is not None and math.isfinite(bound):
-        lab = f"capacity bound k = {bound:.3g}" + (" (vacuous: class 1)" if vacuous else "")
-        ax.axhline(bound, color="C3", ls=":" if vacuous else "-", lw=1.5, label=lab)
-        if d_vocab and not vacuous and bound > d_vocab:
-            ax.axhline(bound - d_vocab, color="C1", ls="-.", lw=1,
-                       label=f"k − d_vocab = {bound - d_vocab:.3g} (shared pool)")
+        ax.axhline(bound, color="C3", ls="-", lw=1.5, label=f"capacity k = {bound:.3g}")
+        vocab_dirs = None if not d_vocab or tied is None else (1 if tied else 2) * d_vocab
+        if vocab_dirs and bound > vocab_dirs:
+            what = "V" if tied else "2V"
+            ax.axhline(bound - vocab_dirs, color="C1", ls="-.", lw=1,
+                       label=f"k − {what} = {bound - vocab_dirs:.3g} (shared pool, {'tied' if tied else 'untied'})")
     elif bound is not None:
-        ax.text(0.01, 0.97, "capacity bound overflows (class 1: vacuous)", transform=ax.transAxes, va="top", fontsize=8)
+        ax.text(0.01, 0.97, "capacity indeterminate (no count: " + (reason[:80] or "ε ≥ 0.1") + ")",
+                transform=ax.transAxes, va="top", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
     ax.set_title(title or (f"SAE widths vs capacity bound: {model}" if model else "SAE widths by release"))

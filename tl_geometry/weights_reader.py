@@ -69,7 +69,12 @@ class EmbeddingSource:
 
 @dataclass(frozen=True)
 class CapacityRow:
-    """One row of the capacity table (weights only)."""
+    """One row of the capacity table (weights only).
+
+    ``capacity`` is a count only where the capacity paper reports one (Class 2, ε < 0.1); else
+    None with ``status="indeterminate"`` and the ``reason`` (:func:`tl_geometry.capacity_estimate`).
+    ``capacity_3sigma`` is the authors' μ + 3σ figure, where there is a count.
+    """
 
     source: str
     tensor: str
@@ -79,9 +84,13 @@ class CapacityRow:
     std: float
     epsilon: float
     model_class: str
-    capacity: float
+    capacity: float | None
     form: str
     n_dropped: int
+    status: str = "count"
+    reason: str = ""
+    preset: str = "paper"
+    capacity_3sigma: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -373,32 +382,43 @@ def read_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
 
 
 def embedding_capacity(
-    path, *, matrix: str = "embed", tensor: str | None = None, form: str = "full", block: int = 8192
+    path,
+    *,
+    matrix: str = "embed",
+    tensor: str | None = None,
+    form: str = "full",
+    preset: str = "paper",
+    block: int = 8192,
 ) -> CapacityRow:
     """d_model, vocab, μ, σ, ε, class and capacity of a checkpoint's embedding, from the file.
+
+    This reads the raw checkpoint matrix, the one the capacity paper measured (no
+    TransformerLens processing). The capacity is the paper's (:func:`tl_geometry.capacity_estimate`):
+    a count for ε < 0.1, else None with the reason.
 
     Args:
         path: .safetensors file(s), .gguf file, or a local HF directory.
         matrix: "embed" or "unembed".
         tensor: explicit tensor name.
         form: capacity form (see :func:`tl_geometry.capacity`).
+        preset: ``"paper"``.
         block: rows per streamed block.
     """
-    import warnings
-
-    from tl_geometry.metrics.capacity import SimilarityAccumulator, capacity
+    from tl_geometry.metrics.capacity import SimilarityAccumulator, capacity_estimate
 
     src = find_embedding(path, matrix=matrix, tensor=tensor)
     acc = SimilarityAccumulator()
     for rows in iter_embedding_rows(src, block=block):
         acc.update(rows)
     st = acc.compute()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        k = capacity(st.d, st.epsilon, form=form) if 0 < st.epsilon < 1 else float("nan")
+    if st.epsilon < 1:
+        est = capacity_estimate(st.d, mean=st.mean, std=st.std, form=form, preset=preset)
+        k, status, reason, k3 = est.k, est.status, est.reason, est.k_3sigma
+    else:
+        k, status, reason, k3 = None, "indeterminate", f"ε = {st.epsilon:.5g} ≥ 1: outside the formula's domain", None
     name = Path(src.path).parent.name if Path(src.path).suffix == ".safetensors" else Path(src.path).stem
     return CapacityRow(
         source=name, tensor=src.name + (" (tied)" if src.tied else ""), d_model=st.d, vocab=src.shape[0],
-        mean=st.mean, std=st.std, epsilon=st.epsilon, model_class=st.model_class, capacity=float(k), form=form,
-        n_dropped=st.n_dropped,
+        mean=st.mean, std=st.std, epsilon=st.epsilon, model_class=st.model_class, capacity=k, form=form,
+        n_dropped=st.n_dropped, status=status, reason=reason, preset=preset, capacity_3sigma=k3,
     )

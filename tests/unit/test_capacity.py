@@ -440,14 +440,55 @@ def test_epsilon_and_capacity_metrics(tiny_model):
     row = rep.filter("epsilon.W_E").rows[0]
     assert row.value == st.epsilon and row.hook is None
     assert row.extras["n_vectors"] == 101 and row.extras["d"] == 32 and row.extras["model_class"] == st.model_class
+    # Class 1 (d 32: ε ≈ 0.35): no count, the reason instead, whatever the form
     cap = tg.get_metric("capacity")(tiny_model, form="adjusted")
     r = cap.filter("capacity.W_E").rows[0]
-    assert r.extras == {"form": "adjusted", "epsilon": st.epsilon, "d": 32}
-    assert r.value == pytest.approx(_quiet(tg.capacity, 32, st.epsilon, form="adjusted"))
+    assert math.isnan(r.value)
+    assert {k: r.extras[k] for k in ("form", "preset", "epsilon", "d", "status", "model_class")} == {
+        "form": "adjusted", "preset": "paper", "epsilon": st.epsilon, "d": 32, "status": "indeterminate",
+        "model_class": "class1"}
+    assert "Class 1" in r.extras["reason"] and cap.provenance["capacity_preset"] == "paper"
     with pytest.raises(ValueError, match="matrices must be"):
         tg.get_metric("epsilon")(tiny_model, matrices=["W_K"])
     with pytest.raises(ValueError, match="histogram_rows"):
         tg.get_metric("epsilon")(tiny_model, histogram_rows=1)
+
+
+def test_capacity_metric_counts_a_class2_embedding():
+    from tiny_models import make_tiny_model
+
+    model = make_tiny_model(d_model=1024, d_head=32, n_heads=2, d_mlp=32, n_layers=1, d_vocab=101)
+    st = tg.embedding_epsilon(model)
+    assert st.model_class == "class2"  # random rows at d = 1024: ε ≈ 2/√1024
+    cap = tg.get_metric("capacity")(model, matrices=["W_E"])
+    r = cap.filter("capacity.W_E").rows[0]
+    assert r.value == pytest.approx(authors_max_k(1024, st.mean + 2 * st.std), rel=1e-12)
+    assert r.extras["status"] == "count" and r.extras["reason"] == ""
+    assert r.extras["k_3sigma"] == pytest.approx(authors_max_k(1024, st.mean + 3 * st.std), rel=1e-12)
+    assert r.extras["matrix"] == "W_E" and r.extras["raw"] is None  # a LayerNorm model of unknown processing
+    with pytest.raises(ValueError, match="accepted: \\['paper'\\]"):
+        tg.get_metric("capacity")(model, preset="library")
+
+
+def test_matrix_provenance_says_which_matrix_is_raw():
+    from types import SimpleNamespace
+
+    from tl_geometry.metrics._capacity_registered import matrix_provenance
+
+    def fake(norm, proc):
+        m = SimpleNamespace(cfg=SimpleNamespace(normalization_type=norm))
+        if proc is not None:
+            m._tl_geometry_processing = proc
+        return m
+
+    on = {"fold_ln": True, "center_writing_weights": True, "center_unembed": True}
+    off = {"fold_ln": False, "center_writing_weights": False, "center_unembed": False}
+    assert matrix_provenance(fake("RMSPre", on), "W_E")["raw"] is True  # RMSNorm: never centered
+    assert matrix_provenance(fake("LNPre", on), "W_E")["raw"] is False  # GPT-2 style, centered
+    assert matrix_provenance(fake("LN", off), "W_E")["raw"] is True
+    assert matrix_provenance(fake("LN", None), "W_E")["raw"] is None
+    assert matrix_provenance(fake("RMSPre", on), "W_U")["raw"] is False
+    assert matrix_provenance(fake("RMS", off), "W_U")["raw"] is True
 
 
 def test_epsilon_metric_histogram(tiny_model):

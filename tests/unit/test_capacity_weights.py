@@ -58,7 +58,19 @@ def test_safetensors_file_streams_exactly(tmp_path):
     row = embedding_capacity(tmp_path / "model.safetensors", block=64)
     assert row.epsilon == pytest.approx(reference_eps(x), abs=1e-9)
     assert (row.d_model, row.vocab, row.n_dropped, row.tensor) == (16, 300, 1, "model.embed_tokens.weight")
-    assert row.capacity == pytest.approx(tg.capacity(16, row.epsilon) if row.epsilon < 1 else math.nan)
+    assert row.model_class == "class1"  # random 16-d rows: ε ≈ 0.5, no count
+    assert row.capacity is None and row.status == "indeterminate" and "Class 1" in row.reason
+    assert row.preset == "paper"
+
+
+def test_class2_embedding_gets_a_count_and_three_sigma(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 1024)).astype(np.float32)  # ε ≈ 2/√1024: Class 2
+    write_safetensors(tmp_path / "model.safetensors", {"model.embed_tokens.weight": x})
+    row = embedding_capacity(tmp_path / "model.safetensors")
+    assert row.status == "count" and row.model_class == "class2"
+    assert row.capacity == tg.capacity(1024, row.epsilon)
+    assert row.capacity_3sigma == tg.capacity(1024, row.mean + 3 * row.std)
 
 
 def test_bf16_shards_in_an_hf_directory(tmp_path):
@@ -131,9 +143,26 @@ def test_cli_table_and_json(tmp_path, capsys):
     assert recs[0]["kind"] == "weights" and recs[0]["epsilon"] == pytest.approx(reference_eps(x), abs=1e-9)
     assert recs[1]["kind"] == "published" and recs[1]["epsilon"] == 0.0645
     assert recs[1]["capacity"] == pytest.approx(tg.capacity(4096, 0.0645))
+    assert recs[0]["capacity"] is None and recs[0]["status"] == "indeterminate" and recs[0]["reason"]
     assert main(["capacity", "--published", "--form", "adjusted"]) == 0
     out = capsys.readouterr().out
     assert "Llama-3.1-405B" in out and "published" in out and "adjusted form" in out
+    # every published Class-1 row reads "indeterminate", never a number (the paper's Table 1)
+    gemma = next(line for line in out.splitlines() if line.startswith("Gemma-7B "))
+    assert gemma.rstrip().endswith("indeterminate") and 'preset "paper"' in out
+
+
+def test_cli_full_form_reproduces_the_papers_table(capsys):
+    from tl_geometry.cli import main
+
+    assert main(["capacity", "--published", "--json"]) == 0
+    recs = {r["source"]: r for r in json.loads(capsys.readouterr().out)}
+    for name, row in tg.published_rows().items():
+        got = recs[name]["capacity"]
+        if row.capacity is None:
+            assert got is None and recs[name]["status"] == "indeterminate"
+        else:
+            assert got == pytest.approx(row.capacity, rel=0.006)  # 3 digits, ε to 5 decimals
 
 
 def test_cli_bad_arguments(tmp_path, capsys):

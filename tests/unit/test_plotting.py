@@ -4,6 +4,8 @@ import logging
 import math
 
 import numpy as np
+
+import tl_geometry as tg
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -91,11 +93,21 @@ def test_aofe_title_names_depth_width(full_report):
 
 def test_sae_widths_bound_off_chart():
     rows = [{"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
-            {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.5}}]
+            {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.05}}]
     fig = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m"))
     ax = fig.axes[0]
     assert any("off the chart" in t.get_text() for t in ax.texts)
     assert np.allclose(ax.collections[0].get_offsets()[:, 0], 1.0, atol=0.5)
+
+
+@pytest.mark.parametrize("eps", [0.5, 0.15])
+def test_sae_widths_no_count_outside_class2(eps):
+    """A number in a Class-1 or boundary capacity row (an old report) is never drawn as a count."""
+    rows = [{"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
+            {"metric": "capacity.W_E", "value": 3000.0, "extras": {"d": 64, "form": "full", "epsilon": eps}}]
+    ax = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m")).axes[0]
+    assert any("indeterminate" in t.get_text() for t in ax.texts)
+    assert not any("capacity from" in line.get_label() for line in ax.lines)
 
 
 def test_broken_figure_is_skipped(monkeypatch, caplog, full_report):
@@ -143,7 +155,7 @@ def test_capacity_curve_epsilon_at_least_one():
     rep = GeometryReport.from_rows(epsilon_rows(mean=0.9, std=0.06, d=64), model="m")
     fig = plotting.plot_capacity_curve(rep)
     labels = [l.get_label() for l in fig.axes[0].lines]
-    assert any("no bound" in l for l in labels)
+    assert any("indeterminate" in l for l in labels)
     assert np.isnan(plotting._log10_capacity(64, np.array([1.0, 1.2, 0.0]))).all()
 
 
@@ -250,7 +262,30 @@ def test_reading_smollm2_like_example():
             {"metric": "capacity.W_E", "value": 6.5e34, "extras": {"form": "full", "epsilon": 0.729, "d": 576}}]
     text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "ε = 0.729" in text and "Class 1, like Gemma-3-270M (0.416, d = 640)" in text
-    assert "vacuous" in text
+    assert "capacity indeterminate, not a count" in text and "6.5" not in text  # the number is not read out
+    assert 'preset "paper"' in text
+
+
+def test_reading_compares_only_raw_w_e_with_the_table():
+    """SmolLM2 is tied: W_E ε 0.729 (raw) is the paper's number; the processed W_U's 0.23 is not compared."""
+    rows = [{"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576, "raw": True}},
+            {"metric": "epsilon.W_U", "value": 0.23, "extras": {"mean": 0.03, "std": 0.1, "d": 576, "raw": False,
+                                                                 "raw_why": "fold_ln and center_unembed changed W_U"}}]
+    lines = readings.read_capacity(GeometryReport.from_rows(rows, model="m"))
+    we = next(t for t in lines if t.startswith("W_E"))
+    wu = next(t for t in lines if t.startswith("W_U"))
+    assert "raw W_E, the paper's matrix" in we and "capacity paper" in we
+    assert "GPT-OSS" not in wu and "like" not in wu and "not compared" in wu and "fold_ln" in wu
+
+
+def test_reading_count_says_preset_and_three_sigma():
+    k = tg.capacity(4096, 0.0645)
+    rows = [{"metric": "epsilon.W_E", "value": 0.0645, "extras": {"d": 4096, "raw": True}},
+            {"metric": "capacity.W_E", "value": k, "extras": {"form": "full", "preset": "paper", "epsilon": 0.0645,
+                                                               "d": 4096, "status": "count", "reason": "",
+                                                               "k_3sigma": 1.0e9}}]
+    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    assert "capacity k ≈ 3.99e+07" in text and 'preset "paper"' in text and "μ + 3σ" in text
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,14 @@ def wide_model():
     return make_tiny_model(d_model=256, d_head=64, n_heads=4, d_mlp=64, n_layers=2, d_vocab=101)
 
 
+@pytest.fixture(scope="module")
+def class2_model():
+    """A random model whose W_E ε is below 0.1, Class 2 (d_model 1024: ε ≈ 2/√1024 = 0.0625)."""
+    from tiny_models import make_tiny_model
+
+    return make_tiny_model(d_model=1024, d_head=32, n_heads=2, d_mlp=32, n_layers=2, d_vocab=101)
+
+
 # ----------------------------------------------------------------------------- parsing
 @pytest.mark.parametrize(
     "texts, d_model, expected",
@@ -280,22 +288,26 @@ def test_decoder_epsilon_host_model_measures_w_e(wide_model):
 
 
 # ----------------------------------------------------------------------------- compare
-def test_compare_local_saes_on_a_model(wide_model, tmp_path):
-    a = make_sae(d_in=256, d_sae=64, hook="blocks.0.hook_resid_post", seed=1)
-    b = make_sae(d_in=256, d_sae=128, hook="blocks.1.hook_mlp_out", kind="topk", seed=2)
+def test_compare_local_saes_on_a_model(class2_model, tmp_path):
+    a = make_sae(d_in=1024, d_sae=64, hook="blocks.0.hook_resid_post", seed=1)
+    b = make_sae(d_in=1024, d_sae=128, hook="blocks.1.hook_mlp_out", kind="topk", seed=2)
     b.save_model(tmp_path / "b")
-    rep = S.compare(wide_model, saes=[a, tmp_path / "b"])
-    eps = ref_pair_stats(wide_model.W_E.detach())["epsilon"]
-    assert eps < 0.2
+    rep = S.compare(class2_model, saes=[a, tmp_path / "b"], tied=False)
+    ref = ref_pair_stats(class2_model.W_E.detach())
+    eps = ref["epsilon"]
+    assert eps < 0.1
     assert rep.value("epsilon.W_E") == pytest.approx(eps, abs=1e-6)
-    k = capacity(256, rep.value("epsilon.W_E"), form="full")
+    k = capacity(1024, rep.value("epsilon.W_E"), form="full")
     assert rep.value("capacity.W_E") == k
+    cap = rep.filter("capacity.W_E").rows[0].extras
+    assert cap["status"] == "count" and cap["preset"] == "paper" and cap["k_3sigma"] > k
     ratios = {r.hook: r for r in rep.filter("sae.capacity_ratio").rows}
     assert ratios["blocks.0.hook_resid_post"].value == pytest.approx(64 / k)
     assert ratios["blocks.1.hook_mlp_out"].value == pytest.approx(128 / k)
     assert ratios["blocks.1.hook_mlp_out"].layer == 1
+    assert ratios["blocks.0.hook_resid_post"].extras["preset"] == "paper"
     shared = {r.hook: r.value for r in rep.filter("sae.shared_ratio").rows}
-    assert shared["blocks.0.hook_resid_post"] == pytest.approx((101 + 64) / k)
+    assert shared["blocks.0.hook_resid_post"] == pytest.approx((2 * 101 + 64) / k)  # untied: Eq. 2, 2V
     de = rep.value("sae.decoder_epsilon", hook="blocks.0.hook_resid_post")
     assert de == pytest.approx(ref_pair_stats(a.W_dec.detach())["epsilon"], abs=1e-6)
     frac = rep.value("sae.frac_above_host_epsilon", hook="blocks.0.hook_resid_post")
@@ -303,23 +315,44 @@ def test_compare_local_saes_on_a_model(wide_model, tmp_path):
     assert frac == pytest.approx(ref["above"] / ref["pairs"])
     row = rep.filter("sae.d_sae", hook="blocks.0.hook_resid_post").rows[0]
     assert row.extras["epsilon_source"] == "measured" and row.extras["release"] == "local"
-    assert rep.provenance["sae_n"] == 2
+    assert rep.provenance["sae_n"] == 2 and rep.provenance["capacity_preset"] == "paper"
+    # tied host: V + d_sae (Eq. 2); unknown: no ratio, said so
+    rep = S.compare(class2_model, saes=[a], tied=True, decoder_stats=False)
+    assert rep.value("sae.shared_ratio") == pytest.approx((101 + 64) / k)
+    rep = S.compare(class2_model, saes=[a], decoder_stats=False)
+    assert math.isnan(rep.value("sae.shared_ratio"))
+    assert rep.filter("sae.shared_ratio").rows[0].extras["verdict"] == "tied unknown"
+    with pytest.raises(TypeError, match="tied must be"):
+        S.compare(class2_model, saes=[a], tied="yes")
 
 
-def test_compare_class1_host_is_vacuous(tiny_model):
-    # d_model 32: ε ≈ 2/√32 ≈ 0.35 > 0.2 (class 1)
-    rep = S.compare(tiny_model, saes=[make_sae(d_in=32, d_sae=64)])
-    assert rep.value("epsilon.W_E") > 0.2
-    row = rep.filter("sae.capacity_ratio").rows[0]
-    assert math.isnan(row.value) and row.extras["verdict"] == "bound vacuous"
-    assert math.isnan(rep.filter("sae.shared_ratio").rows[0].value)
+def test_shared_directions_is_eq_2():
+    assert S.shared_directions(1000, 10, tied=False) == 2010
+    assert S.shared_directions(1000, 10, tied=True) == 1010
+    with pytest.raises(TypeError, match="tied must be"):
+        S.shared_directions(1000, 10, tied=None)
+
+
+@pytest.mark.parametrize("fixture,cls", [("tiny_model", "class1"), ("wide_model", "boundary")])
+def test_compare_host_without_a_count_is_indeterminate(fixture, cls, request):
+    """Class 1 (d 32: ε ≈ 0.35) and boundary (d 256: ε ≈ 0.125) hosts: no count, so no ratios."""
+    model = request.getfixturevalue(fixture)
+    d = model.cfg.d_model
+    rep = S.compare(model, saes=[make_sae(d_in=d, d_sae=64)], tied=True)
+    assert rep.filter("epsilon.W_E").rows[0].extras["model_class"] == cls
+    assert math.isnan(rep.value("capacity.W_E"))
+    assert rep.filter("capacity.W_E").rows[0].extras["status"] == "indeterminate"
+    for metric in ("sae.capacity_ratio", "sae.shared_ratio"):
+        row = rep.filter(metric).rows[0]
+        assert math.isnan(row.value) and row.extras["verdict"] == "indeterminate"
+        assert row.extras["reason"] and row.extras["preset"] == "paper"
 
 
 def test_compare_published_names_with_directory_saes():
     """Published Table 1 hosts that have SAEs in the directory. Llama-3.1-8B (ε 0.05542) and
-    Gemma-2-27B (ε 0.09013) are class 2: ratios; Gemma-2-2B (ε 0.35084) is class 1: vacuous."""
+    Gemma-2-27B (ε 0.09013) are class 2: ratios; Gemma-2-2B (ε 0.35084) is class 1: indeterminate."""
     table = published()
-    for name, table_name, vacuous in [
+    for name, table_name, indeterminate in [
         ("meta-llama/Llama-3.1-8B", "Llama-3.1-8B", False),
         ("gemma-2-27b", "Gemma-2-27B", False),
         ("gemma-2-2b", "Gemma-2-2B", True),
@@ -328,22 +361,38 @@ def test_compare_published_names_with_directory_saes():
         d, eps = table[table_name]
         assert rep.value("epsilon.W_E") == eps
         assert rep.filter("epsilon.W_E").rows[0].extras["epsilon_source"] == "published"
-        k = capacity(d, eps, form="full")
-        assert rep.value("capacity.W_E") == pytest.approx(k)
+        if indeterminate:
+            assert math.isnan(rep.value("capacity.W_E"))
+        else:
+            assert rep.value("capacity.W_E") == pytest.approx(capacity(d, eps, form="full"))
+        k = rep.value("capacity.W_E")
         rows = rep.filter("sae.capacity_ratio").rows
         assert len(rows) == rep.provenance["sae_n"] > 0
         d_sae = {(r.extras["release"], r.extras["sae_id"]): r.value for r in rep.filter("sae.d_sae").rows}
         for r in rows:
-            if vacuous:
-                assert math.isnan(r.value) and r.extras["verdict"] == "bound vacuous"
+            if indeterminate:
+                assert math.isnan(r.value) and r.extras["verdict"] == "indeterminate"
             else:
                 assert r.value == pytest.approx(d_sae[(r.extras["release"], r.extras["sae_id"])] / k)
         assert all(r.model == table_name for r in rep.rows)
     rep = S.compare("meta-llama/Llama-3.1-8B", config="none")
     assert {r.value for r in rep.filter("sae.d_sae").rows} == {32768.0, 131072.0}
     shared = rep.filter("sae.shared_ratio").rows[0]
-    assert shared.value == pytest.approx((128256 + rep.filter("sae.d_sae").rows[0].value) / rep.value("capacity.W_E"))
+    assert shared.extras["tied"] is False  # Llama-3.1-8B has a separate lm_head: 2V
+    assert shared.value == pytest.approx((2 * 128256 + rep.filter("sae.d_sae").rows[0].value) / rep.value("capacity.W_E"))
     assert rep.provenance["sae_n_unknown_width"] == 2  # temporal-sae-llama-3.1-8b
+
+
+def test_compare_qwen3_30b_a3b_shared_ratio_is_0_77():
+    """Qwen3-30B-A3B is untied (2V): a 128k SAE gives (2·151936 + 131072) / 5.67e5 ≈ 0.77, not 0.50."""
+    sae = make_sae(d_in=2048, d_sae=131072 // 64, hook="blocks.3.hook_resid_post")
+    rep = S.compare("Qwen3-30B-A3B", saes=[sae], decoder_stats=False, config="none")
+    k = rep.value("capacity.W_E")
+    assert f"{k:.2e}" == "5.67e+05"  # the paper's Table 1
+    row = next(r for r in rep.filter("sae.shared_ratio").rows if r.extras.get("release") == "local")
+    assert row.extras["tied"] is False
+    assert row.value == pytest.approx((2 * 151936 + 131072 // 64) / k)
+    assert round((2 * 151936 + 131072) / k, 2) == 0.77
 
 
 def test_compare_published_name_with_local_sae_and_no_directory_saes():
@@ -355,7 +404,7 @@ def test_compare_published_name_with_local_sae_and_no_directory_saes():
     assert math.isnan(rep.value("sae.shared_ratio"))  # Llama-2-7B's d_vocab is not in D_VOCAB
     assert rep.filter("sae.shared_ratio").rows[0].extras["verdict"] == "d_vocab unknown"
     rep = S.compare("Llama-2-7B", saes=[sae], d_vocab=32000, decoder_stats=False)
-    assert rep.value("sae.shared_ratio") == pytest.approx((32000 + 16) / k)
+    assert rep.value("sae.shared_ratio") == pytest.approx((2 * 32000 + 16) / k)  # Llama-2 is untied
 
 
 def test_registered_metric_returns_only_sae_rows(wide_model):
@@ -377,7 +426,12 @@ def test_plot_sae_widths(tmp_path):
     fig = S.plot_sae_widths(rep, path=tmp_path / "w.png")
     assert (tmp_path / "w.png").stat().st_size > 1000
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert any("capacity bound" in s for s in labels) and any("d_vocab" in s for s in labels)
+    assert any("capacity k = 4.76e+10" in s for s in labels) and any("d_vocab" in s for s in labels)
+    assert any("k − V" in s and "tied" in s for s in labels)  # Gemma-2-27B ties: V, not 2V
+    fig3 = S.plot_sae_widths(S.compare("gemma-2-2b", config="none"))  # Class 1: no count drawn
+    texts = [t.get_text() for t in fig3.axes[0].texts]
+    assert any("capacity indeterminate" in t for t in texts)
+    assert not any("capacity k" in t.get_text() for t in (fig3.axes[0].get_legend() or fig3.axes[0]).get_texts())
     fig2 = S.plot_sae_widths(S.widths("gpt2-small", config="none"))
     assert len(fig2.axes[0].get_xticklabels()) > 5
     import matplotlib.pyplot as plt

@@ -5,16 +5,18 @@
     tl-geometry capacity --published [--form ...] [--json]
 
 Each argument is, in this order: a path (a .gguf file, .safetensors file(s) or a local HF
-directory: only the embedding tensor is read), an offline zoo model (``smollm2-135m``: loaded
-and its W_E/W_U used), a model in the capacity paper's published table (its **published** ε,
-labelled as such), or a TransformerLens model name (needs the hub).
+directory: only the embedding tensor is read, raw, as the paper measured it), an offline zoo
+model (``smollm2-135m``: loaded and its W_E/W_U used), a model in the capacity paper's published
+table (its **published** ε, labelled as such), or a TransformerLens model name (needs the hub).
+
+The capacity column is the paper's (``tl_geometry.capacity_estimate``, preset "paper"): a count
+only for ε < 0.1 (Class 2); "indeterminate" otherwise, with the reason in ``--json``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import warnings
 from pathlib import Path
 
 
@@ -32,23 +34,23 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _cap(d: int, eps: float, form: str) -> float:
-    from tl_geometry.metrics.capacity import capacity
+def _estimate(d: int, eps: float, form: str, mean=None, std=None) -> dict:
+    from tl_geometry.metrics.capacity import capacity_estimate
 
-    if not 0 < eps < 1:
-        return float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(capacity(d, eps, form=form))
+    if eps >= 1:
+        return {"capacity": None, "status": "indeterminate", "reason": f"ε = {eps:.5g} ≥ 1: outside the formula's domain",
+                "capacity_3sigma": None}
+    est = capacity_estimate(d, eps, mean=mean, std=std, form=form)
+    return {"capacity": est.k, "status": est.status, "reason": est.reason, "capacity_3sigma": est.k_3sigma}
 
 
-def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped=None) -> dict:
+def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped=None, raw=None) -> dict:
     from tl_geometry.metrics.capacity import model_class_of
 
     return {
         "source": source, "kind": kind, "tensor": tensor, "d_model": d, "vocab": vocab, "mean": mean, "std": std,
-        "epsilon": eps, "model_class": model_class_of(eps), "capacity": _cap(d, eps, form), "form": form,
-        "n_dropped": n_dropped,
+        "epsilon": eps, "model_class": model_class_of(eps), **_estimate(d, eps, form, mean, std), "form": form,
+        "preset": "paper", "n_dropped": n_dropped, "raw": raw,
     }
 
 
@@ -59,7 +61,7 @@ def resolve_target(target: str, args) -> dict:
 
     if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors"):
         row = embedding_capacity(target, matrix=args.matrix, tensor=args.tensor, form=args.form)
-        return {**row.to_dict(), "kind": "weights"}
+        return {**row.to_dict(), "kind": "weights", "raw": True}
     from tl_geometry.models import ZOO, canonical_name
 
     published = None
@@ -68,15 +70,18 @@ def resolve_target(target: str, args) -> dict:
     except KeyError:
         pass
     if canonical_name(target) in ZOO or published is None:
+        from tl_geometry.metrics._capacity_registered import matrix_provenance
+
         model = tg.models.load(target, device=args.device)
         m = "W_E" if args.matrix == "embed" else "W_U"
         st = tg.embedding_epsilon(model, matrix=m, progress=False)
-        return _record(target, "model", st.d, model.cfg.d_vocab, st.mean, st.std, st.epsilon, args.form, m, st.n_dropped)
+        raw = matrix_provenance(model, m)["raw"]
+        return _record(target, "model", st.d, model.cfg.d_vocab, st.mean, st.std, st.epsilon, args.form, m, st.n_dropped, raw)
     return _record(target, "published", published.d_model, None, None, None, published.epsilon, args.form)
 
 
 def table(records: list[dict]) -> str:
-    head = f"{'source':<34}{'kind':<10}{'d_model':>8}{'vocab':>8}{'mean':>9}{'std':>9}{'eps':>9}  {'class':<9}{'capacity':>11}"
+    head = f"{'source':<34}{'kind':<10}{'d_model':>8}{'vocab':>8}{'mean':>9}{'std':>9}{'eps':>9}  {'class':<9}{'capacity':>13}"
     lines = [head, "-" * len(head)]
 
     def f(v, spec):
@@ -88,10 +93,13 @@ def table(records: list[dict]) -> str:
         lines.append(
             f"{str(r['source'])[:33]:<34}{r['kind']:<10}{f(r['d_model'], '>8d')}{f(r['vocab'], '>8d')}"
             f"{f(r['mean'], '>9.4f')}{f(r['std'], '>9.4f')}{f(r['epsilon'], '>9.5f')}  {r['model_class']:<9}"
-            f"{f(r['capacity'], '>11.3g')}"
+            + (f"{f(r['capacity'], '>13.3g')}" if r.get("status", "count") == "count" else f"{'indeterminate':>13}")
         )
     if records:
-        lines.append(f"capacity: {records[0]['form']} form; 'published' rows are the capacity paper's Table 1 values")
+        lines.append(f"capacity: {records[0]['form']} form, preset \"paper\": a count only for ε < 0.1 (Class 2), "
+                     "as in the capacity paper; 'indeterminate' otherwise (reasons with --json)")
+        lines.append("ε: of the raw input embedding for files and 'published' rows (the paper's matrix; 'published' "
+                     "rows are the capacity paper's Table 1 values); loaded models use TransformerLens's W_E/W_U")
     return "\n".join(lines)
 
 

@@ -99,9 +99,13 @@ def _compare(args) -> int:
             ) from exc
     rep = sae.compare(target, releases=args.release, saes=args.sae_path, form=args.form, config=args.config)
     eps = rep.filter("epsilon.W_E").rows[0]
-    cap = rep.value("capacity.W_E")
-    print(f"model {rep.provenance.get('model')}: d_model {eps.extras.get('d')}, ε = {eps.value:.5f} "
-          f"({eps.extras.get('epsilon_source')}, {eps.extras.get('model_class')}), capacity ({args.form}) = {cap:.4g}")
+    cap = rep.filter("capacity.W_E").rows[0]
+    ce = cap.extras
+    cap_text = (f"{cap.value:.4g}" if ce.get("status", "count") == "count"
+                else f"indeterminate ({ce.get('reason')})")
+    print(f"model {rep.provenance.get('model')}: d_model {eps.extras.get('d')}, ε(W_E) = {eps.value:.5f} "
+          f"({eps.extras.get('epsilon_source')}, {eps.extras.get('model_class')}), "
+          f"capacity ({args.form} form, preset {ce.get('preset', 'paper')}) = {cap_text}")
     def key(r):
         return (r.extras.get("release"), r.extras.get("sae_id"))
 
@@ -110,7 +114,9 @@ def _compare(args) -> int:
     by_release: dict[str, list] = {}
     for r in rep.filter("sae.capacity_ratio").rows:
         by_release.setdefault(r.extras.get("release"), []).append(r)
-    print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {'max (V+d_sae)/k':>16}  verdict")
+    tied = next((r.extras.get("tied") for r in rep.filter("sae.shared_ratio").rows), None)
+    shared_head = {True: "max (V+d_sae)/k", False: "max (2V+d_sae)/k"}.get(tied, "max shared/k")
+    print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {shared_head:>16}  verdict")
     for rel, rs in by_release.items():
         ratio = max((r.value for r in rs), default=float("nan"))
         share = max((shared[key(r)] for r in rs), default=float("nan"))
@@ -118,6 +124,8 @@ def _compare(args) -> int:
         print(f"{rel:<52} {len(rs):>5} {max(d_sae[key(r)] for r in rs):>10,.0f} {ratio:>12.4g} "
               f"{share:>16.4g}  {', '.join(verdicts)}")
     print(f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped")
+    print("shared ratio (capacity paper, Eq. 2): (2V + d_sae) / k for untied hosts, (V + d_sae) / k for tied ones"
+          + ("" if tied is not None else "; tied unknown for this host: not computed"))
     if args.out:
         rep.to_json(args.out)
         print(f"report: {args.out}")

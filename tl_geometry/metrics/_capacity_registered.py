@@ -14,6 +14,35 @@ from tl_geometry.report import GeometryReport
 _MATRICES = ("W_E", "W_U")
 
 
+def matrix_provenance(model, matrix: str) -> dict[str, Any]:
+    """Is the model's W_E / W_U the raw checkpoint matrix (the paper's) or TL-processed?
+
+    ``raw``: True / False / None (unknown). TransformerLens's ``center_writing_weights`` removes
+    each W_E row's mean for LayerNorm models only (normalization_type LN / LNPre); ``fold_ln``
+    and ``center_unembed`` change W_U. The flags come from ``model._tl_geometry_processing``
+    (set by :mod:`tl_geometry.models`); without them the answer is unknown where it matters.
+    """
+    proc = getattr(model, "_tl_geometry_processing", None)
+    norm = getattr(getattr(model, "cfg", None), "normalization_type", None)
+    layer_norm = norm in ("LN", "LNPre")
+    if matrix == "W_E":
+        if not layer_norm:
+            raw, why = True, f"normalization {norm}: TransformerLens does not center W_E"
+        elif proc is None:
+            raw, why = None, "LayerNorm model with unknown TransformerLens processing"
+        else:
+            raw = not proc.get("center_writing_weights", True)
+            why = "center_writing_weights " + ("off" if raw else "on: W_E rows are centered")
+    else:
+        if proc is None:
+            raw, why = None, "unknown TransformerLens processing"
+        else:
+            changed = [f for f in ("fold_ln", "center_unembed") if proc.get(f, True) and (f != "fold_ln" or norm)]
+            raw = not changed
+            why = "no processing" if raw else f"{' and '.join(changed)} changed W_U"
+    return {"matrix": matrix, "raw": raw, "raw_why": why, "processing": dict(proc) if proc else None}
+
+
 def _stats_extras(st) -> dict[str, Any]:
     return {
         "mean": st.mean,
@@ -77,33 +106,51 @@ def epsilon_metric(
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
-        extras = _stats_extras(st)
+        extras = {**_stats_extras(st), **matrix_provenance(model, m)}
         if histogram_rows != 0:
             extras.update(_histogram(model, m, histogram_rows, histogram_bins, seed))
         rows.append({"metric": f"epsilon.{m}", "value": st.epsilon, "extras": extras})
     return GeometryReport.from_rows(rows, model=model)
 
 
-@register_metric("capacity", needs="weights", description="capacity bound k(d, ε) from W_E / W_U's ε")
+@register_metric("capacity", needs="weights", description="capacity k(d, ε) from W_E / W_U's ε, as the paper reports it")
 def capacity_metric(
-    model, tokens=None, *, hooks=None, form: str = "full", matrices: Sequence[str] = _MATRICES, progress: bool = False
+    model,
+    tokens=None,
+    *,
+    hooks=None,
+    form: str = "full",
+    preset: str = "paper",
+    matrices: Sequence[str] = _MATRICES,
+    progress: bool = False,
 ):
-    """Capacity bound k(d_model, ε) with ε from W_E and W_U (capacity paper, full form by default)."""
-    import warnings
+    """Capacity k(d_model, ε) with ε from W_E and W_U, as the capacity paper reports it.
 
-    from tl_geometry.metrics.capacity import capacity, embedding_epsilon
+    One row per matrix (``capacity.W_E``, ``capacity.W_U``) from
+    :func:`tl_geometry.capacity_estimate`: the value is the count for a Class-2 ε (< 0.1) and NaN
+    otherwise, with ``extras`` status ("count"/"indeterminate"), reason, preset, form, epsilon,
+    d, model_class, log10_k, below_d, and the authors' μ + 3σ figures (epsilon_3sigma,
+    k_3sigma). The paper's matrix is the raw input embedding: ``extras["raw"]`` says whether
+    this model's matrix is the checkpoint's (see :func:`matrix_provenance`).
+    """
+    from tl_geometry.metrics.capacity import capacity_estimate, embedding_epsilon
 
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
-        if 0 < st.epsilon < 1:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                k = capacity(st.d, st.epsilon, form=form)
+        eps_ok = st.epsilon < 1
+        est = capacity_estimate(st.d, mean=st.mean, std=st.std, preset=preset, form=form) if eps_ok else None
+        extras = {"form": form, "preset": preset, "epsilon": st.epsilon, "d": st.d, "model_class": st.model_class,
+                  **matrix_provenance(model, m)}
+        if est is None:
+            extras.update(status="indeterminate", reason=f"ε = {st.epsilon:.5g} ≥ 1: outside the formula's domain")
+            value = float("nan")
         else:
-            k = float("nan")
-        rows.append({"metric": f"capacity.{m}", "value": k, "extras": {"form": form, "epsilon": st.epsilon, "d": st.d}})
-    return GeometryReport.from_rows(rows, model=model)
+            extras.update({k: v for k, v in est.to_dict().items()
+                           if k in ("status", "reason", "log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")})
+            value = est.k if est.k is not None else float("nan")
+        rows.append({"metric": f"capacity.{m}", "value": value, "extras": extras})
+    return GeometryReport.from_rows(rows, model=model, capacity_preset=preset)
 
 
 @register_metric(
