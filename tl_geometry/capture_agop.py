@@ -27,6 +27,17 @@ from tl_geometry.metrics.interaction import (
 
 logger = logging.getLogger(__name__)
 
+#: The AGOP conventions (``space=`` of :func:`agop`); the paper's code uses three AGOPs:
+#: the toy's E[J Jᵀ] (``tl_geometry.experiments.toy_superposition.toy_agop``, closed form), the
+#: next-token shape sweep's "output" and the TinyGPT depth scan's "loss".
+SPACES: dict[str, str] = {
+    "input": "E[JᵀJ] over every logit w.r.t. the activation at each hook (d × d; ours, the NFA convention)",
+    "output": "E[(PJ)(PJ)ᵀ], J of the last-position logits w.r.t. one hook (k × k, P a fixed k × d_vocab "
+              "Gaussian; the paper's next-token shape sweep, budget_scaling/transformer_ntp_shape_sweep.py)",
+    "loss": "E[g gᵀ], g = ∂(summed next-token cross-entropy)/∂a at each position (d × d; the paper's TinyGPT "
+            "depth scan, shape_scan/transformer_shape_scan.py)",
+}
+
 #: exact=True refuses Jacobians larger than this many entries per sequence.
 EXACT_MAX_ENTRIES = 50_000_000
 #: JVP probes evaluated together (vmap chunk) in output space.
@@ -125,11 +136,15 @@ def _input_exact(model, tokens, hooks, mask, progress):
     return mats, stats
 
 
-def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exact, proj_dim, progress):
+def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exact, proj_dim, progress,
+                  projection_seed=None):
     from tqdm.auto import tqdm
 
     device = capture.model_device(model)
-    P = projection_matrix(proj_dim, model.cfg.d_vocab, seed=seed).to(device)
+    if projection_seed is None:
+        P = projection_matrix(proj_dim, model.cfg.d_vocab, seed=seed).to(device)
+    else:
+        P = projection_matrix(proj_dim, model.cfg.d_vocab, seed=projection_seed, convention="paper", device=device)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     acc = None if exact else AGOPAccumulator(n_probes, n_groups)
     G_exact, n_seq = torch.zeros(proj_dim, proj_dim, dtype=torch.float64, device=device), 0
@@ -166,6 +181,42 @@ def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exa
     return {hook: G}, {hook: s}
 
 
+def _loss_space(model, tokens, hooks, mask, batch_size, progress):
+    """Exact loss-gradient AGOP: one backward of the summed next-token cross-entropy per batch."""
+    from tqdm.auto import tqdm
+
+    device = capture.model_device(model)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
+    sums: dict[str, Tensor] = {}
+    n = 0
+    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False):
+        batch = tokens[start : start + batch_size].to(device)
+        keep = mask[start : start + batch_size].clone()
+        keep[:, -1] = False  # the last position predicts nothing: its gradient is 0 by causality
+        if not keep.any():
+            continue
+        keep = keep.to(device)
+        with capture.grad_capture(model, hooks) as acts, torch.enable_grad():
+            logits = model(batch)
+            xs = _check_acts(acts, hooks)
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
+            grads = torch.autograd.grad(loss, xs, allow_unused=True)
+        for h, g in zip(hooks, grads):
+            if g is None:
+                raise ValueError(f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding")
+            g = g.detach()[keep].double()
+            if not torch.isfinite(g).all():
+                raise ValueError(f"non-finite gradient at {h!r}")
+            sums[h] = g.T @ g + sums.get(h, 0)
+        n += int(keep.sum())
+    if n == 0:
+        raise ValueError("no valid token positions after dropping BOS/padding and the last position")
+    mats = {h: (G / n) for h, G in sums.items()}
+    return {h: G.float() for h, G in mats.items()}, {h: exact_stats(G, n) for h, G in mats.items()}
+
+
 def agop(
     model: Any,
     tokens: Tensor,
@@ -178,9 +229,10 @@ def agop(
     batch_size: int = 8,
     n_groups: int | None = None,
     projection_dim: int = 64,
+    projection_seed: int | None = None,
     progress: bool = True,
 ) -> AGOPResult:
-    """AGOP at hook points, estimated with Gaussian probes (or exactly on tiny models).
+    """AGOP at hook points in one of three conventions (``space``, see :data:`SPACES`).
 
     Input space (default, DESIGN.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
     ``J_{b,t} = ∂F_b/∂a_{b,t}``, F_b all logits of sequence b, a the activation at hook h; BOS and
@@ -188,10 +240,18 @@ def agop(
     u ~ N(0, I) over the logits, ``g = ∂(u·F)/∂a`` (one backward per probe serves every hook),
     ``E[g gᵀ] = JᵀJ``.
 
-    Output space (the paper's TinyGPT convention): ``G = mean_b (P J_b)(P J_b)ᵀ`` (proj_dim ×
+    Output space (the paper's next-token shape sweep): ``G = mean_b (P J_b)(P J_b)ᵀ`` (proj_dim ×
     proj_dim), J_b the Jacobian of the last-position logits w.r.t. the activation at the single
     hook (default ``blocks.0.hook_resid_pre``: token + position embeddings), P fixed Gaussian
-    (:func:`projection_matrix`); estimated with JVP probes v ~ N(0, I) (``E[(PJv)(PJv)ᵀ]``).
+    (:func:`projection_matrix`; ``projection_seed=42`` draws the authors' P); estimated with JVP
+    probes v ~ N(0, I) (``E[(PJv)(PJv)ᵀ]``), or exactly with proj_dim vector-Jacobian products.
+
+    Loss space (the paper's TinyGPT depth scan): ``G_h = mean_{b,t} g_{b,t} g_{b,t}ᵀ`` with
+    ``g_{b,t} = ∂L_b/∂a_{b,t}``, L_b the summed next-token cross-entropy of sequence b (tokens
+    predict the next token within the sequence), averaged over every position but the last (which
+    predicts nothing) and BOS/padding. Always exact (one backward per batch; ``n_probes`` and
+    ``exact`` are ignored). Default hook ``hook_embed`` (the token embeddings, as the authors;
+    the gradient equals the one at ``blocks.0.hook_resid_pre``).
 
     Args:
         model: HookedTransformer or TransformerBridge; bf16/fp16 models are computed on a float32
@@ -199,12 +259,14 @@ def agop(
         tokens: (batch, pos) token ids, pos ≤ n_ctx.
         hooks: hook names (default every ``blocks.{l}.hook_resid_pre``; one hook in output space).
         n_probes: probes (≥ 2; ignored when ``exact``).
-        space: "input" or "output".
-        seed: probe seed (and the projection's seed in output space).
+        space: "input", "output" or "loss" (:data:`SPACES`).
+        seed: probe seed (and the projection's seed in output space unless ``projection_seed``).
         exact: exact Jacobians via ``torch.func`` (tiny models only): the reference.
         batch_size: sequences per forward pass (bounds memory).
         n_groups: probe groups for the standard error (default min(n_probes, 8)).
         projection_dim: rows of P in output space (64 in the paper).
+        projection_seed: draw P as the authors do (``torch.manual_seed(s); randn(k, d_vocab) / √k``
+            on the model's device; they used 42); None: our seeded P (derived from ``seed``).
 
     Returns:
         :class:`AGOPResult` (matrices, per-hook AOFE / ratio / trace / standard errors).
@@ -214,15 +276,22 @@ def agop(
             unembedding or one the logits do not depend on, non-finite gradients.
     """
     capture.check_model(model)
-    if space not in ("input", "output"):
-        raise ValueError(f"space must be 'input' or 'output', got {space!r}")
-    if not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
+    if space not in SPACES:
+        raise ValueError(f"space must be one of {tuple(SPACES)}, got {space!r}")
+    if space != "loss" and not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
         raise ValueError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     tokens = capture.check_tokens(model, tokens)
+    if projection_seed is not None and space != "output":
+        raise ValueError(f"projection_seed applies to space='output' only, got space={space!r}")
     if hooks is None:
-        hooks = capture.resid_hooks(model, "pre") if space == "input" else ["blocks.0.hook_resid_pre"]
+        if space == "input":
+            hooks = capture.resid_hooks(model, "pre")
+        elif space == "loss" and "hook_embed" in getattr(model, "hook_dict", {}):
+            hooks = ["hook_embed"]
+        else:
+            hooks = ["blocks.0.hook_resid_pre"]
     hooks = capture.validate_hooks(model, hooks)
     _check_hooks(hooks)
     if space == "output" and len(hooks) != 1:
@@ -234,14 +303,21 @@ def agop(
     with capture.eval_mode(work):
         if space == "output":
             mats, stats = _output_space(work, tokens, hooks[0], int(n_probes), n_groups, seed, int(batch_size),
-                                        exact, int(projection_dim), progress)
+                                        exact, int(projection_dim), progress, projection_seed)
+        elif space == "loss":
+            mats, stats = _loss_space(work, tokens, hooks, mask, int(batch_size), progress)
         elif exact:
             mats, stats = _input_exact(work, tokens, hooks, mask, progress)
         else:
             mats, stats = _input_probes(work, tokens, hooks, mask, int(n_probes), n_groups, seed, int(batch_size), progress)
-    prov = {"agop_space": space, "agop_exact": bool(exact), "n_tokens": int(tokens.numel()),
+    exact = bool(exact) or space == "loss"
+    prov = {"agop_space": space, "agop_exact": exact, "n_tokens": int(tokens.numel()),
             "tokens_shape": list(tokens.shape)}
-    return AGOPResult(matrices=mats, stats=stats, space=space, exact=bool(exact), seed=int(seed), provenance=prov)
+    if space == "output":
+        prov["agop_projection"] = {"dim": int(projection_dim),
+                                   "seed": int(seed if projection_seed is None else projection_seed),
+                                   "convention": "library" if projection_seed is None else "paper"}
+    return AGOPResult(matrices=mats, stats=stats, space=space, exact=exact, seed=int(seed), provenance=prov)
 
 
 def nfa(

@@ -1,8 +1,8 @@
 """``tl-geometry agop``: AGOP / AOFE at hook points (+ NFA correlation, depth/width ratio).
 
     tl-geometry agop [--model smollm2-135m] [--corpus pydoc] [--n-seqs 8] [--seq-len 128]
-                     [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output]
-                     [--exact] [--nfa] [--seed 0] [--out report.json]
+                     [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output|loss]
+                     [--projection-seed 42] [--exact] [--nfa] [--seed 0] [--out report.json]
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_pre (default all)")
     p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
     p.add_argument("--n-probes", type=int, default=64, help="Gaussian probes (>= 2)")
-    p.add_argument("--space", choices=("input", "output"), default="input")
+    p.add_argument("--space", choices=("input", "output", "loss"), default="input",
+                   help="input: E[JᵀJ] at each hook (ours); output: 64×64 projected last-position Jacobian (the "
+                        "paper's shape sweep); loss: E[g gᵀ] of the cross-entropy gradient (the paper's depth scan)")
+    p.add_argument("--projection-seed", type=int, default=None,
+                   help="output space: draw P as the authors (they used 42); default our seeded P")
     p.add_argument("--exact", action="store_true", help="exact Jacobians (tiny models only)")
     p.add_argument("--nfa", action="store_true", help="also the NFA correlation per layer (W_in W_inᵀ vs AGOP)")
     p.add_argument("--batch-size", type=int, default=8)
@@ -38,14 +42,14 @@ def run(args) -> int:
 
     if args.hooks and args.layers is not None:
         raise ValueError("pass either --hooks or --layers, not both")
-    if args.n_probes < 2 and not args.exact:
+    if args.n_probes < 2 and not args.exact and args.space != "loss":
         raise ValueError(f"--n-probes must be >= 2, got {args.n_probes}")
     model = tg.models.load(args.model, device=args.device)
     tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
                               encoding=args.corpus_encoding)
     hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
     res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, space=args.space, seed=args.seed,
-                  exact=args.exact, batch_size=args.batch_size)
+                  exact=args.exact, batch_size=args.batch_size, projection_seed=args.projection_seed)
     reports = [res.to_report(model), tg.get_metric("depth_width")(model), tg.get_metric("wtw_aofe")(model)]
     r = tg.depth_width_ratio(model)
     print(f"{tg.report.model_name(model)}: R_D/W = {model.cfg.n_layers}/{model.cfg.d_model} = {r:.4f} "

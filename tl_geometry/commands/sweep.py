@@ -1,7 +1,8 @@
 """``tl-geometry sweep``: long, resumable experiments.
 
-    tl-geometry sweep shape [--budgets 1e5 2e5 3e5 | --paper] [--depths 1 2 3] [--steps 300]
-                            [--source pydoc+shakespeare] [--out shape_sweep.jsonl] [--figure shape.png]
+    tl-geometry sweep shape [--budgets 1e5 2e5 3e5 | --paper] [--preset paper|library] [--dry-run]
+                            [--depths 1 2 3] [--steps 300] [--source pydoc+shakespeare] [--device cpu]
+                            [--out shape_sweep.jsonl] [--figure shape.png]
     tl-geometry sweep toy   [--paper] [--sizes 4 8 ...] [--steps N] [--out toy.jsonl] [--figure toy.png]
 
 Each sub-sub-command is built by a function in :data:`BUILDERS` (name → ``builder(subparsers)``);
@@ -17,43 +18,80 @@ def _build_shape(sub) -> None:
     p = sub.add_parser("shape", help="TinyGPT shape sweep: test CE vs depth/width at fixed budgets")
     p.add_argument("--budgets", type=float, nargs="+", default=None, help="parameter budgets (default 1e5 2e5 3e5)")
     p.add_argument("--paper", action="store_true",
-                   help="the paper's budgets (1M … 10M), n_ctx 256, lr 3e-4, ≈ 60 training bytes per parameter")
+                   help="the authors' protocol: paper preset, budgets 0.3M … 10M, depths 1 … 24, n_ctx 256, batch 64, "
+                        "lr 3e-4, warmup 300, 60 bytes per parameter, clipping 1.0, early stopping (GPU-sized)")
+    p.add_argument("--preset", choices=("paper", "library"), default=None,
+                   help="TinyGPT preset: paper (no linear biases, widths 16–1024, > 20%% padding skipped) or "
+                        "library (ours, every bias); default library, paper with --paper")
+    p.add_argument("--dry-run", action="store_true", help="list the shapes (params, padding, steps, status) and exit")
     p.add_argument("--depths", type=int, nargs="+", default=None, help="depths (default 1 … --max-depth)")
-    p.add_argument("--max-depth", type=int, default=6)
-    p.add_argument("--d-head", type=int, default=4)
+    p.add_argument("--max-depth", type=int, default=None, help="default 6 (the paper's depth list with --paper)")
+    p.add_argument("--d-head", type=int, default=None)
     p.add_argument("--n-ctx", type=int, default=None)
     p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--source", default="pydoc+shakespeare", help="text: pydoc, shakespeare, a file, an HF dataset; join with +")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (not part of a run's key)")
     p.add_argument("--out", default="shape_sweep.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--figure", default=None, help="write CE-vs-R_D/W and frontier plots here")
     p.set_defaults(func=_run_shape)
 
 
-def _run_shape(args) -> int:
+def _shape_config(args):
     from tl_geometry.experiments import shape_sweep as ss
 
-    kw = dict(max_depth=args.max_depth, d_head=args.d_head, batch_size=args.batch_size, source=args.source, seed=args.seed)
-    if args.paper:
-        kw.update(budgets=ss.PAPER_BUDGETS, n_ctx=256, lr=3e-4, bytes_per_param=60.0, warmup=0.02)
+    cfg = ss.PAPER_SWEEP if args.paper else ss.SweepConfig()
+    kw: dict = dict(source=args.source, seed=args.seed, device=args.device)
+    if args.preset:
+        kw["preset"] = args.preset
     if args.budgets:
         kw["budgets"] = tuple(args.budgets)
     if args.depths:
         kw["depths"] = tuple(args.depths)
-    for k in ("n_ctx", "steps", "lr"):
+    elif args.max_depth is not None:
+        kw.update(depths=None, max_depth=args.max_depth)
+    for k in ("d_head", "n_ctx", "steps", "lr", "batch_size"):
         if getattr(args, k) is not None:
             kw[k] = getattr(args, k)
     if args.steps is not None:
         kw["bytes_per_param"] = None  # explicit steps win
-    cfg = ss.SweepConfig(**kw)
+    return cfg.replace(**kw)
+
+
+def _print_plan(rows) -> None:
+    print(f"{'budget':>9} {'depth':>5} {'d_model':>7} {'heads':>5} {'params':>10} {'pad':>8} {'pad %':>6} "
+          f"{'R_D/W':>7} {'steps':>7}  status")
+    for r in rows:
+        if r["d_model"] is None:
+            print(f"{r['budget']:>9.3g} {r['depth']:>5} {'-':>7} {'-':>5} {'-':>10} {'-':>8} {'-':>6} {'-':>7} {'-':>7}  "
+                  f"{r['status']}")
+            continue
+        print(f"{r['budget']:>9.3g} {r['depth']:>5} {r['d_model']:>7} {r['n_heads']:>5} {r['active']:>10,} "
+              f"{r['pad']:>8,} {100 * r['pad_ratio']:>5.1f}% {r['r_dw']:>7.4f} {r['steps'] or '-':>7}  {r['status']}")
+    n_run = sum(r["status"] == "run" for r in rows)
+    n_done = sum(r["status"] == "done" for r in rows)
+    print(f"{len(rows)} cells: {n_run + n_done} shapes ({n_done} done, {n_run} to run), "
+          f"{len(rows) - n_run - n_done} skipped")
+
+
+def _run_shape(args) -> int:
+    from tl_geometry.experiments import shape_sweep as ss
+
+    cfg = _shape_config(args)
+    if args.dry_run:
+        print(f"preset {cfg.preset}; budgets {', '.join(f'{b:g}' for b in cfg.budgets)}")
+        _print_plan(ss.plan(cfg, args.out))
+        return 0
     recs = ss.shape_sweep(cfg, args.out)
-    print(f"{'budget':>9} {'depth':>5} {'d_model':>7} {'R_D/W':>7} {'test CE':>8} {'AOFE out':>9} {'WᵀW AOFE':>9}")
+    print(f"preset {cfg.preset}")
+    print(f"{'budget':>9} {'depth':>5} {'d_model':>7} {'R_D/W':>7} {'test CE':>8} {'AOFE out':>9} {'AOFE loss':>9} "
+          f"{'WᵀW AOFE':>9}")
     for r in sorted(recs, key=lambda r: (r["params"]["budget"], r["params"]["n_layers"])):
         p = r["params"]
         print(f"{p['budget']:>9.3g} {p['n_layers']:>5} {p['d_model']:>7} {r['r_dw']:>7.4f} {r['test_ce']:>8.4f} "
-              f"{r['aofe_ratio_out']:>9.4f} {r['wtw_aofe_ratio']:>9.4f}")
+              f"{r['aofe_ratio_out']:>9.4f} {r.get('aofe_ratio_loss', float('nan')):>9.4f} {r['wtw_aofe_ratio']:>9.4f}")
     for f in ss.frontier(recs):
         print(f"best at {f['budget']:.3g}: depth {f['n_layers']} / d_model {f['d_model']}, α* = {f['alpha']:.4f}, CE {f['test_ce']:.4f}")
     if args.figure:

@@ -6,9 +6,10 @@ and Generalization", arXiv 2605.27989.
 * The **AGOP** (average gradient outer product) of a function F with respect to an input a is
   ``G = E[Jᵀ J]``, ``J = ∂F/∂a``. At a hook h of a language model (input space, our default)
   J_{b,t} = ∂F_b/∂a_{b,t} with F_b all logits of sequence b; averaged over sequences and kept
-  positions. The paper's TinyGPT convention (output space) is ``E[(PJ)(PJ)ᵀ]`` with J the
-  Jacobian of the last-position logits w.r.t. the input embeddings and P a fixed Gaussian
-  projection to 64 dimensions.
+  positions. The paper's next-token shape sweep uses ``space="output"``, ``E[(PJ)(PJ)ᵀ]`` with J
+  the Jacobian of the last-position logits w.r.t. the input embeddings and P a fixed Gaussian
+  projection to 64 dimensions (seed 42); its TinyGPT depth scan uses ``space="loss"``, ``E[g gᵀ]``
+  with g the gradient of the summed cross-entropy w.r.t. each token embedding.
 * **AOFE** (average off-diagonal Frobenius energy) ``= ‖G‖_F² − Σ_i G_ii²`` of the symmetrized
   G; **AOFE ratio** ``= AOFE / ‖G‖_F²`` (0 for a diagonal G, 1 − 1/n for a rank-1 all-equal G):
   how much of the gradient energy couples different directions.
@@ -131,12 +132,24 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     return aofe(W.T @ W / W.shape[0])
 
 
-def projection_matrix(d_out: int, d_in: int, *, seed: int = 0) -> Float[Tensor, "k v"]:
-    """The paper's fixed Gaussian projection P (d_out × d_in), entries N(0, 1)/√d_out."""
+def projection_matrix(d_out: int, d_in: int, *, seed: int = 0, convention: str = "library",
+                      device: Any = "cpu") -> Float[Tensor, "k v"]:
+    """The output-space AGOP's fixed Gaussian projection P (d_out × d_in), entries N(0, 1)/√d_out.
+
+    ``convention="paper"``: drawn as the authors' code does (``torch.manual_seed(seed);
+    torch.randn(d_out, d_in, device=device) / √d_out``, seed 42 in their shape sweep): a fresh
+    generator on ``device`` seeded with ``seed`` (on CUDA the draw comes from the CUDA generator, as
+    theirs did). ``"library"`` (ours): a CPU generator seeded with ``seed + 7919``, moved to ``device``.
+    """
     if d_out < 2 or d_in < 1:
         raise ValueError(f"projection needs d_out >= 2 and d_in >= 1, got {d_out}, {d_in}")
+    if convention == "paper":
+        g = torch.Generator(device=device).manual_seed(int(seed))
+        return torch.randn(d_out, d_in, generator=g, device=device) / d_out**0.5
+    if convention != "library":
+        raise ValueError(f"convention must be 'paper' or 'library', got {convention!r}")
     g = torch.Generator().manual_seed(int(seed) + 7919)
-    return torch.randn(d_out, d_in, generator=g) / d_out**0.5
+    return (torch.randn(d_out, d_in, generator=g) / d_out**0.5).to(device)
 
 
 # ----------------------------------------------------------------------------- AGOP statistics
@@ -248,8 +261,8 @@ class AGOPResult:
     Attributes:
         matrices: hook → G (d × d, float32; 64 × 64 in output space).
         stats: hook → :class:`HookAGOP`.
-        space: "input" or "output".
-        exact: True when computed from exact Jacobians.
+        space: "input", "output" or "loss" (``tl_geometry.capture_agop.SPACES``).
+        exact: True when computed from exact Jacobians (always in loss space).
         seed: probe seed.
     """
 
