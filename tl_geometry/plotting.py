@@ -406,7 +406,8 @@ def plot_aofe(report: GeometryReport):
             allx.extend(xs)
             err = np.array([float(r.extras.get("stderr") or 0.0) for r in sorted(rs, key=lambda r: hook_position(r, n))
                             if not math.isnan(hook_position(r, n))])
-            ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space)")
+            corr = ", bias-corrected" if {r.extras.get("estimator") for r in rs} == {"jackknife"} else ""
+            ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space{corr})")
             if err.any() and len(err) == len(ys):
                 ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
     if wtw:

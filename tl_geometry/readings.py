@@ -384,9 +384,18 @@ def read_interaction(report: GeometryReport) -> list[str]:
         vals = [r.value for r in rows]
         hi = max(rows, key=lambda r: r.value)
         lo = min(rows, key=lambda r: r.value)
+        ests = {r.extras.get("estimator") for r in rows}
+        if ests == {"jackknife"}:
+            which = "bias-corrected (delete-a-group jackknife over the probe groups; plug-in ratio in extras)"
+        elif ests == {"exact"}:
+            which = "exact AGOP"
+        elif ests <= {"jackknife", "exact"}:
+            which = "bias-corrected where estimated with probes, exact elsewhere; plug-in ratio in extras"
+        else:
+            which = "plug-in ratio of the probe estimate, biased upwards with few probes"
         out.append(
             f"AGOP AOFE ratio (off-diagonal share of ‖G‖²_F; 0 = no interaction between coordinates, "
-            f"→1 = all mass off-diagonal): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
+            f"→1 = all mass off-diagonal; {which}): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
             f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)})."
         )
     wtw = _rows(report, "wtw.aofe_ratio")

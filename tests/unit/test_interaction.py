@@ -401,3 +401,111 @@ def test_cli_agop_bad_args(argv, msg, capsys):
 
     assert main(argv) == 2
     assert msg in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the authors' toy statistics
+def test_offdiag_pearson_equals_corrcoef_on_all_offdiagonal_entries():
+    g = torch.Generator().manual_seed(11)
+    A, B = torch.randn(7, 7, generator=g, dtype=torch.float64), torch.randn(7, 7, generator=g, dtype=torch.float64)
+    off = ~np.eye(7, dtype=bool)
+    ref = np.corrcoef(A.numpy()[off], B.numpy()[off])[0, 1]  # both triangles, not symmetrized
+    assert tg.offdiag_pearson(A, B) == pytest.approx(ref, rel=1e-12)
+    assert tg.offdiag_pearson(A, 3 * A - 2) == pytest.approx(1.0) and tg.offdiag_pearson(A, -A) == pytest.approx(-1.0)
+    # for symmetric matrices it is nfa_correlation's power-1 Pearson (i < j entries)
+    W = torch.randn(7, 4, generator=g, dtype=torch.float64)
+    S = B @ B.T
+    assert tg.offdiag_pearson(W @ W.T, S) == pytest.approx(tg.nfa_correlation(W, S).pearson, rel=1e-12)
+    assert tg.offdiag_pearson(A.float(), B.float()) == pytest.approx(ref, rel=1e-5)
+
+
+@pytest.mark.parametrize("A, B, match", [(torch.eye(3), torch.eye(4), "same shape"), (torch.ones(3), torch.eye(3), "square"),
+                                         (torch.eye(3), torch.ones(3, 3), "constant"),
+                                         (torch.full((3, 3), float("nan")), torch.eye(3), "non-finite")])
+def test_offdiag_pearson_bad(A, B, match):
+    with pytest.raises(ValueError, match=match):
+        tg.offdiag_pearson(A, B)
+
+
+def test_weighted_mean_cos2_reference_and_known_answers():
+    g = torch.Generator().manual_seed(12)
+    V = torch.randn(6, 3, generator=g, dtype=torch.float64)  # rows v_i
+    G = V @ V.T
+    num = den = 0.0
+    for i, j in itertools.product(range(6), repeat=2):
+        if i != j:
+            w = float(V[i].norm() ** 2 * V[j].norm() ** 2)
+            cos2 = float(V[i] @ V[j]) ** 2 / w
+            num, den = num + w * cos2, den + w
+    assert float(tg.weighted_mean_cos2(G)) == pytest.approx(num / den, rel=1e-12)
+    assert float(tg.weighted_mean_cos2(torch.diag(torch.tensor([1.0, 2.0, 3.0])))) == 0.0  # orthogonal
+    v = torch.randn(5, 1, generator=g)
+    assert float(tg.weighted_mean_cos2(v @ v.T)) == pytest.approx(1.0, rel=1e-6)  # all parallel
+    # the authors' expression, transcribed
+    d = torch.diagonal(G)
+    theirs = ((G**2).sum() - (d**2).sum()) / (d.sum() ** 2 - (d**2).sum())
+    assert float(tg.weighted_mean_cos2(G)) == pytest.approx(float(theirs), rel=1e-12)
+    with pytest.raises(ValueError, match="two positive diagonal"):
+        tg.weighted_mean_cos2(torch.diag(torch.tensor([1.0, 0.0, 0.0])))
+
+
+def _their_pearson(x, y):
+    x, y = np.asarray(x, float) - np.mean(x), np.asarray(y, float) - np.mean(y)
+    return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+
+
+def _their_spearman(x, y):
+    def rank(a):
+        r = np.empty(len(a))
+        r[np.argsort(a)] = np.arange(len(a))
+        return r
+    return _their_pearson(rank(np.asarray(x)), rank(np.asarray(y)))
+
+
+def test_loss_correlations_against_their_functions_and_scipy():
+    import scipy.stats
+
+    rng = np.random.default_rng(0)
+    sizes = np.repeat([3, 10, 100, 500, 1000, 5000, 20000], 5)
+    loss = rng.normal(size=sizes.size)
+    a = loss * 0.5 + rng.normal(size=sizes.size)
+    b = rng.normal(size=sizes.size)
+    out = {(c.metric, c.regime): c for c in tg.loss_correlations(loss, {"a": a, "b": b}, sizes=sizes)}
+    for name, x in (("a", a), ("b", b)):
+        c = out[(name, "all")]
+        assert c.n == sizes.size
+        assert c.pearson == pytest.approx(_their_pearson(x, loss), rel=1e-12)
+        assert c.spearman == pytest.approx(_their_spearman(x, loss), rel=1e-12)  # no ties
+        big = sizes >= 1000
+        c = out[(name, "size >= 1000")]
+        assert c.n == big.sum() and c.pearson == pytest.approx(scipy.stats.pearsonr(x[big], loss[big])[0], rel=1e-10)
+    tied = tg.loss_correlations([1, 2, 3, 4], {"t": [0, 0, 1, 1]})
+    assert [c.regime for c in tied] == ["all"]
+    assert tied[0].spearman == pytest.approx(scipy.stats.spearmanr([0, 0, 1, 1], [1, 2, 3, 4])[0])
+    nan = tg.loss_correlations([1.0, 2.0, 3.0, 4.0], {"x": [1.0, float("nan"), 3.0, 5.0]})[0]
+    assert nan.n == 3 and math.isfinite(nan.pearson)
+    assert math.isnan(tg.loss_correlations([1, 2], {"x": [1, 2]})[0].pearson)  # fewer than 3 runs
+
+
+@pytest.mark.parametrize("kw, match", [(dict(metrics={}), "at least one"), (dict(metrics={"x": [1, 2]}), "'x' has 2"),
+                                       (dict(metrics={"x": [1, 2, 3]}, sizes=[1]), "sizes has 1")])
+def test_loss_correlations_bad(kw, match):
+    with pytest.raises(ValueError, match=match):
+        tg.loss_correlations([1.0, 2.0, 3.0], **kw)
+
+
+def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
+    from tl_geometry import readings
+
+    res = tg.agop(tiny_model, tiny_tokens[:2], hooks=HOOKS, n_probes=4, seed=1, progress=False)
+    rep = res.to_report(tiny_model)
+    for h in HOOKS:
+        (row,) = [r for r in rep.rows if r.metric == "agop.aofe_ratio" and r.hook == h]
+        s = res[h]
+        assert row.value == s.ratio_debiased and row.value != s.ratio
+        assert row.extras["ratio_plugin"] == s.ratio and row.extras["estimator"] == "jackknife"
+    line = next(s for s in readings.read_interaction(rep) if s.startswith("AGOP AOFE ratio"))
+    assert "bias-corrected" in line and "plug-in ratio in extras" in line
+    ex = tg.agop(tiny_model, tiny_tokens[:1, :6], hooks=HOOKS[:1], exact=True, progress=False).to_report()
+    (row,) = [r for r in ex.rows if r.metric == "agop.aofe_ratio"]
+    assert row.extras["estimator"] == "exact" and row.value == row.extras["ratio_plugin"]
+    assert "exact AGOP" in readings.read_interaction(ex)[0]

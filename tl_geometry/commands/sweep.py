@@ -3,7 +3,8 @@
     tl-geometry sweep shape [--budgets 1e5 2e5 3e5 | --paper] [--preset paper|library] [--dry-run]
                             [--depths 1 2 3] [--steps 300] [--source pydoc+shakespeare] [--device cpu]
                             [--out shape_sweep.jsonl] [--figure shape.png]
-    tl-geometry sweep toy   [--paper] [--sizes 4 8 ...] [--steps N] [--out toy.jsonl] [--figure toy.png]
+    tl-geometry sweep toy   [--preset paper|henighan|cpu] [--sizes 4 8 ...] [--seeds 0 1 ...] [--steps N]
+                            [--out toy.jsonl] [--figure toy.png]
 
 Each sub-sub-command is built by a function in :data:`BUILDERS` (name → ``builder(subparsers)``);
 add one (e.g. ``models``) by writing ``_build_models`` and registering it there.
@@ -102,27 +103,39 @@ def _run_shape(args) -> int:
 
 def _build_toy(sub) -> None:
     p = sub.add_parser("toy", help="toy double descent: ReLU(x WᵀW + b) over training-set sizes")
-    p.add_argument("--paper", action="store_true", help="the paper's settings (1000 → 2, sparsity 0.99, 22 sizes, 50k steps)")
-    p.add_argument("--sizes", type=int, nargs="+", default=None)
+    p.add_argument("--preset", choices=("paper", "henighan", "cpu"), default="cpu",
+                   help="paper: the authors' code (1000 → 2, 3000 steps, lr 5e-3, minibatches with replacement, "
+                        "5 seeds, 22 sizes; hours on CPU); henighan: our earlier 50k-step full-batch settings; "
+                        "cpu (default): 100 → 2 for a CPU minute")
+    p.add_argument("--paper", action="store_true", help="same as --preset paper")
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help="training-set sizes (default: the preset's)")
+    p.add_argument("--seeds", "--seed", type=int, nargs="+", default=None, help="model seeds (default: the preset's)")
     p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="toy_double_descent.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--figure", default=None)
     p.set_defaults(func=_run_toy)
 
 
 def _run_toy(args) -> int:
-    import dataclasses
+    import math
 
     from tl_geometry.experiments import toy_superposition as toy
 
-    cfg = toy.PAPER_TOY if args.paper else toy.CPU_TOY
-    sizes = args.sizes or (toy.PAPER_SIZES if args.paper else toy.CPU_SIZES)
-    cfg = dataclasses.replace(cfg, seed=args.seed, **({"steps": args.steps} if args.steps else {}))
-    recs = toy.toy_sweep(sizes, cfg, results=args.out)
-    print(f"{'T':>7} {'train':>8} {'test':>8} {'AOFE ratio':>10}")
-    for r in recs:
-        print(f"{r['n_train']:>7} {r['train_loss']:>8.4f} {r['test_loss']:>8.4f} {r['aofe_ratio']:>10.4f}")
+    preset = "paper" if args.paper else args.preset
+    recs = toy.run(preset, sizes=args.sizes, seeds=args.seeds, out=args.out,
+                   **({"steps": args.steps} if args.steps else {}))
+    summ = toy.summarize(recs)
+    print(f"preset {preset}" + (f" (changed: {recs[0]['overrides']})" if recs and recs[0].get("overrides") else "")
+          + "; mean ± std over seeds")
+    print(f"{'T':>7} {'seeds':>5} {'train':>8} {'test':>16} {'AOFE ratio':>16} {'AGOP cos²':>10} {'corr(WᵀW,AGOP)':>15}")
+    for s in summ:
+        print(f"{s['n_train']:>7} {s['n_seeds']:>5} {s['train_loss_mean']:>8.4f} "
+              f"{s['test_loss_mean']:>8.4f} ± {s['test_loss_std']:<5.3f} {s['aofe_ratio_mean']:>8.4f} ± {s['aofe_ratio_std']:<5.3f} "
+              f"{s['agop_cos2_mean']:>10.4f} {s['nfa_pearson_mean']:>15.4f}")
+    cors = [c for c in toy.correlations(recs) if c.metric in ("aofe_ratio", "agop_cos2") and c.n >= 3]
+    for c in cors:
+        if not math.isnan(c.pearson):
+            print(f"corr({c.metric}, test loss) [{c.regime}, n={c.n}]: Pearson {c.pearson:+.3f}, Spearman {c.spearman:+.3f}")
     if args.figure:
         toy.plot_toy(recs, args.figure)
         print(f"wrote {args.figure}")

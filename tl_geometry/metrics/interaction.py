@@ -22,9 +22,11 @@ The math (this module) is pure functions on tensors; reading a model goes throug
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -46,6 +48,10 @@ __all__ = [
     "NFACorrelation",
     "nfa_correlation",
     "nfa",
+    "offdiag_pearson",
+    "weighted_mean_cos2",
+    "LossCorrelation",
+    "loss_correlations",
     "depth_width_ratio",
     "in_efficient_interval",
     "EFFICIENT_INTERVAL",
@@ -285,14 +291,29 @@ class AGOPResult:
                 "stats": {h: s.to_dict() for h, s in self.stats.items()}, "provenance": dict(self.provenance)}
 
     def to_report(self, model: Any = None) -> GeometryReport:
-        """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook."""
+        """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook.
+
+        The ``agop.aofe_ratio`` value is the **bias-corrected** ratio (``ratio_debiased``,
+        delete-a-group jackknife) when G was estimated with probes, and the exact ratio when G is
+        exact; ``extras["estimator"]`` says which ("jackknife" or "exact") and
+        ``extras["ratio_plugin"]`` keeps the plug-in ratio of Ĝ (biased upwards with few probes:
+        4 probes read 0.77–0.94 on SmolLM2 where 64 read 0.35–0.55). ``agop.aofe`` stays the
+        plug-in AOFE (``extras["aofe_debiased"]`` has the corrected one).
+        """
         rows = []
         for h, s in self.stats.items():
+            if self.exact or s.n_probes == 0:
+                est, ratio = "exact", s.ratio
+            elif math.isnan(s.ratio_debiased):  # a HookAGOP built without the correction
+                est, ratio = "plugin", s.ratio
+            else:
+                est, ratio = "jackknife", s.ratio_debiased
             ex = {"n_probes": s.n_probes, "space": self.space, "exact": self.exact, "n_positions": s.n_positions,
                   "rel_stderr": s.rel_stderr, "aofe_debiased": s.aofe_debiased, "ratio_debiased": s.ratio_debiased}
             rows += [
                 {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
-                {"metric": "agop.aofe_ratio", "value": s.ratio, "hook": h, "extras": {**ex, "stderr": s.ratio_stderr}},
+                {"metric": "agop.aofe_ratio", "value": ratio, "hook": h,
+                 "extras": {**ex, "stderr": s.ratio_stderr, "ratio_plugin": s.ratio, "estimator": est}},
                 {"metric": "agop.trace", "value": s.trace, "hook": h, "extras": {**ex, "stderr": s.trace_stderr}},
             ]
         return GeometryReport.from_rows(rows, model=model, seed=self.seed, **dict(self.provenance))
@@ -352,6 +373,143 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
     off = lambda M: M[iu[0], iu[1]]  # noqa: E731
     return NFACorrelation(_pearson(off(gram), off(Gs)), _pearson(off(gram), off(root)), int(iu.shape[1]))
+
+
+def offdiag_pearson(A: Float[Tensor, "d d"], B: Float[Tensor, "d d"]) -> float:
+    """Pearson correlation of the off-diagonal entries of two square matrices (all d(d − 1) of them).
+
+    The authors' NFA check (``pearson_corr_offdiag`` in their ``Double_descent/data_scaling.py``,
+    applied to WᵀW and the toy's AGOP, i.e. power 1): flatten every entry with i ≠ j of A and of B
+    (no symmetrization), subtract the means, ``r = Σ a b / √(Σ a² Σ b²)``, in float64. For symmetric
+    A and B it equals :attr:`NFACorrelation.pearson` (the i < j entries, each pair counted once:
+    duplicating every point leaves a Pearson correlation unchanged).
+
+    Raises:
+        ValueError: shapes differ, not square, smaller than 2 × 2, non-finite, or either set of
+        off-diagonal entries constant (the correlation is undefined; their code returns 0 there).
+
+    Examples:
+        >>> import torch
+        >>> A = torch.tensor([[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]])
+        >>> round(offdiag_pearson(A, 2 * A + 1), 12)
+        1.0
+    """
+    A, B = _check_square(A, "A"), _check_square(B, "B")
+    if A.shape != B.shape:
+        raise ValueError(f"A and B must have the same shape, got {tuple(A.shape)} and {tuple(B.shape)}")
+    off = ~torch.eye(A.shape[0], dtype=torch.bool, device=A.device)
+    return _pearson(A.detach()[off].double(), B.detach()[off].double())
+
+
+def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
+    """Weighted mean cos² implied by a Gram-like matrix (the authors' ``weighted_mean_cos2_from_gram``).
+
+    Reading ``G_ij = ⟨v_i, v_j⟩`` and ``d_i = G_ii = ‖v_i‖²``::
+
+        Sup(G) = Σ_{i≠j} G_ij² / Σ_{i≠j} d_i d_j  =  Σ_{i≠j} w_ij cos²(v_i, v_j) / Σ_{i≠j} w_ij,
+        w_ij = ‖v_i‖² ‖v_j‖²,
+
+    in [0, 1] for a PSD G (WᵀW or an AGOP): 0 when the directions are orthogonal, 1 when they are
+    all parallel. The authors compute it for WᵀW (``wtw_weighted_mean_cos2``) and for the AGOP
+    (``agop_weighted_mean_cos2``) of the toy model. Unlike the AOFE ratio it does not approach 1
+    merely because there are d² − d off-diagonal entries. The matrix is used as given (not
+    symmetrized), as theirs; float64.
+
+    Raises:
+        ValueError: not square, smaller than 2 × 2, non-finite, or ``Σ_{i≠j} d_i d_j = 0`` (fewer
+        than two non-zero diagonal entries; their code divides by 1e-12 instead and returns 0).
+
+    Examples:
+        >>> import torch
+        >>> float(weighted_mean_cos2(torch.eye(3)))
+        0.0
+        >>> v = torch.tensor([[1.0, 2.0, -1.0]])
+        >>> round(float(weighted_mean_cos2(v.T @ v)), 12)  # rank 1: all directions parallel
+        1.0
+    """
+    G = _check_square(G).detach().to(torch.float64)
+    d = torch.diagonal(G)
+    den = d.sum() ** 2 - (d**2).sum()
+    if not den > 0:
+        raise ValueError("weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
+                         "(G needs at least two positive diagonal entries)")
+    return ((G**2).sum() - (d**2).sum()) / den
+
+
+@dataclass(frozen=True)
+class LossCorrelation:
+    """Correlation of one metric with the loss over the runs of a sweep (see :func:`loss_correlations`).
+
+    Attributes:
+        metric: the metric's name.
+        regime: ``"all"`` or ``"size >= N"``.
+        pearson, spearman: the correlations (NaN when undefined: fewer than 3 runs or a constant).
+        n: number of runs used (runs with a non-finite value are dropped).
+    """
+
+    metric: str
+    regime: str
+    pearson: float
+    spearman: float
+    n: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3:
+        return float("nan")
+    x, y = x - x.mean(), y - y.mean()
+    den = float(np.sqrt((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum() / den) if den > 0 else float("nan")
+
+
+def loss_correlations(
+    loss, metrics: Mapping[str, Any], *, sizes=None, large_from: int | None = 1000
+) -> list[LossCorrelation]:
+    """Pearson and Spearman correlations between each metric and the loss over a sweep.
+
+    The authors' ``print_correlations`` (toy double descent): one point per run (size × seed),
+    correlated over all runs and over the large-data regime ``size >= large_from`` (1000 in their
+    code). Spearman is Pearson of the ranks; ties get their average rank
+    (``scipy.stats.rankdata``; their code breaks ties by position, which only differs with ties).
+
+    Args:
+        loss: per-run losses (sequence or 1-D array).
+        metrics: name → per-run values, each as long as ``loss``.
+        sizes: per-run training-set sizes; needed for the large-data regime.
+        large_from: the regime's lower size bound, or None for the global correlations only.
+
+    Returns:
+        For each metric, a :class:`LossCorrelation` for "all" and (with sizes) one for
+        "size >= large_from".
+
+    Raises:
+        ValueError: lengths disagree or no metric is given.
+    """
+    from scipy.stats import rankdata
+
+    y = np.asarray(loss, dtype=np.float64).ravel()
+    if not metrics:
+        raise ValueError("metrics must map at least one name to per-run values")
+    s = None if sizes is None else np.asarray(sizes, dtype=np.float64).ravel()
+    if s is not None and s.shape != y.shape:
+        raise ValueError(f"sizes has {s.size} entries but loss has {y.size}")
+    out = []
+    for name, vals in metrics.items():
+        x = np.asarray(vals, dtype=np.float64).ravel()
+        if x.shape != y.shape:
+            raise ValueError(f"metric {name!r} has {x.size} values but loss has {y.size}")
+        keep = np.isfinite(x) & np.isfinite(y)
+        regimes = [("all", keep)]
+        if s is not None and large_from is not None:
+            regimes.append((f"size >= {large_from}", keep & (s >= large_from)))
+        for label, m in regimes:
+            xs, ys = x[m], y[m]
+            sp = _corr(rankdata(xs), rankdata(ys)) if xs.size else float("nan")
+            out.append(LossCorrelation(str(name), label, _corr(xs, ys), sp, int(m.sum())))
+    return out
 
 
 # ----------------------------------------------------------------------------- depth/width
