@@ -234,6 +234,9 @@ def test_paper_preset_t500_near_their_committed_values(tmp_path):
     assert abs(s["test_loss_mean"] - 1.534) < 2 * 0.163
     assert abs(s["aofe_ratio_mean"] - 0.954) < 0.05
     assert s["train_loss_mean"] == pytest.approx(0.961, abs=0.01)
+    # their WᵀW statistics at T = 500: off-diagonal energy ratio 0.9876 ± 0.0012, weighted cos² 0.5017 ± 0.0028
+    assert s["wtw_aofe_ratio_mean"] == pytest.approx(0.9876, abs=0.005)
+    assert s["wtw_cos2_mean"] == pytest.approx(0.5017, abs=0.01)
 
 
 def test_cli_sweep_toy_preset(tmp_path, capsys, monkeypatch):
