@@ -125,7 +125,7 @@ def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
     ax.set_xticks(ticks)
     ax.set_xticklabels(labels)
     special = lo < 0 or (n_layers is not None and hi >= n_layers)
-    ax.set_xlabel("layer (embed = hook_embed, final = ln_final)" if special else "layer")
+    ax.set_xlabel("layer (embed = embeddings, final = after the final norm)" if special else "layer")
 
 
 def _title(report: GeometryReport, text: str) -> str:

@@ -77,7 +77,7 @@ def test_convergence_between_layers(smollm2):
 def test_cli_pga_on_smollm2(monkeypatch, smollm2, tmp_path, capsys):
     from tl_geometry import cli
 
-    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu": smollm2)
+    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu", **kw: smollm2)
     rc = cli.main(["pga", "--layers", "3", "20", "--n-seqs", "4", "--seq-len", "64", "--n-null", "5", "--ccr", "0", "5",
                    "--max-points", "200", "--out", str(tmp_path / "r.json")])
     assert rc == 0
