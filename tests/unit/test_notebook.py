@@ -90,7 +90,7 @@ def test_repr_html_of_an_empty_report():
 
 
 def test_repr_html_is_what_jupyter_calls(report, frag, monkeypatch):
-    from IPython.core.formatters import HTMLFormatter
+    HTMLFormatter = pytest.importorskip("IPython.core.formatters").HTMLFormatter
 
     monkeypatch.setattr(GeometryReport, "_repr_html_", lambda self: frag)  # drawn once, above
     assert HTMLFormatter()(report) == frag
