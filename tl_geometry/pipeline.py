@@ -34,6 +34,22 @@ FAST_OPTIONS: dict[str, dict[str, Any]] = {
     "nfa": {"n_probes": 2},
 }
 
+#: Registered metrics the report runs only when named in ``metrics=`` / ``--metrics`` (our choice).
+#: NFA: no reading, figure or published language-model value to set it against (the authors
+#: check it on their toy model only), its correlations at report-sized probe counts are attenuated
+#: by probe noise, and it costs a second AGOP pass at every layer. ``tl-geometry agop --nfa`` runs it.
+NOT_IN_DEFAULT_REPORT: dict[str, str] = {
+    "nfa": "no reading or figure, no published value to compare with, probe-noise-attenuated at report "
+    "probe counts, and a second AGOP pass per layer; run it with --metrics ... nfa or `tl-geometry agop --nfa`",
+}
+
+
+def default_metrics() -> list[str]:
+    """The metrics a report runs by default: every registered one except :data:`NOT_IN_DEFAULT_REPORT`."""
+    from tl_geometry.registry import list_metrics
+
+    return [n for n in list_metrics() if n not in NOT_IN_DEFAULT_REPORT]
+
 
 def available_memory_bytes() -> int | None:
     try:
@@ -113,7 +129,8 @@ def run_report(
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
         corpus, n_seqs, seq_len, seed: the text batch (see :func:`tl_geometry.corpus.tokens`).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
-        metrics: registry names (default: all).
+        metrics: registry names (default: :func:`default_metrics`, every registered metric but
+            those in :data:`NOT_IN_DEFAULT_REPORT`, recorded in ``provenance["left_out"]``).
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
@@ -131,9 +148,9 @@ def run_report(
     from tl_geometry import corpus as corpus_mod
     from tl_geometry.analysis import analyze
     from tl_geometry.models import load
-    from tl_geometry.registry import get_metric, list_metrics
+    from tl_geometry.registry import get_metric
 
-    names = list(metrics) if metrics is not None else list_metrics()
+    names = list(metrics) if metrics is not None else default_metrics()
     for n in names:
         get_metric(n)  # unknown names fail before any work, listing valid ones
     out_dir = None
@@ -159,6 +176,7 @@ def run_report(
         "seed": seed,
         "fast": fast,
         "load_s": round(load_s, 2),
+        "left_out": {n: why for n, why in NOT_IN_DEFAULT_REPORT.items() if n not in names},
     }
     parts: list[GeometryReport] = []
     errors: dict[str, str] = {}

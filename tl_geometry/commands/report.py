@@ -15,7 +15,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--n-seqs", type=int, default=8, help="sequences of text (default 8)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--metrics", nargs="+", default=None, help="metric names (default: all; see `tl-geometry metrics`)")
+    p.add_argument("--metrics", nargs="+", default=None, help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)")
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
     p.add_argument("--force", action="store_true", help="overwrite report files in an existing output directory")
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
