@@ -186,7 +186,7 @@ class Context:
 def _load_zoo(tg, *, processed: bool, device: str):
     """SmolLM2 with TransformerLens processing (library) or without (the paper's raw weights)."""
     if _accepts(tg.models.load, "processing"):
-        return tg.models.load("smollm2-135m", device=device, processing="default" if processed else "none")
+        return tg.models.load("smollm2-135m", device=device, processing="tl" if processed else "none")
     flags = {} if processed else {"fold_ln": False, "center_writing_weights": False, "center_unembed": False}
     return tg.models.load("smollm2-135m", device=device, **flags)
 
@@ -384,7 +384,32 @@ def _table1(ctx: Context) -> list[ReproRow]:
             rows.append(_row(f"capacity.table1.{name}", fig, paper, ours, unit + eps_tol, preset=how,
                              note=f"tolerance: last printed digit + ε's 5-decimal rounding ({eps_tol:.2%})",
                              why="" if ours is not None else "we return no count where the paper has one"))
+    _plot_table1(rows, ctx.figures / "capacity_table1.png")
     return rows
+
+
+def _plot_table1(rows: list[ReproRow], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    pts = [(r.paper, r.ours) for r in rows if _is_num(r.paper) and _is_num(r.ours)]
+    if not pts:
+        return
+    fig, ax = plt.subplots(figsize=(4.2, 4))
+    x, y = zip(*pts)
+    lo, hi = min(x + y) / 3, max(x + y) * 3
+    ax.plot([lo, hi], [lo, hi], color="0.7", lw=0.8)
+    ax.scatter(x, y, s=12)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("published capacity (Table 1)")
+    ax.set_ylabel("ours: capacity_estimate(d, ε)")
+    ax.set_title(f"{len(pts)} class-2 models of the capacity paper", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _packing_cells(ctx: Context) -> list[tuple[int, int]]:
