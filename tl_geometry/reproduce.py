@@ -184,11 +184,8 @@ class Context:
 
 
 def _load_zoo(tg, *, processed: bool, device: str):
-    """SmolLM2 with TransformerLens processing (library) or without (the paper's raw weights)."""
-    if _accepts(tg.models.load, "processing"):
-        return tg.models.load("smollm2-135m", device=device, processing="tl" if processed else "none")
-    flags = {} if processed else {"fold_ln": False, "center_writing_weights": False, "center_unembed": False}
-    return tg.models.load("smollm2-135m", device=device, **flags)
+    """SmolLM2 with TransformerLens's processing (library) or without it (the paper's raw weights)."""
+    return tg.models.load("smollm2-135m", device=device, processing="tl" if processed else "none")
 
 
 @dataclass(frozen=True)
@@ -226,16 +223,6 @@ def _check(id: str, title: str, *, uses_model: bool = False, heavy: bool = False
         return fn
 
     return deco
-
-
-def _accepts(fn: Callable, name: str) -> bool:
-    """Whether ``fn`` takes a keyword ``name`` (APIs that grew a preset/processing option)."""
-    import inspect
-
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
 
 
 def _row(id, figure, paper, ours, tol, *, status=None, note="", preset="", sizes=None, why=""):
@@ -495,27 +482,18 @@ def _capacity_hub(ctx: Context) -> list[ReproRow]:
 
 # ----------------------------------------------------------------------------- pga
 def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, ccr, progress: bool):
-    """{hook: z} for one preset; the library's paper preset when present."""
+    """({ccr: {hook: z}}, preset label) of :func:`tl_geometry.pga` with ``preset``."""
     import tl_geometry as tg
 
     d = int(model.cfg.d_model)
     kw = dict(n_null=n_null, max_points=max_points, ccr=ccr, progress=progress, k=100 if d > 200 else max(1, d // 4))
-    if _accepts(tg.pga, "preset"):
-        rep, used = tg.pga(model, tokens, preset=preset, **kw), preset
-    else:
-        # before tg.pga had presets: the paper row differs only by the unprocessed weights
-        rep = tg.pga(model, tokens, **kw)
-        used = "library" if preset == "library" else "unprocessed weights, library settings (no pga preset yet)"
-    z: dict[int, dict[str, float]] = {}
+    rep = tg.pga(model, tokens, preset=preset, **kw)
+    used = f"{preset} (processing {rep.rows[0].extras.get('processing', '?')})" if rep.rows else preset
+    z: dict[int, dict[str, float]] = {}  # ccr → {hook: z}, hooks in the model's order
     for r in rep.rows:
         if r.metric == "pga.z":
             z.setdefault(int(r.extras["ccr"]), {})[r.hook] = float(r.value)
     return z, used
-
-
-def _layer(hook: str) -> int:
-    parts = hook.split(".")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
 
 
 @_check("pga.profile", "Subspace PGA z by layer of the offline model, paper preset next to the library default",
@@ -543,7 +521,7 @@ def _pga(ctx: Context) -> list[ReproRow]:
     rows = []
     for preset, (z, used) in profiles.items():
         z1 = z[1]
-        hooks = sorted(z1, key=_layer)
+        hooks = list(z1)
         n = len(hooks)
         inter = hooks[max(1, n // 4): max(2, (3 * n) // 4)] or hooks
         peak = max(z1[h] for h in inter)
@@ -579,12 +557,12 @@ def _plot_pga(profiles, path, name):
         for c, style in ((1, "-"), (5, ":")):
             if c not in z:
                 continue
-            hooks = sorted(z[c], key=_layer)
-            ax.plot([_layer(h) for h in hooks], [z[c][h] for h in hooks], style, marker="o", ms=3, color=f"C{i}",
+            hooks = list(z[c])
+            ax.plot(range(len(hooks)), [z[c][h] for h in hooks], style, marker="o", ms=3, color=f"C{i}",
                     label=f"{preset} (CCR-{c})")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axhspan(9, 24, color="0.9", label="paper: peak z 9–24")
-    ax.set_xlabel("layer")
+    ax.set_xlabel("hook index (embeddings → last layer)")
     ax.set_ylabel("PGA z")
     ax.set_title(f"Subspace PGA, {name}", fontsize=9)
     ax.legend(fontsize=7)
@@ -609,19 +587,13 @@ BEST_SHAPES = (
 )
 
 
-def _paper_param_count(depth: int, width: int) -> tuple[int, str]:
-    from tl_geometry.experiments import shape_sweep as ss
-
-    if hasattr(ss, "param_count"):
-        return int(ss.param_count(depth, width, preset="paper")), "paper"
-    return int(ss.n_params(depth, width)), "library (every parameter; no paper preset yet)"
-
-
 @_check("interaction.shapes", "TinyGPT shapes: 1M parameter count, α* = depth/d_model of the best shapes (Table)")
 def _shapes(ctx: Context) -> list[ReproRow]:
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
 
-    n, how = _paper_param_count(5, 120)
+    from tl_geometry.experiments import shape_sweep as ss
+
+    n, how = ss.param_count(5, 120, preset="paper"), "paper (param_count)"
     rows = [_row("interaction.tinygpt_1M.params", "parameters of the best 1M shape, depth 5 / d_model 120 "
                  "(the authors' count)", 958_800, n, 0.0, preset=how,
                  why="our count includes biases and positions differently from the authors' "
@@ -735,25 +707,19 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
                      status="differs", note="no Qwen3-30B-A3B SAE with a known width in this sae_lens")]
     top = max(rows, key=lambda r: r.value)
     ex = top.extras
-    k, V = float(ex["capacity"]), int(ex["d_vocab"])
+    k, V, tied = float(ex["capacity"]), int(ex["d_vocab"]), ex.get("tied")
     d_sae = int(next(r.value for r in rep.rows if r.metric == "sae.d_sae" and r.hook == top.hook
                      and r.extras.get("sae_id") == ex.get("sae_id") and r.extras.get("release") == ex.get("release")))
-    tied = tg.published_rows()["Qwen3-30B-A3B"].tied
-    copies = 1 if tied else 2
-    fig = (f"(2V + d_sae) / k for Qwen3-30B-A3B ({'tied' if tied else 'untied'}, V = {V:,}) with its largest SAE "
-           f"(d_sae = {d_sae:,}), "
-           f"k = {k:.3g} (Sec. 3.1, Eq. 2)")
-    sizes = {"release": ex.get("release"), "sae_id": ex.get("sae_id"), "d_sae": d_sae, "d_vocab": V, "capacity": k}
-    eq2 = (copies * V + d_sae) / k
-    return [
-        _published_row("sae.qwen3_30b.shared_ratio", fig + ", as tl_geometry's sae.shared_ratio", "0.77", float(top.value),
-                       preset="library (sae.compare)", sizes=sizes,
-                       why="sae.shared_ratio counts the vocabulary once, (V + d_sae) / k; the paper's Eq. 2 counts "
-                           "embeddings and unembeddings, 2V, for untied models"),
-        _published_row("sae.qwen3_30b.shared_ratio_eq2", fig + ", recomputed with Eq. 2 from the same k, V, d_sae",
-                       "0.77", eq2, preset=f"paper (Eq. 2: {copies}V for a {'tied' if tied else 'untied'} model)",
-                       sizes=sizes),
-    ]
+    counted = {True: "V (tied)", False: "2V (untied)"}.get(tied, "unknown")
+    sizes = {"release": ex.get("release"), "sae_id": ex.get("sae_id"), "d_sae": d_sae, "d_vocab": V, "capacity": k,
+             "tied": tied, "tied_source": ex.get("tied_source")}
+    return [_published_row(
+        "sae.qwen3_30b.shared_ratio",
+        f"(2V + d_sae) / k, Qwen3-30B-A3B (V = {V:,}, k = {k:.3g}) with its largest published SAE (d_sae = {d_sae:,}); "
+        "Sec. 3.1, Eq. 2", "0.77", float(top.value), preset=f"{ex.get('preset', 'paper')} (sae.compare)", sizes=sizes,
+        note=f"vocabulary counted as {counted}",
+        why="the shared ratio counts the vocabulary once; Eq. 2 counts embeddings and unembeddings (2V) for an "
+            "untied model" if tied is not False else "")]
 
 
 # ----------------------------------------------------------------------------- runner
