@@ -20,7 +20,7 @@ The machine's load (``/proc/loadavg``) is printed with every figure: on a shared
 "quiet" run is only as quiet as the others let it be.
 
 Usage:
-    python benchmarks/bench_contention.py [--workloads pga tiny] [--modes new old] [--threads N]
+    python benchmarks/bench_contention.py [--workloads pga tiny] [--modes new old] [--threads N] [--repeat 3]
     python benchmarks/bench_contention.py --workloads smollm2 --modes new
 """
 
@@ -131,18 +131,24 @@ def _run_worker(workload: str, mode: str, args) -> dict:
 
 
 def _measure(workload: str, mode: str, contended: bool, args) -> dict:
-    comp = _competitor() if contended else None
-    try:
-        if comp is not None:
-            time.sleep(0.5)
-        before = load()
-        r = _run_worker(workload, mode, args)
-        r["load"] = f"{before} -> {load()}"
-    finally:
-        if comp is not None:
-            comp.kill()
-            comp.wait()
-    return r
+    """Median (by wall time) of ``--repeat`` runs; every run's figures and load are kept."""
+    runs = []
+    for _ in range(args.repeat):
+        comp = _competitor() if contended else None
+        try:
+            if comp is not None:
+                time.sleep(0.5)
+            before = load()
+            r = _run_worker(workload, mode, args)
+            r["load"] = f"{before} -> {load()}"
+        finally:
+            if comp is not None:
+                comp.kill()
+                comp.wait()
+        runs.append(r)
+    med = dict(sorted(runs, key=lambda r: r["wall"])[len(runs) // 2])
+    med["runs"] = [{k: r[k] for k in ("wall", "cpu", "load")} for r in runs]
+    return med
 
 
 def main(argv=None) -> int:
@@ -157,6 +163,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n-null", type=int, default=20)
     ap.add_argument("--ref-nulls", type=int, default=2, help="nulls timed for the scipy reference (0: skip)")
     ap.add_argument("--full-options", action="store_true", help="tiny: the report's default options, not --fast's")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per condition; the median (by wall time) is printed")
     ap.add_argument("--json", type=Path, default=None, help="also write all figures here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -296,6 +296,8 @@ def run(
 
     from tqdm.auto import tqdm
 
+    from tl_geometry.threads import per_step
+
     delivered = 0
     state: dict[str, Any] = {}
 
@@ -312,7 +314,7 @@ def run(
     fwd_hooks = [(h, make_hook(h)) for h in hooks]
     starts = range(0, tokens.shape[0], batch_size)
     with eval_mode(model), torch.inference_mode():
-        for start in tqdm(starts, desc=desc, disable=not progress, leave=False):
+        for start in per_step(tqdm(starts, desc=desc, disable=not progress, leave=False)):  # threads per batch
             batch = tokens[start : start + batch_size].to(device)
             mask = keep[start : start + batch_size]
             if not mask.any():

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from tl_geometry import capture
+from tl_geometry.threads import per_step
 from tl_geometry.metrics.interaction import (
     AGOPAccumulator,
     AGOPResult,
@@ -85,7 +86,7 @@ def _input_probes(model, tokens, hooks, mask, n_probes, n_groups, seed, batch_si
     device = capture.model_device(model)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     acc = AGOPAccumulator(n_probes, n_groups)
-    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop", disable=not progress, leave=False):
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop", disable=not progress, leave=False)):
         batch, m = tokens[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
         if not m.any():
             continue
@@ -110,7 +111,7 @@ def _input_exact(model, tokens, hooks, mask, progress):
     mats, stats = {}, {}
     for h in hooks:
         G, n = None, 0
-        for b in tqdm(range(tokens.shape[0]), desc=f"exact {h}", disable=not progress, leave=False):
+        for b in per_step(tqdm(range(tokens.shape[0]), desc=f"exact {h}", disable=not progress, leave=False)):
             seq, keep = tokens[b : b + 1].to(device), mask[b].to(device)
             if not keep.any():
                 continue
@@ -148,7 +149,7 @@ def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exa
     gen = torch.Generator(device=device).manual_seed(int(seed))
     acc = None if exact else AGOPAccumulator(n_probes, n_groups)
     G_exact, n_seq = torch.zeros(proj_dim, proj_dim, dtype=torch.float64, device=device), 0
-    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False):
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)):
         batch = tokens[start : start + batch_size].to(device)
         if exact:
             # plain autograd (one backward per row of P): no functorch state kept between calls
@@ -190,7 +191,7 @@ def _loss_space(model, tokens, hooks, mask, batch_size, progress):
         raise ValueError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
     sums: dict[str, Tensor] = {}
     n = 0
-    for start in tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False):
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False)):
         batch = tokens[start : start + batch_size].to(device)
         keep = mask[start : start + batch_size].clone()
         keep[:, -1] = False  # the last position predicts nothing: its gradient is 0 by causality

@@ -12,11 +12,12 @@ thread count, never more than the process-wide setting:
 * kernels made of many small sorts / products (the PGA null loop: one sort of N(N−1)/2
   similarities per null subspace) run single-threaded inside :func:`limit_threads`, which
   restores the previous setting on exit, also on error;
-* large dense work (model forward/backward passes, the Gram matrices of ε) keeps the full setting.
+* dense work (model forward/backward passes, batched projections) uses the user's setting while
+  the cores are free, and only the free cores (at least one) while other processes want them:
+  :func:`free_cores` looks at the number of runnable threads on the machine (``/proc/loadavg``),
+  again at most every :data:`LOAD_TTL_S` seconds, before each batch.
 
-Our choice, measured on a 2-core machine: the single-threaded null loop costs at most ~10% wall
-time on a quiet machine and stays within ~1.3× of its quiet time with one competing process
-(``docs/howto/report.md`` has the figures). ``TL_GEOMETRY_THREADS=inherit`` in the environment
+Our choice, measured on a 2-core machine (figures in ``docs/howto/report.md``). ``TL_GEOMETRY_THREADS=inherit`` in the environment
 (or :data:`POLICY` = ``"inherit"``) turns the per-kernel choice off: every kernel then uses
 torch's setting, as before this module existed (for benchmarks and comparisons).
 """
@@ -25,18 +26,77 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterable, Iterator, TypeVar
 
 import torch
 
-__all__ = ["POLICY", "SORT_THREADS", "kernel_threads", "limit_threads", "set_threads", "using_threads"]
+T = TypeVar("T")
+
+__all__ = [
+    "POLICY", "SORT_THREADS", "LOAD_TTL_S", "free_cores", "kernel", "kernel_threads", "per_step", "limit_threads", "set_threads",
+    "using_threads",
+]
 
 #: "auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting.
 POLICY = os.environ.get("TL_GEOMETRY_THREADS", "auto").strip().lower() or "auto"
 #: Threads for sort-bound kernels (the PGA null loop).
 SORT_THREADS = 1
 
-_KERNELS = {"sort": lambda: SORT_THREADS, "dense": lambda: torch.get_num_threads()}
+#: How long one look at the machine's load is reused (seconds).
+LOAD_TTL_S = 0.5
+_load_cache: list[float] = [-1.0, 0.0]  # [time of the look, cores free for us]
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _runnable_now() -> int | None:
+    """Runnable threads on the machine right now (/proc/loadavg's 4th field), None if unknown."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_cores() -> int | None:
+    """Cores not wanted by other runnable threads: usable cores − (runnable threads − this one).
+
+    Three looks 1 ms apart (our own OpenMP workers may still spin for a moment after an op), the
+    smallest count kept; reused for :data:`LOAD_TTL_S`. None where the kernel does not say (not
+    Linux).
+    """
+    import time
+
+    now = time.monotonic()
+    if now - _load_cache[0] < LOAD_TTL_S:
+        return int(_load_cache[1])
+    looks = []
+    for i in range(3):
+        if i:
+            time.sleep(0.001)
+        r = _runnable_now()
+        if r is None:
+            return None
+        looks.append(r)
+    free = max(0, _usable_cores() - (min(looks) - 1))
+    _load_cache[:] = [now, free]
+    return free
+
+
+def _dense_threads() -> int:
+    """Our choice: the user's setting while the cores are free; as many as are free (at least one)
+    when other processes want them — a team of OpenMP threads larger than the free cores waits at
+    every op for a descheduled member (measured: 10–30× slower model passes on 2 busy cores)."""
+    free = free_cores()
+    return torch.get_num_threads() if free is None else max(1, free)
+
+
+_KERNELS = {"sort": lambda: SORT_THREADS, "dense": _dense_threads}
 
 
 def _policy() -> str:
@@ -57,6 +117,20 @@ def kernel_threads(kind: str) -> int:
     if _policy() == "inherit":
         return cap
     return max(1, min(cap, int(_KERNELS[kind]())))
+
+
+def kernel(kind: str):
+    """``with kernel("dense"):`` — run the block with :func:`kernel_threads` of that kind."""
+    return limit_threads(kernel_threads(kind))
+
+
+def per_step(iterable: Iterable[T], kind: str = "dense") -> Iterator[T]:
+    """Iterate ``iterable``; the loop body of each step runs under :func:`kernel` ``(kind)``,
+    chosen afresh per step (so a long loop follows the machine's load). The setting is restored
+    when the loop ends, breaks or raises."""
+    for item in iterable:
+        with kernel(kind):
+            yield item
 
 
 @contextmanager

@@ -59,11 +59,28 @@ def test_using_threads_may_raise_and_restores(two_threads):
     assert torch.get_num_threads() == 1
 
 
-def test_kernel_threads_policy(two_threads, monkeypatch):
+@pytest.fixture
+def free(monkeypatch):
+    """Pretend the machine has this many free cores (None: unknown)."""
+    state = {"free": 2}
+    monkeypatch.setattr(threads, "free_cores", lambda: state["free"])
+    return state
+
+
+def test_kernel_threads_policy(two_threads, free, monkeypatch):
     assert threads.kernel_threads("sort") == 1
     assert threads.kernel_threads("dense") == 2
+    free["free"] = 1  # one other process wants a core
+    assert threads.kernel_threads("dense") == 1
+    free["free"] = 0  # busier still: never fewer than one
+    assert threads.kernel_threads("dense") == 1
+    free["free"] = None  # no /proc/loadavg: the user's setting
+    assert threads.kernel_threads("dense") == 2
+    free["free"] = 8  # more free cores than the user allows: the user's cap
+    assert threads.kernel_threads("dense") == 2
     monkeypatch.setattr(threads, "POLICY", "inherit")
-    assert threads.kernel_threads("sort") == 2
+    free["free"] = 0
+    assert threads.kernel_threads("sort") == 2 and threads.kernel_threads("dense") == 2
     monkeypatch.setattr(threads, "POLICY", "fast")
     with pytest.raises(ValueError, match="'auto' or 'inherit'"):
         threads.kernel_threads("sort")
@@ -156,3 +173,82 @@ def test_cli_threads_applies_during_the_command_and_is_restored(two_threads, mon
     monkeypatch.setattr(report_cmd, "run", fake_run)
     assert main(["report", "--threads", "1"]) == 0
     assert seen == [1] and torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("runnable,cores,expected", [
+    ([1, 1, 1], 2, 2),  # only us: both cores free
+    ([2, 2, 2], 2, 1),  # one other runnable thread
+    ([3, 2, 4], 2, 1),  # the smallest look counts (our own workers may still be spinning)
+    ([5, 5, 5], 2, 0),
+    ([1, 1, 1], 16, 16),
+])
+def test_free_cores_from_the_runnable_count(monkeypatch, runnable, cores, expected):
+    looks = iter(runnable)
+    monkeypatch.setattr(threads, "_runnable_now", lambda: next(looks))
+    monkeypatch.setattr(threads, "_usable_cores", lambda: cores)
+    monkeypatch.setattr(threads, "_load_cache", [-1.0, 0.0])
+    assert threads.free_cores() == expected
+    # reused for LOAD_TTL_S (no further look: the iterator is exhausted)
+    assert threads.free_cores() == expected
+
+
+def test_free_cores_unknown_without_proc_loadavg(monkeypatch):
+    monkeypatch.setattr(threads, "_runnable_now", lambda: None)
+    monkeypatch.setattr(threads, "_load_cache", [-1.0, 0.0])
+    assert threads.free_cores() is None
+
+
+def test_runnable_now_reads_this_machine():
+    r = threads._runnable_now()
+    assert r is None or r >= 1  # we are running
+
+
+def test_per_step_limits_each_step_and_restores_on_break_and_error(two_threads, free):
+    free["free"] = 1
+    seen = []
+    for i in threads.per_step(range(5)):
+        seen.append(torch.get_num_threads())
+        if i == 2:
+            break
+    assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+
+    def loop():
+        for i in threads.per_step(range(5)):
+            if i == 1:
+                raise RuntimeError("batch failed")
+
+    with pytest.raises(RuntimeError, match="batch failed"):
+        loop()
+    assert torch.get_num_threads() == 2
+
+
+def test_model_passes_follow_the_machines_load(two_threads, free, tiny_model, tiny_tokens):
+    """capture.run and the AGOP probe loop run each batch with the dense kernel's threads."""
+    from tl_geometry import capture
+
+    free["free"] = 1
+    seen = []
+    capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: seen.append(torch.get_num_threads()),
+                batch_size=3, progress=False)
+    assert seen == [1, 1]
+    free["free"] = 2
+    capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: seen.append(torch.get_num_threads()),
+                batch_size=3, progress=False)
+    assert seen == [1, 1, 2, 2] and torch.get_num_threads() == 2
+
+
+def test_agop_probe_loop_follows_the_machines_load(two_threads, free, tiny_model, tiny_tokens, monkeypatch):
+    from tl_geometry import capture_agop
+
+    free["free"] = 1
+    seen = []
+    real = capture_agop.AGOPAccumulator.update
+
+    def spy(self, *a, **kw):
+        seen.append(torch.get_num_threads())
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(capture_agop.AGOPAccumulator, "update", spy)
+    tg.agop(tiny_model, tiny_tokens, hooks=["blocks.1.hook_resid_pre"], n_probes=2, batch_size=3, progress=False)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 2

@@ -244,12 +244,14 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 
 
 def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
-    """ρ of each null basis. Our choice: the batched projection uses torch's threads; the per-null
+    """ρ of each null basis. Our choice: the batched projection uses torch's threads (fewer when other
+    processes want the cores); the per-null
     similarities and sort run single-threaded (:mod:`tl_geometry.threads`: a sort of N(N−1)/2 keys
     split over OpenMP threads costs ~4× the CPU when another process competes for the cores)."""
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
-        Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
+        with limit_threads(kernel_threads("dense") if Hx.device.type == "cpu" else None):
+            Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         with limit_threads(kernel_threads("sort") if Y.device.type == "cpu" else None):
             for t in range(Y.shape[0]):
                 rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
