@@ -536,7 +536,9 @@ def _pga(ctx: Context) -> list[ReproRow]:
         rows.append(_row(f"pga.{preset}.late_min", "min z over late (not final) layers (paper: d ≤ 1024 models go "
                          "negative, e.g. Pythia-410M ≈ −32)", "< 0 for d ≤ 1024", low, None, status="measured",
                          note=("negative, as the paper reports for d ≤ 1024" if low < 0 else "not negative") +
-                              f"; final layer z = {final:.1f} (paper: the final layer recovers)", **base))
+                              f"; final layer z = {final:.1f}: " +
+                              ("recovers, as in the paper" if final > max(low, 0) else "no recovery (the paper's final "
+                               "layer recovers)"), **base))
         if 5 in z:
             late5 = min(z[5][h] for h in late)
             rows.append(_row(f"pga.{preset}.ccr5_late_min", "min late-layer z after CCR-5 (paper: positive for "
