@@ -195,7 +195,8 @@ def test_cli_tiny_exit_0(tmp_path, capsys):
     assert main(["reproduce", "capacity", "--tiny", "--check", "capacity.bounds", "--out", str(tmp_path),
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "Llama-2-7B JL bound at C = 3.029" in out and "reproduce.md" in out
+    assert "8 reproduced" in out and "reproduce.md" in out
+    assert "Llama-2-7B JL bound at C = 3.029" in (tmp_path / "reproduce.md").read_text()
 
 
 def test_cli_exit_1_when_a_check_fails(tmp_path, monkeypatch, capsys):

@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from tl_geometry.reproduce import list_checks, reproduce
+    from tl_geometry.reproduce import fmt, list_checks, reproduce
 
     if args.list:
         for c in list_checks(args.families):
@@ -43,8 +43,12 @@ def run(args) -> int:
         return 0
     res = reproduce(args.families, out=args.out, size=args.size or "cpu", checks=args.check, device=args.device,
                     fresh=args.fresh, progress=not args.no_progress)
-    print(res.to_markdown())
-    print(f"wrote {res.out / 'reproduce.md'}, {res.out / 'reproduce.json'}")
+    counts = res.counts()
+    print(f"{len(res.rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    for r in res.rows:
+        if r.status in ("differs", "error"):
+            print(f"  {r.status:<8} {r.id}: paper {fmt(r.paper)}, ours {fmt(r.ours)} — {r.note}")
+    print(f"the table: {res.out / 'reproduce.md'} (rows with presets, sizes and times: {res.out / 'reproduce.json'})")
     if res.n_errors:
         bad = sorted({r.id for r in res.rows if r.status == "error"})
         print(f"tl-geometry reproduce: {res.n_errors} check(s) failed: {', '.join(bad)}; run again to retry them",
