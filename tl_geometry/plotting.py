@@ -279,7 +279,7 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
     ax.set_xlabel(f"ε = μ + 2σ of pairwise cosines of {mat} rows (the paper: raw W_E)")
     ax.set_ylabel("capacity: log₁₀ k (near-orthogonal directions)")
     ax.set_title(_title(report, "Capacity vs ε (capacity paper, full form, preset \"paper\")"))
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="center right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
