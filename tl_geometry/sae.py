@@ -875,8 +875,12 @@ def compare(
             not in the model, unknown release.
         SAELensNotInstalledError: sae_lens missing.
     """
-    from tl_geometry.metrics.capacity import capacity_estimate
+    from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate
 
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     eps, source, info = _host_epsilon(model_or_name) if not isinstance(model_or_name, (int, float)) else (None, None, None)
     if eps is None:
         raise TypeError(f"expected a model or a model name, got {type(model_or_name).__name__}")

@@ -324,6 +324,10 @@ def test_compare_local_saes_on_a_model(class2_model, tmp_path):
     assert rep.filter("sae.shared_ratio").rows[0].extras["verdict"] == "tied unknown"
     with pytest.raises(TypeError, match="tied must be"):
         S.compare(class2_model, saes=[a], tied="yes")
+    with pytest.raises(ValueError, match="accepted: \\['paper'\\]"):
+        S.compare("Llama-2-7B", preset="library")
+    with pytest.raises(ValueError, match="unknown form"):
+        S.compare("Llama-2-7B", form="nope")
 
 
 def test_shared_directions_is_eq_2():

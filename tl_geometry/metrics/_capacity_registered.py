@@ -133,8 +133,12 @@ def capacity_metric(
     k_3sigma). The paper's matrix is the raw input embedding: ``extras["raw"]`` says whether
     this model's matrix is the checkpoint's (see :func:`matrix_provenance`).
     """
-    from tl_geometry.metrics.capacity import capacity_estimate, embedding_epsilon
+    from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate, embedding_epsilon
 
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
