@@ -112,7 +112,10 @@ NOTEBOOKS = {
             "row = weights_reader.embedding_capacity(tg.models.zoo_file(\"smollm2-135m\"))\n"
             "row"
         ),
-        new_markdown_cell("The capacity bound at a few ε for d = 576, in the paper's three forms:"),
+        new_markdown_cell(
+            "The capacity formula k(d, ε) at a few ε for d = 576, in the paper's three forms. "
+            "`tg.capacity` is the bare formula, for any ε in (0, 1):"
+        ),
         new_code_cell(
             "import numpy as np\n"
             "eps = np.array([0.05, 0.1, 0.2])\n"
@@ -121,16 +124,28 @@ NOTEBOOKS = {
         new_markdown_cell("And the inverse: the ε at which k directions fit in d dimensions."),
         new_code_cell("tg.capacity_epsilon(1_000_000, 576, form=\"full\")"),
         new_markdown_cell(
+            "**As the paper reports it.** The paper gives a capacity (a count) only for Class 2 embeddings "
+            "(ε < 0.1); for the boundary and Class 1 it is *indeterminate*. `tg.capacity_estimate` applies "
+            "that rule and also gives the authors' μ + 3σ figure; `tg.min_n` is the inverse in d (the "
+            "smallest width that holds k directions at ε)."
+        ),
+        new_code_cell(
+            "tg.capacity_estimate(4096, 0.0645), tg.capacity_estimate(576, 0.729).reason, tg.min_n(32000, 0.0645)"
+        ),
+        new_markdown_cell(
             "**Next to the published models.** The figure places SmolLM2's ε on the capacity curve "
             "of its width, with the 45 models of the paper's Table 1 at their own widths."
         ),
         new_code_cell(
             "from tl_geometry import plotting, readings\n"
+            "est = tg.capacity_estimate(row.d_model, mean=row.mean, std=row.std)   # as the paper reports it\n"
+            "print(est)\n"
             "report = tg.GeometryReport.from_rows(\n"
             "    [{\"metric\": \"epsilon.W_E\", \"value\": row.epsilon,\n"
-            "      \"extras\": {\"mean\": row.mean, \"std\": row.std, \"d\": row.d_model, \"n_vectors\": row.vocab}},\n"
-            "     {\"metric\": \"capacity.W_E\", \"value\": row.capacity,\n"
-            "      \"extras\": {\"form\": \"full\", \"epsilon\": row.epsilon, \"d\": row.d_model}}],\n"
+            "      \"extras\": {\"mean\": row.mean, \"std\": row.std, \"d\": row.d_model, \"n_vectors\": row.vocab, \"raw\": True}},\n"
+            "     {\"metric\": \"capacity.W_E\", \"value\": float(\"nan\") if est.k is None else est.k,\n"
+            "      \"extras\": {\"form\": \"full\", \"preset\": est.preset, \"epsilon\": row.epsilon, \"d\": row.d_model,\n"
+            "                 \"status\": est.status, \"reason\": est.reason}}],\n"
             "    model=\"smollm2-135m\")\n"
             "print(\"\\n\".join(readings.read_capacity(report)))\n"
             "fig = plotting.plot_capacity_curve(report)"
