@@ -20,12 +20,13 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from tl_geometry.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
 from tl_geometry.readings import model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text
 
 __all__ = [
-    "OutputExistsError", "check_out_dir", "figure_data_uris", "render_html", "render_markdown", "write_html",
-    "write_outputs", "OUTPUT_FILES",
+    "OutputExistsError", "check_out_dir", "figure_data_uris", "render_html", "render_into", "render_markdown",
+    "write_html", "write_outputs", "OUTPUT_FILES",
 ]
 
 OUTPUT_FILES = ("report.json", "report.md", "index.html")
@@ -50,31 +51,6 @@ table{border-collapse:collapse;font-size:.85em} td,th{border:1px solid #ddd;padd
 th{background:#f6f6f6} td.num{text-align:right;font-variant-numeric:tabular-nums}
 details{margin-top:1em} .prov td:first-child{font-weight:600}
 """
-
-
-class OutputExistsError(FileExistsError, ValueError):
-    """The output directory exists and is not empty; pass ``force=True`` to write into it.
-
-    A ``ValueError`` too, so the CLI reports it as a bad argument (exit code 2).
-    """
-
-
-def check_out_dir(out_dir: str | os.PathLike, *, force: bool = False) -> Path:
-    """Refuse a non-empty existing ``out_dir`` unless ``force`` (call it before a long run).
-
-    Raises:
-        OutputExistsError: ``out_dir`` exists, is not empty, and ``force`` is false.
-        NotADirectoryError: ``out_dir`` exists and is a file.
-    """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"output path {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise OutputExistsError(
-            f"output directory {out} already exists and is not empty; pass --force to overwrite the "
-            f"report files in it (other files are never deleted)"
-        )
-    return out
 
 
 def _fmt(v: float) -> str:
@@ -265,27 +241,74 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(report: GeometryReport, out_dir: str | os.PathLike, *, force: bool = False, dpi: int = 110) -> Path:
+def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: bool = True, dpi: int = 110) -> Path:
+    """Write ``report.json``, the PNG figures (with ``figures``), ``report.md`` and ``index.html``
+    straight into ``folder`` (no checks, no lock: :func:`write_outputs` wraps it). Returns index.html."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    report.to_json(folder / "report.json")
+    figs = {}
+    if figures:
+        from tl_geometry.plotting import save_figures
+
+        figs = save_figures(report, folder, dpi=dpi)
+    atomic_write_text(folder / "report.md", render_markdown(report, figs))
+    return write_html(report, folder, figs)
+
+
+def figure_files() -> tuple[str, ...]:
+    """The PNG names this package writes (``<figure>.png`` for every figure it can draw)."""
+    try:
+        from tl_geometry.plotting import FIGURES
+    except ImportError:  # pragma: no cover - matplotlib missing
+        return ()
+    return tuple(f"{name}.png" for name in FIGURES)
+
+
+def write_outputs(
+    report: GeometryReport, out_dir: str | os.PathLike, *, force: bool = False, dpi: int = 110,
+    figures: bool = True, force_hint: str = "force=True",
+) -> Path:
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
+
+    The files are drawn in ``out_dir/partial-run/`` and moved into ``out_dir`` only when all are
+    written (``report.json`` last), under the directory's lock (:mod:`tl_geometry.outdir`): a
+    failure or an interrupt leaves the previous files as they were.
 
     Args:
         report: the results.
         out_dir: output directory (created).
-        force: write into an existing non-empty directory, replacing only the files named
-            above; other files are never deleted.
+        force: write into an existing non-empty directory, replacing the files named above and
+            removing figure PNGs of ours that this report does not draw; other files are never
+            deleted.
         dpi: figure resolution.
+        figures: draw the PNGs (index.html and report.md are written either way).
+        force_hint: how the refusal message spells ``force`` (the CLI passes ``"--force"``).
 
     Returns:
         The path of ``index.html``.
 
     Raises:
         OutputExistsError: ``out_dir`` exists and is not empty and ``force`` is false.
+        OutputLockedError: another live run holds the directory's lock.
+        OutputNotWritableError: the directory cannot be written.
     """
-    from tl_geometry.plotting import save_figures
+    from tl_geometry import outdir
 
-    out = check_out_dir(out_dir, force=force)
-    out.mkdir(parents=True, exist_ok=True)
-    report.to_json(out / "report.json")
-    figs = save_figures(report, out, dpi=dpi)
-    atomic_write_text(out / "report.md", render_markdown(report, figs))
-    return write_html(report, out, figs)
+    out, created, lock = outdir.prepare(out_dir, force=force, force_hint=force_hint)
+    done = False
+    work = out / outdir.WORK_DIR
+    try:
+        work = outdir.new_work_dir(out)
+        render_into(report, work, figures=figures, dpi=dpi)
+        outdir.promote(work, out, owned_figures=figure_files())
+        done = True
+    finally:
+        if not done:  # the report is still in memory (or in its JSON file): drop the half-drawn copy
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        lock.release()
+        if not done:
+            outdir.cleanup_created(out, created)
+    return out / "index.html"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tl_geometry.report import GeometryReport, atomic_write_text
+from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
 
@@ -94,15 +94,72 @@ def config_for(name: str) -> Any:
         return None
 
 
-def write_outputs(report: GeometryReport, out: Path, *, figures: bool = True) -> Path:
-    """report.json + report.md, and with ``figures`` the PNGs and index.html (:mod:`tl_geometry.html`)."""
-    if figures:
-        from tl_geometry.html import write_outputs as write_all
+def check_inputs(
+    *,
+    corpus: Any,
+    n_seqs: int,
+    seq_len: int,
+    seed: int,
+    names: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    device: Any,
+    max_memory_gb: float | None,
+    corpus_encoding: str = "utf-8",
+) -> list[str]:
+    """Every check of :func:`run_report`'s inputs that needs no model (cheap; before any load).
 
-        return write_all(report, out, force=True)
-    report.to_json(out / "report.json")
-    atomic_write_text(out / "report.md", report.to_markdown())
-    return out / "report.json"
+    Returns the corpus texts (read once here, so an iterator is not consumed twice).
+
+    Raises:
+        ValueError / TypeError / KeyError: naming the input and what is accepted.
+    """
+    from tl_geometry import corpus as corpus_mod
+    from tl_geometry.analysis import check_options
+    from tl_geometry.registry import get_metric
+
+    for label, value, lo in (("n_seqs", n_seqs, 1), ("seq_len", seq_len, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ValueError(f"{label} must be an integer >= {lo}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if not names:
+        raise ValueError("no metrics chosen; pass metrics=None for all, or names from `tl-geometry metrics`")
+    for n in names:
+        get_metric(n)  # unknown names fail before any work, listing valid ones
+    dupes = sorted({n for n in names if list(names).count(n) > 1})
+    if dupes:
+        raise ValueError(f"metrics named more than once: {dupes}")
+    check_options(names, options)
+    if max_memory_gb is not None and (
+        isinstance(max_memory_gb, bool) or not isinstance(max_memory_gb, (int, float)) or not 0 < max_memory_gb < float("inf")
+    ):
+        raise ValueError(f"max_memory_gb must be a positive number of GiB, got {max_memory_gb!r}")
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'mps'): {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine; use device='cpu'")
+    if isinstance(corpus, (str, os.PathLike)) and str(corpus) not in corpus_mod.SOURCES and not Path(corpus).is_file():
+        path = Path(corpus)
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise ValueError(
+            f"corpus {str(corpus)!r}: no such source, and as a file path it {what}; accepted: "
+            f"{', '.join(corpus_mod.SOURCES)} or a path to a UTF-8 text file"
+        )
+    docs = corpus_mod.texts(corpus, encoding=corpus_encoding)  # a file's encoding errors, too
+    if not any(t.strip() for t in docs):
+        raise ValueError(f"corpus {corpus if isinstance(corpus, (str, os.PathLike)) else 'given'} holds no text")
+    return docs
+
+
+def _write_progress(report: GeometryReport, folder: Path) -> None:
+    """report.json, report.md and index.html (no figures), all marked with the run's status."""
+    from tl_geometry.html import render_into
+
+    render_into(report, folder, figures=False)
 
 
 def run_report(
@@ -122,8 +179,12 @@ def run_report(
     device: str = "cpu",
     max_memory_gb: float | None = None,
     progress: bool = True,
+    force_hint: str = "force=True",
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
+
+    Every input is checked before the model is loaded (:func:`check_inputs`, and ``out``:
+    not a file, writable, not in use by another run, empty unless ``force``).
 
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
@@ -134,77 +195,121 @@ def run_report(
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
-        force: overwrite report files in an existing ``out``.
+        force: replace the report files of an existing ``out`` (only once the new report is
+            whole; other files are kept).
+        figures: draw the PNG figures (index.html and report.md are written either way).
         max_memory_gb: refuse a named model whose estimated peak memory (from its config, before
             loading) exceeds this (default: the available RAM).
+        progress: progress bars (False: none, the metrics' own included).
+        force_hint: how a refusal spells ``force`` (the CLI passes ``"--force"``).
 
     Returns:
         The merged report. ``provenance["status"]`` is "complete", or "partial" when a metric
-        failed (its error is in ``provenance["errors"]``); an interrupted run leaves a report
-        marked "interrupted" in ``out`` and re-raises ``KeyboardInterrupt``.
+        failed (its error is in ``provenance["errors"]``).
+
+    Writing: the run writes into ``out/partial-run/`` after every metric (every file marked
+    "running"), and moves the finished files into ``out`` at the end. An interrupted run marks
+    them "interrupted" and re-raises ``KeyboardInterrupt``: into ``out`` when ``out`` held no
+    report, else they stay in ``out/partial-run/`` and the previous report is kept as it was.
+    A killed run leaves the previous report as it was and its own in ``out/partial-run/``.
     """
     from tqdm.auto import tqdm
 
     from tl_geometry import corpus as corpus_mod
-    from tl_geometry.analysis import analyze
+    from tl_geometry import outdir
+    from tl_geometry.analysis import analyze, check_options, takes_option
+    from tl_geometry.html import figure_files, render_into
     from tl_geometry.models import load
-    from tl_geometry.registry import get_metric
 
     names = list(metrics) if metrics is not None else default_metrics()
-    for n in names:
-        get_metric(n)  # unknown names fail before any work, listing valid ones
-    out_dir = None
-    if out is not None:
-        from tl_geometry.html import check_out_dir
-
-        out_dir = check_out_dir(out, force=force)  # refuse before any long work
-        out_dir.mkdir(parents=True, exist_ok=True)
+    docs = check_inputs(corpus=corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, names=names,
+                        options=options or {}, device=device, max_memory_gb=max_memory_gb,
+                        corpus_encoding=corpus_encoding)
+    base = FAST_OPTIONS if fast else REPORT_OPTIONS
+    run_options: dict[str, dict[str, Any]] = {}
+    for name in names:
+        opts = dict(base.get(name, {}))
+        opts.update((options or {}).get(name, {}))
+        if takes_option(name, "progress"):  # analyze(progress=False) below would silence them
+            opts.setdefault("progress", progress)
+        if opts:
+            run_options[name] = opts
+    check_options(names, run_options)  # the report defaults merged with the user's
     if isinstance(model, str):
         cfg = config_for(model)
         if cfg is not None:
             check_memory(cfg, limit_bytes=None if max_memory_gb is None else int(max_memory_gb * 2**30))
-    t0 = time.perf_counter()
-    model = load(model, device=device)
-    load_s = time.perf_counter() - t0
-    tokens = corpus_mod.tokens(model, corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, encoding=corpus_encoding)
-    base = FAST_OPTIONS if fast else REPORT_OPTIONS
-    prov = {
-        "corpus": corpus if isinstance(corpus, str) else "custom",
-        "corpus_encoding": corpus_encoding,
-        "n_seqs": n_seqs,
-        "seq_len": seq_len,
-        "seed": seed,
-        "fast": fast,
-        "load_s": round(load_s, 2),
-        "left_out": {n: why for n, why in NOT_IN_DEFAULT_REPORT.items() if n not in names},
-    }
-    parts: list[GeometryReport] = []
-    errors: dict[str, str] = {}
-
-    def current(status: str) -> GeometryReport:
-        return GeometryReport.merge(*parts, **prov, status=status, errors=errors, metrics=names)
-
+    out_dir = lock = work = None
+    created = False
+    if out is not None:
+        out_dir, created, lock = outdir.prepare(out, force=force, force_hint=force_hint)
+    finished = False
     try:
-        for name in tqdm(names, desc="report", disable=not progress):
-            opts = dict(base.get(name, {}))
-            opts.update((options or {}).get(name, {}))
-            try:
-                parts.append(analyze(model, tokens, metrics=[name], options={name: opts} if opts else None, progress=False))
-            except Exception as exc:  # keep going: one failing metric must not lose the others
-                logger.exception("metric %s failed", name)
-                errors[name] = f"{type(exc).__name__}: {exc}"
-            if out_dir is not None:
-                current("running").to_json(out_dir / "report.json")
-    except KeyboardInterrupt:
         if out_dir is not None:
-            write_outputs(current("interrupted"), out_dir, figures=False)
-        raise
-    timings = {}
-    for p in parts:
-        timings.update(p.provenance.get("timings_s", {}))
-    prov["timings_s"] = timings
-    prov["total_s"] = round(time.perf_counter() - t0, 2)
-    report = current("partial" if errors else "complete")
-    if out_dir is not None:
-        write_outputs(report, out_dir, figures=figures)
-    return report
+            work = outdir.new_work_dir(out_dir)
+        t0 = time.perf_counter()
+        model = load(model, device=device)
+        load_s = time.perf_counter() - t0
+        tokens = corpus_mod.tokens(model, docs, n_seqs=n_seqs, seq_len=seq_len, seed=seed)
+        prov = {
+            "corpus": corpus if isinstance(corpus, str) else str(corpus) if isinstance(corpus, os.PathLike) else "custom",
+            "corpus_encoding": corpus_encoding,
+            "n_seqs": n_seqs,
+            "seq_len": seq_len,
+            "seed": seed,
+            "fast": fast,
+            "load_s": round(load_s, 2),
+            "left_out": {n: why for n, why in NOT_IN_DEFAULT_REPORT.items() if n not in names},
+        }
+        parts: list[GeometryReport] = []
+        errors: dict[str, str] = {}
+
+        def current(status: str) -> GeometryReport:
+            done = {n for p in parts for n in p.provenance.get("metrics", [])} | set(errors)
+            extra = {"missing_metrics": [n for n in names if n not in done]} if status != "complete" else {}
+            return GeometryReport.merge(*parts, **prov, status=status, errors=errors, metrics=names, **extra)
+
+        try:
+            if work is not None:
+                _write_progress(current("running"), work)
+            for name in tqdm(names, desc="report", disable=not progress):
+                opts = run_options.get(name)
+                try:
+                    parts.append(analyze(model, tokens, metrics=[name], options={name: opts} if opts else None, progress=False))
+                except Exception as exc:  # keep going: one failing metric must not lose the others
+                    logger.exception("metric %s failed", name)
+                    errors[name] = f"{type(exc).__name__}: {exc}"
+                if work is not None:
+                    _write_progress(current("running"), work)
+        except KeyboardInterrupt:
+            if work is not None:
+                _write_progress(current("interrupted"), work)
+                if (out_dir / "report.json").exists():
+                    logger.warning(
+                        "interrupted: the previous report in %s is kept unchanged; this run's partial "
+                        "results are in %s (marked 'interrupted')", out_dir, work,
+                    )
+                else:
+                    outdir.promote(work, out_dir, owned_figures=figure_files())
+                    logger.warning("interrupted: the partial results are in %s (marked 'interrupted')", out_dir)
+            finished = True  # what was computed is on disk; do not remove the directory
+            raise
+        timings = {}
+        for p in parts:
+            timings.update(p.provenance.get("timings_s", {}))
+        prov["timings_s"] = timings
+        prov["total_s"] = round(time.perf_counter() - t0, 2)
+        report = current("partial" if errors else "complete")
+        if work is not None:
+            render_into(report, work, figures=figures)
+            outdir.promote(work, out_dir, owned_figures=figure_files())
+        finished = True
+        return report
+    finally:
+        if lock is not None:
+            if not finished and work is not None and not any(work.iterdir()):
+                work.rmdir()
+            lock.release()
+            if not finished and work is not None and not work.exists():
+                outdir.cleanup_created(out_dir, created)
+

@@ -84,12 +84,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a unique temp file in the same folder, then rename.
 
     A reader (or a crash) sees the old file or the new one, never half of one. Shared by the
-    report, the HTML/markdown outputs and the results-file repair.
+    report, the HTML/markdown outputs and the results-file repair. The file gets the mode a
+    plain ``open(path, "w")`` would give (0666 less the umask), not the temp file's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -97,6 +99,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read it by setting it, then put it back at once
+    os.umask(mask)
+    return mask
 
 
 def layer_of(hook: str | None) -> int | None:
@@ -308,6 +324,20 @@ def model_name(model: Any) -> str:
     return str(getattr(cfg, "model_name", None) or type(model).__name__)
 
 
+def transformer_lens_version(module: Any = None) -> str:
+    """The installed TransformerLens version (TL 3.x and 4.x have no ``__version__``: read the
+    distribution's metadata), or ``"unknown"``."""
+    from importlib import metadata
+
+    for dist in ("transformer-lens", "transformer_lens"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    version = getattr(module, "__version__", None)
+    return str(version) if version else "unknown"
+
+
 def provenance_of(model: Any) -> dict[str, Any]:
     """Provenance fields of a model: name, class, TL version, shape, dtype, weight processing."""
     from tl_geometry import __version__
@@ -318,7 +348,7 @@ def provenance_of(model: Any) -> dict[str, Any]:
     try:
         import transformer_lens
 
-        prov["transformer_lens_version"] = getattr(transformer_lens, "__version__", "?")
+        prov["transformer_lens_version"] = transformer_lens_version(transformer_lens)
     except ImportError:  # pragma: no cover
         pass
     cfg = getattr(model, "cfg", None)

@@ -51,3 +51,97 @@ def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
                  "--max-memory-gb", "16", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "needs about" in err and "GiB" in err and "16.0 GiB is available" in err
+
+
+def _no_load(*args, **kwargs):
+    raise AssertionError("the model was loaded before the inputs were checked")
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--corpus", "/nonexistent/corpus.txt"], "corpus '/nonexistent/corpus.txt': no such source"),
+        (["--max-points", "1"], "--max-points must be >= 2"),
+        (["--n-null", "1"], "--n-null must be >= 2"),
+        (["--n-probes", "1"], "--n-probes must be >= 2"),
+        (["--seq-len", "1"], "--seq-len >= 2"),
+        (["--seed", "-1"], "seed must be a non-negative integer"),
+        (["--device", "gpu"], "not a torch device"),
+        (["--max-memory-gb", "0"], "max_memory_gb must be a positive number"),
+        (["--metrics", "shape", "shape"], "more than once"),
+    ],
+)
+def test_report_checks_inputs_before_loading(argv, match, tmp_path, monkeypatch, capsys):
+    from tl_geometry import models
+
+    monkeypatch.setattr(models, "load", _no_load)
+    assert main(["report", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_unwritable_out_one_line_before_load(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from tl_geometry import models, outdir
+
+    def denied(folder):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(models, "load", _no_load)
+    monkeypatch.setattr(outdir, "_mkstemp", denied)
+    assert main(["report", "--out", str(tmp_path / "o"), "--metrics", "shape"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot write to the folder" in err and "Permission denied" in err and "\n" not in err
+
+
+def test_report_into_a_directory_in_use_refused(tmp_path, monkeypatch, capsys):
+    import os
+
+    from tl_geometry import models
+    from tl_geometry.outdir import OutputLock
+
+    monkeypatch.setattr(models, "load", _no_load)
+    with OutputLock(tmp_path):
+        assert main(["report", "--out", str(tmp_path), "--force", "--metrics", "shape"]) == 2
+    err = capsys.readouterr().err
+    assert f"in use by another tl-geometry run (pid {os.getpid()}" in err
+
+
+def _saved(tmp_path, name, report):
+    path = tmp_path / name
+    report.to_json(path)
+    return str(path)
+
+
+def test_render_refuses_two_runs_of_the_same_model(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from synthetic_report import make_report
+
+    full = _saved(tmp_path, "full.json", make_report(families=("activations",), n_layers=4, seed=0, status="complete"))
+    fast = _saved(tmp_path, "fast.json", make_report(families=("activations",), n_layers=4, seed=1, fast=True))
+    assert main(["render", full, fast, "--out", str(tmp_path / "page")]) == 2
+    err = capsys.readouterr().err
+    assert "separate runs of the same model" in err and "for model synthetic-4L" in err and "agop.aofe," in err
+    assert not (tmp_path / "page").exists()
+    assert main(["render", full, full, "--out", str(tmp_path / "page")]) == 2
+    assert "more than once" in capsys.readouterr().err
+
+
+def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import json
+
+    from synthetic_report import make_report
+
+    act = _saved(tmp_path, "act.json", make_report(families=("activations",), corpus="pydoc", status="complete"))
+    sae = _saved(tmp_path, "sae.json", make_report(families=("sae",), corpus="shakespeare", status="interrupted",
+                                                    missing_metrics=["sae"]))
+    assert main(["render", act, sae, "--out", str(tmp_path / "page"), "--dpi", "30"]) == 0
+    assert "status: interrupted" in capsys.readouterr().err
+    prov = json.loads((tmp_path / "page" / "report.json").read_text())["provenance"]
+    assert prov["status"] == "interrupted" and prov["partial_sources"] == [sae]  # worst of the inputs
+    assert "corpus" not in prov  # the inputs disagree: no single value for the page
+    assert [s["corpus"] for s in prov["sources"]] == ["pydoc", "shakespeare"]
+    assert 'class="banner"' in (tmp_path / "page" / "index.html").read_text()

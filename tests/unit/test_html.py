@@ -96,7 +96,7 @@ def test_existing_dir_refused(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(OutputExistsError, match="already exists and is not empty; pass --force"):
+    with pytest.raises(OutputExistsError, match=r"already exists and is not empty; pass force=True"):
         write_outputs(make_report(families=("sae",)), out)
     with pytest.raises(ValueError, match="already exists"):  # the CLI maps ValueError to exit 2
         write_outputs(make_report(families=("sae",)), out)
@@ -109,7 +109,9 @@ def test_force_overwrites_but_keeps_other_files(tmp_path):
     (out / "notes.txt").write_text("mine")
     write_outputs(make_report(families=("sae",)), out, force=True, dpi=40)
     assert (out / "notes.txt").read_text() == "mine"
-    assert (out / "cosine_histogram.png").exists()  # never deleted, only no longer referenced
+    # our figures of the older report are removed: none may sit next to a report it is not from
+    assert not (out / "cosine_histogram.png").exists() and (out / "sae_widths.png").exists()
+    assert not (out / "partial-run").exists() and not (out / ".tl-geometry.lock").exists()
     assert len(parse(out / "index.html").imgs) == 1
     assert json.loads((out / "report.json").read_text())["rows"][0]["metric"].startswith("sae.")
 

@@ -67,3 +67,35 @@ def test_provenance_of_model(tiny_model):
     p = r.provenance
     assert p["n_layers"] == 3 and p["d_model"] == 32 and p["model_class"] == "HookedTransformer"
     assert p["tl_geometry_version"] == tg.__version__ and "transformer_lens_version" in p
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_write_text_mode_follows_umask(tmp_path, umask):
+    """Not mkstemp's 0600: the mode a plain open() would give, so a shared report is readable."""
+    import os
+    import stat
+
+    from tl_geometry.report import atomic_write_text, current_umask
+
+    old = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        atomic_write_text(tmp_path / "a.txt", "x")
+        atomic_write_text(tmp_path / "a.txt", "y")  # replacing keeps the umask's mode too
+        GeometryReport.from_rows([], model="m").to_json(tmp_path / "r.json")
+        with open(tmp_path / "plain.txt", "w") as f:
+            f.write("z")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+    assert want == 0o666 & ~umask
+    for name in ("a.txt", "r.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == want
+    assert (tmp_path / "a.txt").read_text() == "y" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "plain.txt", "r.json"]
+
+
+def test_transformer_lens_version_is_the_installed_one(tiny_model):
+    from importlib.metadata import version
+
+    p = GeometryReport.from_rows([], model=tiny_model).provenance
+    assert p["transformer_lens_version"] == version("transformer_lens")

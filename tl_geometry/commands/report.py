@@ -17,12 +17,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--metrics", nargs="+", default=None, help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)")
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
-    p.add_argument("--force", action="store_true", help="overwrite report files in an existing output directory")
+    p.add_argument("--force", action="store_true", help="replace the report in an existing output directory (only once the new one is whole)")
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
     p.add_argument("--n-null", type=int, default=None, help="PGA null subspaces (report default 50; fast 20)")
     p.add_argument("--n-probes", type=int, default=None, help="AGOP/NFA gradient probes (report default 16; fast 4)")
     p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
-    p.add_argument("--no-figures", action="store_true", help="skip PNG figures and index.html")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (report.json, report.md and index.html are still written)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
@@ -57,10 +57,10 @@ def run(args) -> int:
     report = run_report(
         args.model, corpus=args.corpus, corpus_encoding=args.corpus_encoding, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
         metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
-        figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb,
+        figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb, force_hint="--force",
     )
     print(summary_table(report))
-    print(f"\nwrote {out}/report.json, {out}/report.md" + ("" if args.no_figures else f" (and figures in {out}/)"))
+    print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + ("" if args.no_figures else " and the figures"))
     status = report.provenance.get("status")
     if status != "complete":
         print(f"status: {status}; errors: {report.provenance.get('errors')}", file=sys.stderr)
