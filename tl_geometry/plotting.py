@@ -117,8 +117,8 @@ def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
     lo, hi = int(np.nanmin(xs)), int(np.nanmax(xs))
     step = max(1, (hi - lo + 1) // 10)
     ticks = list(range(max(lo, 0), hi + 1, step))
-    if lo < 0:
-        ticks = [-1] + ticks
+    if lo < 0:  # "embed" at -1; drop a 0 tick next to it when ticks are spaced (the labels would collide)
+        ticks = [-1] + [t for t in ticks if t != 0 or step == 1]
     if n_layers is not None and hi >= n_layers and n_layers not in ticks:
         ticks.append(n_layers)
     labels = ["embed" if t == -1 else ("final" if n_layers is not None and t == n_layers else str(t)) for t in ticks]

@@ -10,7 +10,7 @@ pairwise distances better than random k-dimensional views do:
 4. ρ_q = Spearman(d_full, d(H Q)) for n_null Haar-random orthonormal (d, k) bases Q;
 5. z = (ρ_read − mean ρ_q) / std ρ_q (ddof = 1).
 
-The paper published no code; steps 1–5 follow ``DESIGN.md``. Our choices where the paper is
+The paper published no code; steps 1–5 are our reading of its text. Our choices where the paper is
 silent are marked "Our choice:" below. Spectral metrics (RankMe, α-ReQ, ...) live in
 :mod:`tl_geometry.metrics.spectral` and are re-exported here.
 """
@@ -326,7 +326,7 @@ def pga_score(
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
 ) -> PGAScore:
-    """Subspace PGA z-score of hidden states H against the readout subspace (DESIGN.md steps 1–5).
+    """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
 
     Args:
         H: (N, d) hidden states at one hook (any float dtype; computed in float64).
