@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test install install-dev docs bench tl4 clean
+.PHONY: demo test install install-dev docs bench tl4 clean notebooks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,3 +54,8 @@ bench: install-dev
 
 clean:
 	rm -rf $(VENV) .venv-tl4 site reports .pytest_cache
+
+## notebooks: regenerate examples/*.ipynb from scripts/make_notebooks.py and execute them in place
+## (nbclient; outputs committed). About 3 min on a 2-core CPU; `NB=03_pga` runs only matching ones.
+notebooks: install-dev
+	$(BIN)/python scripts/make_notebooks.py $(NB)

@@ -1,8 +1,17 @@
 #!/usr/bin/env python
-"""Write the example notebooks in ``examples/`` from the cell sources below (outputs empty).
+"""Write the example notebooks in ``examples/`` from the cell sources below and execute them in place.
 
-Run ``python scripts/make_notebooks.py`` after editing a cell here; the notebooks are executed by
-``tests/integration/test_notebooks.py``, so keep every one offline and under ~40 s.
+    python scripts/make_notebooks.py                  # all six: write, execute (nbclient), save with outputs
+    python scripts/make_notebooks.py 03_pga 04        # only the notebooks whose name contains one of these
+    python scripts/make_notebooks.py --no-execute     # write the sources only (outputs empty; for drafting)
+
+``make notebooks`` runs the first form. The committed notebooks carry their outputs so that a
+reader on the forge sees them; ``tests/unit/test_notebooks_current.py`` checks that their cells
+are what this script generates and that every code cell was executed, and
+``tests/integration/test_notebooks.py`` executes them again. Every notebook runs offline (the
+kernel is this interpreter, with this checkout first on ``PYTHONPATH``, ``HF_HUB_OFFLINE=1``
+and progress bars off). A notebook whose execution fails is not written: the script names the
+notebook and the cell and exits 1, the committed file is left as it was.
 """
 
 from __future__ import annotations
@@ -190,7 +199,7 @@ NOTEBOOKS = {
             "z_out = tg.pga_score(outside, V, n_null=20, ccr=0).z\n"
             "float(z_in), float(z_out)"
         ),
-        new_markdown_cell("**On a model** (a tiny random one here; use `tg.models.load(\"smollm2-135m\")` for the real thing):"),
+        new_markdown_cell('**On a model** (a tiny random one here). For the real thing as the paper does it, load the unprocessed model and use the paper preset: `raw = tg.models.load("smollm2-135m", processing="none")`, then `tg.pga(raw, tokens, preset="paper")` (raw hidden states and raw W_U at Hugging Face\'s `hidden_states` hooks). The default (`preset="library"`) scores the model as loaded — `tg.models.load(name)` applies TransformerLens\'s weight processing, which changes the readout subspace and can flip the sign of z. Every row records `preset` and `processing`.'),
         new_code_cell(TINY),
         new_code_cell(
             "report = tg.pga(model, tokens[:4, :24], k=8, n_null=10, ccr=[0, 1, 5], max_points=96, progress=False)\n"
@@ -198,9 +207,7 @@ NOTEBOOKS = {
         ),
         new_code_cell("from tl_geometry import plotting\nfig = plotting.plot_pga(report)"),
         new_markdown_cell(
-            "**Spectral metrics** of the same activations: RankMe (effective rank), α-ReQ (eigenvalue "
-            "decay), isotropy and condition number."
-        ),
+            '**Spectral metrics** of the same activations: RankMe (Garrido et al.: entropy of the singular values; `rankme_eig` is the eigenvalue variant), α-ReQ (eigenvalue decay, by least squares over all ranks and as reptrix fits it: 1/i-weighted over ranks 11–100, each with R²), isotropy and condition number.'),
         new_code_cell(
             "spec = tg.spectral(model, tokens, progress=False)\n"
             "fig = plotting.plot_spectral(spec)"
@@ -353,18 +360,98 @@ NOTEBOOKS = {
 }
 
 
-def main() -> None:
+KERNEL = "tl-geometry-notebooks"
+
+
+def build(name: str):
+    """The notebook ``name`` (cells only, no outputs; cell ids are stable: ``<stem>-<index>``)."""
+    import copy
+
+    cells = copy.deepcopy(NOTEBOOKS[name])
+    for i, cell in enumerate(cells):
+        cell["id"] = f"{name.split('_')[0]}-{i}"
+    nb = new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    nbformat.validate(nb)
+    return nb
+
+
+def _kernel_dir() -> Path:
+    """A kernelspec for this interpreter, with this checkout first on PYTHONPATH, offline."""
+    import json
+    import os
+    import sys
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="tlg_jupyter_"))
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "tl_geometry examples", "language": "python",
+        "env": {"PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1",
+                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
+    }))
+    return root
+
+
+def execute(nb, *, timeout: int = 600) -> float:
+    """Run every cell of ``nb`` in place (a fresh kernel in a temporary working directory); seconds taken."""
+    import os
+    import tempfile
+    import time
+
+    from nbclient import NotebookClient
+
+    os.environ["JUPYTER_PATH"] = str(_kernel_dir())
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tlg_nb_") as cwd:
+        NotebookClient(nb, timeout=timeout, kernel_name=KERNEL, record_timing=False,
+                       resources={"metadata": {"path": cwd}}).execute()
+    # the committed file keeps the generic kernelspec, not the temporary one
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("only", nargs="*", help="notebooks whose name contains one of these (default: all)")
+    ap.add_argument("--no-execute", action="store_true", help="write the sources only, outputs empty")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    args = ap.parse_args(argv)
+    names = [n for n in NOTEBOOKS if not args.only or any(o in n for o in args.only)]
+    if not names:
+        ap.error(f"no notebook matches {args.only}; notebooks: {', '.join(NOTEBOOKS)}")
     out = ROOT / "examples"
     out.mkdir(exist_ok=True)
-    for name, cells in NOTEBOOKS.items():
-        nb = new_notebook(cells=cells, metadata={
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-            "language_info": {"name": "python"},
-        })
-        nbformat.validate(nb)
-        nbformat.write(nb, out / name)
+    failed = []
+    for name in names:
+        nb = build(name)
+        if not args.no_execute:
+            from nbclient.exceptions import CellExecutionError
+
+            try:
+                took = execute(nb, timeout=args.timeout)
+            except CellExecutionError as exc:
+                print(f"FAILED {name} (left unchanged):\n{str(exc)[-3000:]}")
+                failed.append(name)
+                continue
+            print(f"executed {name} in {took:.0f} s")
+        tmp = out / (name + ".tmp")
+        nbformat.write(nb, tmp)
+        tmp.replace(out / name)  # atomic: an interrupted run never leaves half a notebook
         print("wrote", out / name)
+    if failed:
+        print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

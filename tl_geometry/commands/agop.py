@@ -10,7 +10,7 @@ from __future__ import annotations
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
-    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
+    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
     p.add_argument("--corpus-encoding", default="utf-8",
                    help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")

@@ -18,7 +18,7 @@ def add_parser(subparsers) -> None:
                         "TransformerLens's weight processing, every blocks.L.hook_resid_post")
     p.add_argument("--processing", choices=("tl", "none"), default=None,
                    help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)")
-    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default) or a TransformerLens name")
+    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name")
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
     p.add_argument("--corpus-encoding", default="utf-8",
                    help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")

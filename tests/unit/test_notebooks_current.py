@@ -1,0 +1,62 @@
+"""The committed example notebooks are current and executed (a reader on the forge sees outputs).
+
+Cheap: no kernel. ``make notebooks`` (scripts/make_notebooks.py) regenerates and executes them;
+tests/integration/test_notebooks.py executes them again.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SCRIPT = _script()
+NAMES = list(SCRIPT.NOTEBOOKS)
+
+
+def test_every_generated_notebook_is_committed_and_nothing_else():
+    committed = sorted(p.name for p in (ROOT / "examples").glob("*.ipynb"))
+    assert committed == sorted(NAMES), "run `make notebooks` (scripts/make_notebooks.py)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_cells_are_what_the_script_generates(name):
+    committed = nbformat.read(ROOT / "examples" / name, as_version=4)
+    generated = SCRIPT.build(name)
+    got = [(c.cell_type, c.source) for c in committed.cells]
+    want = [(c.cell_type, c.source) for c in generated.cells]
+    assert got == want, f"examples/{name} differs from scripts/make_notebooks.py: run `make notebooks NB={name[:2]}`"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebooks_are_executed_without_errors(name):
+    nb = nbformat.read(ROOT / "examples" / name, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    counts = [c.get("execution_count") for c in code]
+    assert all(counts) and counts == sorted(counts), f"examples/{name} is not executed in order: run `make notebooks`"
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"examples/{name} holds an error output: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    # the last cell of every notebook shows something (a value, a print or a figure)
+    assert code[-1].get("outputs") or name.startswith("06"), f"examples/{name}: the last code cell has no output"
+    # every plotting call left its figure
+    for cell in code:
+        if "plotting.plot_" in cell.source:
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), cell.source
+
+
+def test_build_is_stable_and_does_not_share_cells():
+    a, b = SCRIPT.build(NAMES[0]), SCRIPT.build(NAMES[0])
+    assert [c.id for c in a.cells] == [c.id for c in b.cells]
+    a.cells[1].outputs.append({"output_type": "stream", "name": "stdout", "text": "x"})
+    assert SCRIPT.build(NAMES[0]).cells[1].outputs == []
