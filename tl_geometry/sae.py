@@ -532,7 +532,8 @@ def load(
 
     Raises:
         ValueError: neither or both of (release, sae_id) and path; unknown release or sae_id
-            (close matches listed); path missing or without cfg.json.
+            (close matches listed); path missing or without cfg.json; a truncated or corrupt
+            weights file in path (``CorruptFileError``, with the expected and actual size).
         HubUnavailableError: offline / unreachable and not in the local cache.
         SAELensNotInstalledError: sae_lens missing.
     """
@@ -545,6 +546,10 @@ def load(
         _sae_lens()
         from sae_lens import SAE
 
+        from tl_geometry.weights_reader import check_weights_file
+
+        for f in sorted(p.glob("*.safetensors")):
+            check_weights_file(f)  # truncated/corrupt: CorruptFileError with the sizes, not a safetensors trace
         return SAE.load_from_disk(p, device=device, dtype=dtype)
     if release is None or sae_id is None:
         raise ValueError("pass release=... and sae_id=... (a sae_lens pretrained SAE), or path=... (a saved SAE)")
