@@ -33,7 +33,7 @@ import torch
 T = TypeVar("T")
 
 __all__ = [
-    "POLICY", "SORT_THREADS", "LOAD_TTL_S", "free_cores", "kernel", "kernel_threads", "per_step", "limit_threads", "set_threads",
+    "POLICY", "SORT_THREADS", "LOAD_TTL_S", "BUSY_TTL_S", "free_cores", "kernel", "kernel_threads", "per_step", "limit_threads", "set_threads",
     "using_threads",
 ]
 
@@ -42,8 +42,10 @@ POLICY = os.environ.get("TL_GEOMETRY_THREADS", "auto").strip().lower() or "auto"
 #: Threads for sort-bound kernels (the PGA null loop).
 SORT_THREADS = 1
 
-#: How long one look at the machine's load is reused (seconds).
+#: How long one look at the machine's load is reused (seconds): when all cores were free, and
+#: when some were not.
 LOAD_TTL_S = 0.5
+BUSY_TTL_S = 5.0
 _load_cache: list[float] = [-1.0, 0.0]  # [time of the look, cores free for us]
 
 
@@ -66,25 +68,28 @@ def _runnable_now() -> int | None:
 def free_cores() -> int | None:
     """Cores not wanted by other runnable threads: usable cores − (runnable threads − this one).
 
-    Three looks 1 ms apart (our own OpenMP workers may still spin for a moment after an op), the
-    smallest count kept; reused for :data:`LOAD_TTL_S`. None where the kernel does not say (not
+    Our choice: after 1 ms (our own OpenMP workers stop spinning and sleep), three looks 1 ms
+    apart, the largest count kept: a busy machine is what must not be missed (a team too large
+    for the free cores costs 5–30×; one thread on a free machine costs at most the core count).
+    An answer is reused for :data:`LOAD_TTL_S`, one that finds other work for
+    :data:`BUSY_TTL_S` (others' jobs come in bursts). None where the kernel does not say (not
     Linux).
     """
     import time
 
     now = time.monotonic()
-    if now - _load_cache[0] < LOAD_TTL_S:
+    ttl = LOAD_TTL_S if _load_cache[1] >= _usable_cores() else BUSY_TTL_S
+    if now - _load_cache[0] < ttl:
         return int(_load_cache[1])
     looks = []
-    for i in range(3):
-        if i:
-            time.sleep(0.001)
+    for _ in range(3):
+        time.sleep(0.001)
         r = _runnable_now()
         if r is None:
             return None
         looks.append(r)
-    free = max(0, _usable_cores() - (min(looks) - 1))
-    _load_cache[:] = [now, free]
+    free = max(0, _usable_cores() - (max(looks) - 1))
+    _load_cache[:] = [time.monotonic(), free]
     return free
 
 

@@ -113,8 +113,7 @@ def test_pga_null_loop_runs_single_threaded_and_restores(two_threads, monkeypatc
     seen = _spy_null_threads(monkeypatch)
     H, V = _data()
     s = tg.pga_score(H, V, n_null=6, ccr=0)
-    # reference + readout with torch's setting, then 6 nulls on one thread
-    assert seen == [2, 2] + [1] * 6
+    assert seen == [1] * 8  # reference, readout and 6 nulls: sorts, on one thread
     assert torch.get_num_threads() == 2
     assert s.n_null == 6
 
@@ -178,7 +177,7 @@ def test_cli_threads_applies_during_the_command_and_is_restored(two_threads, mon
 @pytest.mark.parametrize("runnable,cores,expected", [
     ([1, 1, 1], 2, 2),  # only us: both cores free
     ([2, 2, 2], 2, 1),  # one other runnable thread
-    ([3, 2, 4], 2, 1),  # the smallest look counts (our own workers may still be spinning)
+    ([1, 2, 1], 2, 1),  # the largest look counts: a busy machine must not be missed
     ([5, 5, 5], 2, 0),
     ([1, 1, 1], 16, 16),
 ])

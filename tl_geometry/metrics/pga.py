@@ -259,10 +259,11 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
 
 
 def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
-    ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
-    if ref.ss == 0.0:
-        raise ValueError("all pairwise distances of H are equal; the rank correlation is undefined")
-    rho = ref.spearman(cosine_similarities(Hx @ readout, pairs))
+    with limit_threads(kernel_threads("sort") if Hx.device.type == "cpu" else None):  # sorts, as the nulls
+        ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
+        if ref.ss == 0.0:
+            raise ValueError("all pairwise distances of H are equal; the rank correlation is undefined")
+        rho = ref.spearman(cosine_similarities(Hx @ readout, pairs))
     nulls = _null_rhos(ref, Hx, pairs, bases, batch)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
