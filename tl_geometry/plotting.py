@@ -355,14 +355,20 @@ def plot_pga(report: GeometryReport):
 
 _SPECTRAL = (
     ("spectral.rankme", "RankMe (effective rank)", False),
-    ("spectral.alpha_req", "α-ReQ (power-law decay α, least squares)", False),
+    ("spectral.alpha_req", "α-ReQ (power-law decay α)", False),
     ("spectral.isotropy", "isotropy (Σλ)²/(d·Σλ²)", False),
     ("spectral.condition_number", "condition number λ_max/λ_min", True),
 )
+#: A second definition drawn on the same panel when present: metric → (companion, labels).
+_SPECTRAL_COMPANION = {
+    "spectral.rankme": ("spectral.rankme_eig", "singular values (Garrido et al.)", "eigenvalues (rankme_eig)"),
+    "spectral.alpha_req": ("spectral.alpha_req_reptrix", "least squares, all ranks", "reptrix: 1/i-weighted, ranks 11–100"),
+}
 
 
 def plot_spectral(report: GeometryReport):
-    """RankMe, α-ReQ, isotropy and condition number of the activations by layer (2×2)."""
+    """RankMe, α-ReQ, isotropy and condition number of the activations by layer (2×2); the
+    RankMe and α-ReQ panels also draw ``rankme_eig`` / ``alpha_req_reptrix`` when present."""
     present = [(m, label, log) for m, label, log in _SPECTRAL if _rows(report, m)]
     if not present:
         return None
@@ -372,7 +378,13 @@ def plot_spectral(report: GeometryReport):
     flat = list(axes.flat)
     for ax, (metric, label, log) in zip(flat, present):
         xs, ys = _by_layer(_rows(report, metric), n)
-        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green")
+        companion = _SPECTRAL_COMPANION.get(metric)
+        other = _rows(report, companion[0]) if companion else []
+        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green", label=companion[1] if other else None)
+        if other:
+            ox, oy = _by_layer(other, n)
+            ax.plot(ox, oy, marker="s", ms=3, color="tab:olive", ls="--", label=companion[2])
+            ax.legend(fontsize=7)
         if log:
             ax.set_yscale("log")
         _layer_ticks(ax, xs, n)

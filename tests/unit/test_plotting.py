@@ -83,6 +83,18 @@ def test_spectral_panels_only_for_present_metrics():
     fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
     visible = [ax for ax in fig.axes if ax.axison]
     assert len(visible) == 1 and "RankMe" in visible[0].get_title()
+    assert len(visible[0].lines) == 1 and visible[0].get_legend() is None
+
+
+def test_spectral_draws_both_definitions_when_present():
+    rows = [{"metric": m, "hook": f"blocks.{l}.hook_resid_post", "value": v + l}
+            for l in range(3) for m, v in (("spectral.rankme", 10.0), ("spectral.rankme_eig", 4.0),
+                                           ("spectral.alpha_req", 1.5), ("spectral.alpha_req_reptrix", 0.9))]
+    fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
+    rank_ax, alpha_ax = [ax for ax in fig.axes if ax.axison]
+    assert [list(line.get_ydata()) for line in rank_ax.lines] == [[10.0, 11.0, 12.0], [4.0, 5.0, 6.0]]
+    assert [list(line.get_ydata()) for line in alpha_ax.lines] == [[1.5, 2.5, 3.5], [0.9, 1.9, 2.9]]
+    assert "reptrix" in " ".join(t.get_text() for t in alpha_ax.get_legend().get_texts())
 
 
 def test_aofe_title_names_depth_width(full_report):
