@@ -5,8 +5,10 @@ here six layers, 512 points and 20 nulls keep the test short.
 """
 
 import math
+import warnings
 
 import pytest
+import torch
 
 import tl_geometry as tg
 
@@ -49,6 +51,47 @@ def test_profile_pattern_of_smollm2(profile):
     pc1 = {row.layer: row.value for row in profile.filter("pga.pc1_overlap").rows}
     assert pc1[12] > 2 * pc1[6]
     assert pc1[6] < 100 / 576 < pc1[12] + 0.05
+
+
+@pytest.fixture(scope="module")
+def smollm2_raw():
+    """SmolLM2-135M unprocessed (processing="none"): what the paper preset needs."""
+    return tg.models.load("smollm2-135m", processing="none")
+
+
+def test_processing_changes_only_the_readout_on_an_rmsnorm_model(smollm2, smollm2_raw, pydoc_tokens):
+    assert tg.models.processing_name(smollm2_raw) == "none" and tg.models.processing_name(smollm2) == "tl"
+    # TL's processed W_U is the raw one with the final RMSNorm weight folded in (fold_ln) and its
+    # mean over the vocabulary removed (center_unembed)
+    W, w = smollm2_raw.W_U.double(), smollm2_raw.ln_final.w.double()
+    rebuilt = w[:, None] * W
+    rebuilt = rebuilt - rebuilt.mean(1, keepdim=True)
+    torch.testing.assert_close(rebuilt, smollm2.W_U.double(), atol=1e-5, rtol=1e-5)
+    V_raw, V_tl = tg.readout_basis(smollm2_raw.W_U, 100), tg.readout_basis(smollm2.W_U, 100)
+    assert float((V_raw.T @ V_tl).pow(2).sum() / 100) < 0.95  # processing moves the readout subspace
+    # RMSNorm: no center_writing_weights, so the block outputs are the same tensors
+    h = ["blocks.6.hook_resid_post"]
+    a = tg.capture.collect(smollm2_raw, pydoc_tokens[:2], h, max_points=None, progress=False).acts[h[0]]
+    b = tg.capture.collect(smollm2, pydoc_tokens[:2], h, max_points=None, progress=False).acts[h[0]]
+    torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
+
+
+def test_paper_preset_on_smollm2(smollm2, smollm2_raw, pydoc_tokens):
+    """The paper preset at test size: the final normalized state is strongly negative, and PC1 of
+    layer 6 (the dominant direction) sits above chance in the raw readout but below it in the
+    processed one (benchmarks/pga_profile_smollm2.py shows the whole profile)."""
+    hooks = ["blocks.0.hook_resid_pre", "blocks.6.hook_resid_post", "unembed.hook_in"]
+    assert set(hooks) <= set(tg.capture.hidden_state_hooks(smollm2_raw))
+    opts = dict(hooks=hooks, k=100, n_null=20, ccr=[1], max_points=512, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the unprocessed model: no warning
+        r = tg.pga(smollm2_raw, pydoc_tokens, preset="paper", **opts)
+    assert {(row.extras["preset"], row.extras["processing"]) for row in r.rows} == {("paper", "none")}
+    assert r.value("pga.z", hook="unembed.hook_in", ccr=1) < -3
+    with pytest.warns(UserWarning, match="fold_ln"):
+        rp = tg.pga(smollm2, pydoc_tokens, preset="paper", **opts)
+    chance = 100 / 576
+    assert r.value("pga.pc1_overlap", hook=hooks[1]) > chance > rp.value("pga.pc1_overlap", hook=hooks[1])
 
 
 def test_spectral_on_smollm2(smollm2, pydoc_tokens):
