@@ -61,7 +61,7 @@ def check_paper_model(model: Any) -> None:
             "PGA preset 'paper' expects the unprocessed model, but this one was processed: "
             + "; ".join(_WHAT_DIFFERS[k] for k in on)
             + f". On SmolLM2-135M this moves the top-100 readout subspace (overlap 0.80) and flips z at CCR-1 in "
-            f"layers 2–8 from about −2 to about +0.3; {how}",
+            f"layers 2–8 from about −1.5 (raw) to about +0.4 (processed); {how}",
             UserWarning, stacklevel=3,
         )
 
