@@ -561,11 +561,13 @@ def _plot_pga(profiles, path, name):
             if c not in z:
                 continue
             hooks = list(z[c])
-            ax.plot(range(len(hooks)), [z[c][h] for h in hooks], style, marker="o", ms=3, color=f"C{i}",
-                    label=f"{preset} (CCR-{c})")
+            # align on Hugging Face's hidden_states index: 0 = embeddings, l = output of layer l
+            start = 0 if hooks[0].endswith(("hook_resid_pre", "hook_embed")) else 1
+            ax.plot(range(start, start + len(hooks)), [z[c][h] for h in hooks], style, marker="o", ms=3,
+                    color=f"C{i}", label=f"{preset} (CCR-{c})")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axhspan(9, 24, color="0.9", label="paper: peak z 9–24")
-    ax.set_xlabel("hook index (embeddings → last layer)")
+    ax.set_xlabel("hidden state (0 = embeddings, l = after layer l)")
     ax.set_ylabel("PGA z")
     ax.set_title(f"Subspace PGA, {name}", fontsize=9)
     ax.legend(fontsize=7)
@@ -940,7 +942,7 @@ def fmt(x: Any) -> str:
             return "nan"
         if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
             return f"{x:.3e}"
-        return f"{x:.4g}"
+        return f"{x:.6g}"
     return str(x)
 
 
