@@ -107,11 +107,20 @@ def _record_processing(model: Any, name: str, flags: dict[str, bool]) -> None:
 
 
 def processing_of(model: Any) -> dict[str, bool] | None:
-    """The weight-processing flags recorded on a model by :func:`load` / :func:`from_hf`
-    (fold_ln, center_writing_weights, center_unembed); None when not recorded (a model built
-    elsewhere: TransformerLens 3.x does not record its processing on the config)."""
+    """The weight-processing flags of a model (fold_ln, center_writing_weights, center_unembed).
+
+    Recorded by :func:`load` / :func:`from_hf`; for a ``TransformerBridge`` whose weights were
+    never processed (``_weights_processed`` False: the raw Hugging Face weights) all False; None
+    when unknown (a HookedTransformer built elsewhere — TransformerLens 3.x does not record its
+    processing on the config — or a bridge after ``process_weights`` / compatibility mode, whose
+    flags it does not keep).
+    """
     rec = getattr(model, "_tl_geometry_processing", None)
-    return None if rec is None else dict(rec)
+    if rec is not None:
+        return dict(rec)
+    if getattr(model, "_weights_processed", None) is False:
+        return {k: False for k in _FLAGS}
+    return None
 
 
 def processing_name(model: Any) -> str:

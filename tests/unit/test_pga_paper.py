@@ -113,6 +113,21 @@ def test_paper_preset_unknown_processing_warns(tiny_model, tiny_tokens):
     assert {x.extras["processing"] for x in r.rows} == {"unknown"}
 
 
+def test_paper_preset_on_bridges(tiny_bridge, tiny_tokens, monkeypatch):
+    # a bridge on raw weights (never processed) is the unprocessed model: no warning
+    assert models.processing_name(tiny_bridge) == "none"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        r = tg.pga(tiny_bridge, tiny_tokens, preset="paper", k=4, n_null=4, max_points=30, progress=False)
+    assert {x.extras["processing"] for x in r.rows} == {"none"}
+    assert {x.hook for x in r.rows} == set(capture.hidden_state_hooks(tiny_bridge))
+    # after process_weights the bridge keeps no flags: processing unknown, a warning saying so
+    monkeypatch.setattr(tiny_bridge, "_weights_processed", True)
+    assert models.processing_name(tiny_bridge) == "unknown"
+    with pytest.warns(UserWarning, match="TransformerBridge's weights were processed"):
+        tg.pga(tiny_bridge, tiny_tokens, preset="paper", k=4, n_null=4, max_points=30, progress=False)
+
+
 def test_bad_preset(tiny_model, tiny_tokens):
     with pytest.raises(ValueError, match="preset must be one of \\['library', 'paper'\\], got 'raw'"):
         tg.pga(tiny_model, tiny_tokens, preset="raw", progress=False)

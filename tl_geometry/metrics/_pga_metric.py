@@ -47,6 +47,15 @@ def check_paper_model(model: Any) -> None:
     """Warn when a model handed to the paper preset is not the unprocessed model, naming what differs."""
     flags = processing_of(model)
     how = "load it with tg.models.load(name, processing='none') (or TransformerLens's from_pretrained_no_processing)"
+    if flags is None and getattr(model, "_weights_processed", None) is True:
+        warnings.warn(
+            "PGA preset 'paper' expects the unprocessed model, but this TransformerBridge's weights were processed "
+            "(process_weights / enable_compatibility_mode: by default fold_ln, center_writing_weights, "
+            "center_unembed), so the readout subspace differs from the raw W_U and z can change sign; boot a fresh "
+            "bridge and use enable_compatibility_mode(no_processing=True), or tg.models.load(name, processing='none')",
+            UserWarning, stacklevel=3,
+        )
+        return
     if flags is None:
         warnings.warn(
             f"PGA preset 'paper' expects the unprocessed model (raw hidden states and raw W_U); the weight "
