@@ -107,6 +107,17 @@ def test_paper_preset_rows_hooks_and_warnings(hf_pair):
     assert {(x.extras["preset"], x.extras["processing"]) for x in rl.rows} == {("library", "tl")}
 
 
+def test_spectral_preset_hooks_and_rows(hf_pair):
+    _, _, raw, _ = hf_pair
+    toks = torch.randint(0, 97, (4, 12), generator=torch.Generator().manual_seed(2))
+    r = tg.spectral(raw, toks, preset="paper", progress=False)
+    assert list(dict.fromkeys(x.hook for x in r.rows)) == capture.hidden_state_hooks(raw)
+    assert {(x.extras["preset"], x.extras["processing"]) for x in r.rows} == {("paper", "none")}
+    assert {x.hook for x in tg.spectral(raw, toks, progress=False).rows} == set(capture.resid_hooks(raw, "post"))
+    with pytest.raises(ValueError, match="preset must be one of"):
+        tg.spectral(raw, toks, preset="hf", progress=False)
+
+
 def test_paper_preset_unknown_processing_warns(tiny_model, tiny_tokens):
     with pytest.warns(UserWarning, match="processing of this HookedTransformer is unknown"):
         r = tg.pga(tiny_model, tiny_tokens, preset="paper", k=4, n_null=4, max_points=30, progress=False)

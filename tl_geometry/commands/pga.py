@@ -74,7 +74,7 @@ def run(args) -> int:
                  seed=args.seed, max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, batch_size=args.batch_size)
     reports = [rep]
     if not args.no_spectral:
-        reports.append(tg.spectral(model, tokens, hooks=hooks, batch_size=args.batch_size))
+        reports.append(tg.spectral(model, tokens, preset=args.preset, hooks=hooks, batch_size=args.batch_size))
     report = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape),
                                      preset=args.preset)
     print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")

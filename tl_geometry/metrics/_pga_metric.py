@@ -174,6 +174,7 @@ def spectral(
     model: Any,
     tokens: Any,
     *,
+    preset: str = "library",
     hooks: Sequence[str] | None = None,
     fit_range: tuple[int, int] | None = None,
     batch_size: int = 8,
@@ -184,18 +185,29 @@ def spectral(
     Rows per hook: ``spectral.rankme`` (Garrido et al.: singular values), ``spectral.rankme_eig``
     (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
     ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
-    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept and
-    the model's weight ``processing``. See :mod:`tl_geometry.metrics.spectral`.
+    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
+    ``preset`` and the model's weight ``processing``. See :mod:`tl_geometry.metrics.spectral`.
+
+    ``preset`` picks the default hooks as in :func:`pga`: ``"paper"`` Hugging Face's
+    ``hidden_states`` (:func:`tl_geometry.capture.hidden_state_hooks`), ``"library"`` every
+    ``blocks.{l}.hook_resid_post``.
+
+    Raises:
+        ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
     """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     capture.check_model(model)
-    hooks = capture.validate_hooks(model, hooks if hooks is not None else capture.resid_hooks(model, "post"))
+    if hooks is None:
+        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
+    hooks = capture.validate_hooks(model, hooks)
     accs = {h: StreamingCovariance() for h in hooks}
     capture.run(model, tokens, hooks, lambda h, a: accs[h].update(a), batch_size=batch_size, progress=progress, desc="spectral")
     processing = processing_name(model)
     rows = []
     for h in hooks:
         m = accs[h].spectral(fit_range)
-        extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "processing": processing}
+        extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
         r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
         for name in SPECTRAL_ROWS:
             ex = {**extras, "r2": r2[name]} if name in r2 else extras
