@@ -147,7 +147,7 @@ def check_inputs(
         what = "is a directory" if path.is_dir() else "does not exist"
         raise ValueError(
             f"corpus {str(corpus)!r}: no such source, and as a file path it {what}; accepted: "
-            f"{', '.join(corpus_mod.SOURCES)} or a path to a UTF-8 text file"
+            f"{', '.join(corpus_mod.SOURCES)} or a path to a text file (UTF-8 unless corpus_encoding / --corpus-encoding says otherwise)"
         )
     docs = corpus_mod.texts(corpus, encoding=corpus_encoding)  # a file's encoding errors, too
     if not any(t.strip() for t in docs):
