@@ -145,3 +145,23 @@ def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, cap
     assert "corpus" not in prov  # the inputs disagree: no single value for the page
     assert [s["corpus"] for s in prov["sources"]] == ["pydoc", "shakespeare"]
     assert 'class="banner"' in (tmp_path / "page" / "index.html").read_text()
+
+
+def test_family_flags_set_only_the_metrics_being_run(tmp_path, monkeypatch, capsys):
+    """--max-points applies to pga and epsilon_activations: with only pga running it must not
+    become an option for a metric that is not run (which is refused)."""
+    from tl_geometry import pipeline
+
+    seen = {}
+
+    def fake_run_report(model, **kw):
+        seen.update(kw)
+        raise KeyboardInterrupt  # stop here: the arguments are what this test checks
+
+    monkeypatch.setattr(pipeline, "run_report", fake_run_report)
+    assert main(["report", "--metrics", "pga", "--max-points", "64", "--n-null", "4", "--out", str(tmp_path / "o")]) == 130
+    assert seen["options"] == {"pga": {"max_points": 64, "n_null": 4}}
+    assert main(["report", "--n-probes", "4", "--out", str(tmp_path / "o")]) == 130  # nfa is not run by default
+    assert seen["options"] == {"agop": {"n_probes": 4}}
+    assert main(["report", "--metrics", "shape", "--n-null", "4", "--out", str(tmp_path / "o")]) == 2
+    assert "--n-null applies to pga, none of which is being run" in capsys.readouterr().err

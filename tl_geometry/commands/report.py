@@ -43,14 +43,21 @@ def run(args) -> int:
     for flag, value in (("--n-null", args.n_null), ("--n-probes", args.n_probes), ("--max-points", args.max_points)):
         if value is not None and value < 2:
             raise ValueError(f"{flag} must be >= 2, got {value}")
-    if args.n_null is not None:
-        options.setdefault("pga", {})["n_null"] = args.n_null
-    if args.n_probes is not None:
-        for m in ("agop", "nfa"):
-            options.setdefault(m, {})["n_probes"] = args.n_probes
-    if args.max_points is not None:
-        for m in ("pga", "epsilon_activations"):
-            options.setdefault(m, {})["max_points"] = args.max_points
+    from tl_geometry.pipeline import default_metrics
+
+    running = list(args.metrics) if args.metrics else default_metrics()
+    for flag, value, option, families in (
+        ("--n-null", args.n_null, "n_null", ("pga",)),
+        ("--n-probes", args.n_probes, "n_probes", ("agop", "nfa")),
+        ("--max-points", args.max_points, "max_points", ("pga", "epsilon_activations")),
+    ):
+        if value is None:
+            continue
+        used = [m for m in families if m in running]  # a flag sets only the metrics being run
+        if not used:
+            raise ValueError(f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})")
+        for m in used:
+            options.setdefault(m, {})[option] = value
     from tl_geometry.models import display_name
 
     out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
