@@ -196,7 +196,8 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
         raise ValueError("activations are constant across points (zero variance after centering); PGA is undefined")
-    _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
+    with limit_threads(kernel_threads("dense") if Hc.device.type == "cpu" else None):  # fewer if the cores are busy
+        _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
     return Hc, S, Vh, int((S > S[0] * tol).sum())
 
 
