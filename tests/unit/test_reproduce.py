@@ -247,3 +247,21 @@ def test_cli_tiny_and_full_are_exclusive(capsys):
 def test_api_bad_size(tmp_path):
     with pytest.raises(ValueError, match="size must be one of"):
         tg.reproduce(size="huge", out=tmp_path)
+
+
+def test_docs_section_from_a_run(tiny_run):
+    """scripts/reproduce_docs.py turns reproduce.json into the docs section (Table 1 folded)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_docs.py"
+    spec = importlib.util.spec_from_file_location("reproduce_docs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = json.loads((tiny_run.out / "reproduce.json").read_text())
+    text = mod.section(data, ["reproduce_x.png"])
+    assert "### capacity" in text and "### interaction" in text
+    assert '??? note "Table 1, per model:' in text
+    assert "    | Llama-2-70B (d = 8192" in text  # folded rows are indented
+    assert "![reproduce_x.png](img/reproduce_x.png)" in text
+    assert f"**{len(data['rows'])} rows:" in text
