@@ -857,7 +857,9 @@ def compare(
     epsilon_source), ``capacity.W_E`` (form, epsilon, d), and per SAE ``sae.d_sae``,
     ``sae.capacity_ratio``, ``sae.shared_ratio`` (extras release, sae_id, hook_name,
     width_source, epsilon_source, verdict, ...); for SAE objects given in ``saes`` also
-    ``sae.decoder_epsilon`` and ``sae.frac_above_host_epsilon``.
+    ``sae.decoder_epsilon``, ``sae.frac_above_host_epsilon`` and ``sae.decoder_capacity`` (the
+    capacity estimate at (d_in, decoder ε): how many directions the bound allows at the SAE's own
+    packing, extras ``status``, ``reason``, ``d_sae_over_k``).
 
     Args:
         model_or_name: a TransformerLens model, or a model name in the published ε table
@@ -988,6 +990,13 @@ def compare(
                          "extras": {**extras, "mean": de.mean, "std": de.std, "model_class": de.model_class}})
             rows.append({"metric": "sae.frac_above_host_epsilon", "value": de.frac_above, "hook": hook,
                          "extras": {**extras, "n_pairs": de.n_pairs, "n_above": de.n_above}})
+            # the bound at the SAE's own packing: how many directions fit in d_in at the decoder's ε
+            dec = capacity_estimate(d_model, de.epsilon, preset=preset, form=form)
+            rows.append({"metric": "sae.decoder_capacity", "value": dec.k if dec.is_count else float("nan"),
+                         "hook": hook,
+                         "extras": {**extras, "decoder_epsilon": de.epsilon, "status": dec.status,
+                                    "reason": dec.reason, "decoder_class": dec.model_class,
+                                    "d_sae_over_k": e["d_sae"] / dec.k if dec.is_count else None}})
     prov = {"sae_n": len(entries), "sae_n_unknown_width": sum(n_unknown.values()),
             "sae_unknown_by_release": n_unknown, "capacity_form": form, "capacity_preset": preset,
             "epsilon_source": source}

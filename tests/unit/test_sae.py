@@ -418,7 +418,7 @@ def test_registered_metric_returns_only_sae_rows(wide_model):
     assert spec.needs == "weights"
     rep = spec(wide_model, None, saes=[make_sae(d_in=256, d_sae=32)])
     assert rep.metrics == {"sae.d_sae", "sae.capacity_ratio", "sae.shared_ratio",
-                           "sae.decoder_epsilon", "sae.frac_above_host_epsilon"}
+                           "sae.decoder_epsilon", "sae.frac_above_host_epsilon", "sae.decoder_capacity"}
     assert len(spec(wide_model, None).rows) == 0  # no SAE of a random model in the directory
 
 

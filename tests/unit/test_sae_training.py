@@ -125,3 +125,26 @@ def test_publish_bad_inputs(tmp_path, trained):
 def test_bad_sae_reference(tiny_model):
     with pytest.raises(ValueError, match="REPO:SAE_ID"):
         S.compare(tiny_model, saes=["/nonexistent/sae-dir"])
+
+
+def test_decoder_capacity_row_follows_the_paper_rule(tiny_model):
+    """sae.decoder_capacity = capacity_estimate(d_in, decoder ε): a count below ε 0.1, else NaN + reason."""
+    import math
+
+    import tl_geometry as tg
+
+    g = torch.Generator().manual_seed(0)
+    wide = torch.nn.functional.normalize(torch.randn(40, 32, generator=g), dim=1)  # random: ε ≈ 2/√32 ≈ 0.35
+    rep = S.compare(tiny_model, saes=[wide])
+    row = rep.filter("sae.decoder_capacity").rows[0]
+    de = S.decoder_epsilon(wide)
+    assert row.extras["decoder_epsilon"] == pytest.approx(de.epsilon)
+    assert math.isnan(row.value) and row.extras["status"] == "indeterminate" and row.extras["reason"]
+    # an orthogonal-ish decoder in more dimensions: ε < 0.1 → a count equal to the pure formula
+    big = torch.linalg.qr(torch.randn(32, 32, generator=g))[0][:30]
+    rep = S.compare(tiny_model, saes=[big])
+    row = rep.filter("sae.decoder_capacity").rows[0]
+    eps = S.decoder_epsilon(big).epsilon
+    assert eps < 0.1 and row.extras["status"] == "count"
+    assert row.value == pytest.approx(tg.capacity_estimate(32, eps).k)
+    assert row.extras["d_sae_over_k"] == pytest.approx(30 / row.value)
