@@ -9,9 +9,10 @@ thread count, never more than the process-wide setting:
 
 * the user's setting is the cap: ``OMP_NUM_THREADS``, ``torch.set_num_threads(n)`` or the CLI's
   ``--threads n`` (:func:`using_threads`) are honoured; the library never raises them;
-* kernels made of many small sorts / products (the PGA null loop: one sort of N(N−1)/2
-  similarities per null subspace) run single-threaded inside :func:`limit_threads`, which
-  restores the previous setting on exit, also on error;
+* kernels made of many sorts (the PGA null loop: one sort of N(N−1)/2 similarities per null
+  subspace) run single-threaded inside :func:`limit_threads` (which restores the previous
+  setting on exit, also on error) whenever another process wants a core, or the machine does
+  not report its load; on a free machine they keep the user's setting;
 * dense work (model forward/backward passes, batched projections) uses the user's setting while
   the cores are free, and only the free cores (at least one) while other processes want them:
   :func:`free_cores` looks at the number of runnable threads on the machine (``/proc/loadavg``),
@@ -39,7 +40,7 @@ __all__ = [
 
 #: "auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting.
 POLICY = os.environ.get("TL_GEOMETRY_THREADS", "auto").strip().lower() or "auto"
-#: Threads for sort-bound kernels (the PGA null loop).
+#: Threads for sort-bound kernels (the PGA null loop) while other processes want the cores.
 SORT_THREADS = 1
 
 #: How long one look at the machine's load is reused (seconds): when all cores were free, and
@@ -101,7 +102,16 @@ def _dense_threads() -> int:
     return torch.get_num_threads() if free is None else max(1, free)
 
 
-_KERNELS = {"sort": lambda: SORT_THREADS, "dense": _dense_threads}
+def _sort_threads() -> int:
+    """Our choice: the user's setting only while every core is free; :data:`SORT_THREADS` as soon
+    as another process wants one, or when the machine does not say (a parallel sort costs ~4× the
+    CPU beside one competing process)."""
+    cap = torch.get_num_threads()
+    free = free_cores()
+    return cap if free is not None and free >= cap else SORT_THREADS
+
+
+_KERNELS = {"sort": _sort_threads, "dense": _dense_threads}
 
 
 def _policy() -> str:

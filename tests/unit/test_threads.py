@@ -68,16 +68,16 @@ def free(monkeypatch):
 
 
 def test_kernel_threads_policy(two_threads, free, monkeypatch):
-    assert threads.kernel_threads("sort") == 1
+    assert threads.kernel_threads("sort") == 2  # a free machine: the user's setting
     assert threads.kernel_threads("dense") == 2
     free["free"] = 1  # one other process wants a core
-    assert threads.kernel_threads("dense") == 1
+    assert threads.kernel_threads("dense") == 1 and threads.kernel_threads("sort") == 1
     free["free"] = 0  # busier still: never fewer than one
-    assert threads.kernel_threads("dense") == 1
-    free["free"] = None  # no /proc/loadavg: the user's setting
-    assert threads.kernel_threads("dense") == 2
+    assert threads.kernel_threads("dense") == 1 and threads.kernel_threads("sort") == 1
+    free["free"] = None  # no /proc/loadavg: the user's setting for dense work, one thread for sorts
+    assert threads.kernel_threads("dense") == 2 and threads.kernel_threads("sort") == 1
     free["free"] = 8  # more free cores than the user allows: the user's cap
-    assert threads.kernel_threads("dense") == 2
+    assert threads.kernel_threads("dense") == 2 and threads.kernel_threads("sort") == 2
     monkeypatch.setattr(threads, "POLICY", "inherit")
     free["free"] = 0
     assert threads.kernel_threads("sort") == 2 and threads.kernel_threads("dense") == 2
@@ -109,16 +109,22 @@ def _spy_null_threads(monkeypatch):
     return seen
 
 
-def test_pga_null_loop_runs_single_threaded_and_restores(two_threads, monkeypatch):
+def test_pga_null_loop_runs_single_threaded_and_restores(two_threads, free, monkeypatch):
+    free["free"] = 1  # another process wants a core
     seen = _spy_null_threads(monkeypatch)
     H, V = _data()
     s = tg.pga_score(H, V, n_null=6, ccr=0)
     assert seen == [1] * 8  # reference, readout and 6 nulls: sorts, on one thread
     assert torch.get_num_threads() == 2
     assert s.n_null == 6
+    free["free"] = 2  # a free machine: the user's setting
+    seen.clear()
+    tg.pga_score(H, V, n_null=6, ccr=0)
+    assert seen == [2] * 8
 
 
-def test_pga_inherit_policy_uses_torchs_setting(two_threads, monkeypatch):
+def test_pga_inherit_policy_uses_torchs_setting(two_threads, free, monkeypatch):
+    free["free"] = 0
     monkeypatch.setattr(threads, "POLICY", "inherit")
     seen = _spy_null_threads(monkeypatch)
     H, V = _data()
@@ -126,7 +132,8 @@ def test_pga_inherit_policy_uses_torchs_setting(two_threads, monkeypatch):
     assert seen == [2] * 6
 
 
-def test_pga_restores_threads_when_a_null_fails(two_threads, monkeypatch):
+def test_pga_restores_threads_when_a_null_fails(two_threads, free, monkeypatch):
+    free["free"] = 1
     calls = {"n": 0}
     real = pga_mod.RankedReference.spearman
 
@@ -143,7 +150,8 @@ def test_pga_restores_threads_when_a_null_fails(two_threads, monkeypatch):
     assert torch.get_num_threads() == 2
 
 
-def test_pga_results_do_not_depend_on_the_thread_policy(two_threads, monkeypatch):
+def test_pga_results_do_not_depend_on_the_thread_policy(two_threads, free, monkeypatch):
+    free["free"] = 1
     H, V = _data(n=80, d=16, k=4, seed=3)
     auto = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8)
     monkeypatch.setattr(threads, "POLICY", "inherit")
