@@ -434,12 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         nb = build(name)
         if not args.no_execute:
-            from nbclient.exceptions import CellExecutionError
-
             try:
                 took = execute(nb, timeout=args.timeout)
-            except CellExecutionError as exc:
-                print(f"FAILED {name} (left unchanged):\n{str(exc)[-3000:]}")
+            except Exception as exc:  # noqa: BLE001 - a cell error, a cell timeout or a dead kernel: report, go on
+                print(f"FAILED {name} (left unchanged): {type(exc).__name__}:\n{str(exc)[-3000:]}")
                 failed.append(name)
                 continue
             print(f"executed {name} in {took:.0f} s")

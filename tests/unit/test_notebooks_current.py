@@ -60,3 +60,20 @@ def test_build_is_stable_and_does_not_share_cells():
     assert [c.id for c in a.cells] == [c.id for c in b.cells]
     a.cells[1].outputs.append({"output_type": "stream", "name": "stdout", "text": "x"})
     assert SCRIPT.build(NAMES[0]).cells[1].outputs == []
+
+
+def test_a_failing_notebook_is_not_written_and_the_script_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(SCRIPT, "ROOT", tmp_path)
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / NAMES[0]).write_text("previous")
+
+    def boom(nb, *, timeout):
+        raise RuntimeError("kernel died")
+
+    monkeypatch.setattr(SCRIPT, "execute", boom)
+    assert SCRIPT.main([NAMES[0][:2]]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert (tmp_path / "examples" / NAMES[0]).read_text() == "previous"
+    assert SCRIPT.main(["--no-execute", NAMES[0][:2]]) == 0  # sources only: written, no outputs
+    written = nbformat.read(tmp_path / "examples" / NAMES[0], as_version=4)
+    assert [c.source for c in written.cells] == [c.source for c in SCRIPT.build(NAMES[0]).cells]
