@@ -6,7 +6,8 @@ Three families of metrics from three 2026 papers:
 * pga (arXiv 2605.17084): Subspace PGA z-scores of the readout subspace, spectral metrics;
 * interaction (arXiv 2605.27989): AGOP, AOFE, depth/width ratio.
 
-See ``docs/`` and ``DESIGN``-level names in :mod:`tl_geometry` below.
+The exact definitions are in docs/definitions.md; the stable names are importable from
+:mod:`tl_geometry` as below.
 """
 
 __version__ = "0.1.0"

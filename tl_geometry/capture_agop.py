@@ -235,7 +235,7 @@ def agop(
 ) -> AGOPResult:
     """AGOP at hook points in one of three conventions (``space``, see :data:`SPACES`).
 
-    Input space (default, DESIGN.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
+    Input space (default; see docs/definitions.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
     ``J_{b,t} = ∂F_b/∂a_{b,t}``, F_b all logits of sequence b, a the activation at hook h; BOS and
     padding positions dropped as :func:`tl_geometry.capture.valid_mask` does. Estimator: probes
     u ~ N(0, I) over the logits, ``g = ∂(u·F)/∂a`` (one backward per probe serves every hook),
