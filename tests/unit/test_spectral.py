@@ -1,6 +1,8 @@
 """Spectral metrics: dense numpy reference, streaming == one call, known spectra, bad input."""
 
+import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -150,7 +152,19 @@ def test_power_law_fit_bad_input():
 
 
 def test_serializes():
-    json.dumps(tg.spectral_metrics(torch.randn(20, 4)).to_dict())
+    """to_dict survives JSON: every field comes back with its value (NaN as NaN)."""
+    m = tg.spectral_metrics(torch.randn(20, 4, generator=torch.Generator().manual_seed(0)))
+    back = json.loads(json.dumps(m.to_dict()))
+    assert set(back) == {f.name for f in dataclasses.fields(m)}
+    assert back["eigenvalues"] == m.eigenvalues.tolist() and len(back["eigenvalues"]) == 4
+    for name, got in back.items():
+        if name == "eigenvalues":
+            continue
+        want = getattr(m, name)
+        if isinstance(want, float) and math.isnan(want):
+            assert isinstance(got, float) and math.isnan(got), name
+        else:
+            assert got == want and type(got) is type(want), name
 
 
 def test_bad_inputs():
