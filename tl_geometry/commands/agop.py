@@ -1,8 +1,10 @@
 """``tl-geometry agop``: AGOP / AOFE at hook points (+ NFA correlation, depth/width ratio).
 
+```text
     tl-geometry agop [--model smollm2-135m] [--corpus pydoc] [--n-seqs 8] [--seq-len 128]
                      [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output|loss]
                      [--projection-seed 42] [--exact] [--nfa] [--seed 0] [--out report.json]
+```
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """``tl-geometry pga``: Subspace PGA z by layer (several CCR levels) and spectral metrics.
 
+```text
     tl-geometry pga [--preset library|paper] [--processing tl|none]
                     [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
                     [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
                     [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
                     [--out report.json] [--figures DIR]
+```
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Training experiments of the papers (TinyGPT shape sweep, toy superposition, a small SAE), resumable."""

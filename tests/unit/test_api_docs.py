@@ -1,0 +1,47 @@
+"""docs/api.md documents every public module of tl_geometry (a ``:::`` block for the module or a
+name in it); a new module without an entry there fails here."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "tl_geometry"
+
+
+def public_modules() -> list[str]:
+    """Dotted names of every module and package under tl_geometry whose path has no part starting with ``_``."""
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if any(p.startswith("_") for p in parts):
+            continue
+        out.append(".".join(parts))
+    return out
+
+
+def documented(api_text: str) -> set[str]:
+    """Every dotted name in a ``::: name`` line and each of its prefixes (a class covers its module)."""
+    names = set()
+    for target in re.findall(r"^:::\s*([\w.]+)\s*$", api_text, flags=re.M):
+        parts = target.split(".")
+        names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return names
+
+
+def test_public_modules_found():
+    mods = public_modules()
+    assert {"tl_geometry", "tl_geometry.report", "tl_geometry.metrics.pga", "tl_geometry.commands.report"} <= set(mods)
+    assert not [m for m in mods if "._" in m]
+
+
+def test_documented_reads_targets_and_prefixes():
+    text = "::: tl_geometry.report.Row\n\n:::tl_geometry.sae\nnot ::: tl_geometry.hub\n"
+    assert documented(text) == {"tl_geometry", "tl_geometry.report", "tl_geometry.report.Row", "tl_geometry.sae"}
+
+
+def test_every_public_module_is_in_api_md():
+    api = documented((ROOT / "docs" / "api.md").read_text(encoding="utf-8"))
+    missing = [m for m in public_modules() if m not in api]
+    assert not missing, f"public modules missing from docs/api.md (add a '::: module' block): {missing}"
