@@ -307,6 +307,68 @@ NOTEBOOKS = {
             "local.to_pandas()[[\"metric\", \"hook\", \"value\"]]"
         ),
     ],
+    "07_sae_trained.ipynb": [
+        new_markdown_cell(
+            "# An SAE trained here, measured end to end\n\n"
+            "Published SAEs live on the Hugging Face hub, which this notebook does not need. Instead it trains a "
+            "small SAE on SmolLM2-135M's early residual stream with **sae_lens's own training runner**, saves it "
+            "with sae_lens, lays it out as a repository of a local Hugging Face cache, loads it back with "
+            "`SAE.from_pretrained` (the code path a downloaded published SAE takes), and puts its decoder ε and "
+            "width next to the capacity bound. Sizes are cut down to run in about a minute; "
+            "`python scripts/sae_smollm2.py` trains the 4,608-latent version quoted in docs/sae.md."
+        ),
+        new_code_cell(SETUP),
+        new_code_cell(
+            'model = tg.models.load("smollm2-135m")\n'
+            'tokens = tg.corpus.tokens(model, "shakespeare", n_seqs=128, seq_len=128, seed=0)\n'
+            'hook = "blocks.3.hook_resid_post"\n'
+            "tokens.shape"
+        ),
+        new_markdown_cell(
+            "Train a TopK SAE (2× expansion, k = 16) with `LanguageModelSAETrainingRunner` "
+            "(`override_model=` this model, `override_dataset=` the tokens in memory). A finished SAE in "
+            "`out` is reused on a rerun."
+        ),
+        new_code_cell(
+            "import logging\n"
+            "from tl_geometry.experiments import sae_training\n\n"
+            "logging.getLogger(\"sae_lens\").setLevel(logging.ERROR)         # its 'override' notices\n"
+            "warnings.filterwarnings(\"ignore\", category=UserWarning, module=\"sae_lens.*\")   # epoch notices\n"
+            "path = sae_training.train_sae(model, tokens, hook=hook, out=\"sae\", d_sae=1152, k=16,\n"
+            "                              training_tokens=32_768, batch_tokens=512, lr=1e-3)\n"
+            "sorted(p.name for p in path.iterdir())"
+        ),
+        new_markdown_cell("Publish it to a local hub cache and read it back through `SAE.from_pretrained`, offline:"),
+        new_code_cell(
+            "from huggingface_hub import constants\n"
+            "constants.HF_HUB_CACHE = \"hub\"            # a cache folder next to this notebook\n"
+            "repo, sae_id = sae_training.publish_to_cache(path, \"local/smollm2-135m-saes\")\n"
+            "sae = tg.sae.load(repo, sae_id)\n"
+            "type(sae).__name__, sae.cfg.d_in, sae.cfg.d_sae"
+        ),
+        new_markdown_cell("Does it reconstruct held-out text (Python's docs) better than the mean? (fraction of variance unexplained)"),
+        new_code_cell(
+            "held = tg.corpus.tokens(model, \"pydoc\", n_seqs=4, seq_len=128, seed=1)\n"
+            "acts = tg.capture.collect(model, held, [hook], max_points=None, progress=False).acts[hook]\n"
+            "with torch.no_grad():\n"
+            "    rec = sae.decode(sae.encode(acts))\n"
+            "float(((rec - acts) ** 2).sum() / ((acts - acts.mean(0)) ** 2).sum())"
+        ),
+        new_markdown_cell(
+            "Its decoder ε next to the bound: the host's ε (W_E) decides whether the paper gives a count at all "
+            "(SmolLM2 is Class 1: indeterminate); `sae.decoder_capacity` is the bound at the SAE's own packing."
+        ),
+        new_code_cell(
+            "rep = tg.sae.compare(model, saes=[f\"{repo}:{sae_id}\"])\n"
+            "rep.to_pandas()[[\"metric\", \"hook\", \"value\"]]"
+        ),
+        new_code_cell(
+            "row = rep.filter(\"sae.decoder_capacity\").rows[0]\n"
+            "print(f\"decoder ε = {row.extras['decoder_epsilon']:.4f} ({row.extras['decoder_class']}); \"\n"
+            "      f\"capacity at that ε: {row.extras['status']} — {row.extras['reason'] or row.value}\")\n"
+            "print(f\"a random decoder of this shape: ε ≈ 2/√576 = {2 / 576 ** 0.5:.3f}\")"
+        ),
+    ],
     "06_plugin_metric.ipynb": [
         new_markdown_cell(
             "# Write a plugin metric\n\n"

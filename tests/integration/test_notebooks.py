@@ -45,7 +45,7 @@ def test_notebook_runs(path, kernel_path, tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
-    if "05_sae" in path.name:
+    if "_sae" in path.name:
         pytest.importorskip("sae_lens")
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_path))
     nb = nbformat.read(path, as_version=4)
