@@ -733,8 +733,8 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
         f"(2V + d_sae) / k, Qwen3-30B-A3B (V = {V:,}, k = {k:.3g}) with its largest published SAE (d_sae = {d_sae:,}); "
         "Sec. 3.1, Eq. 2", "0.77", float(top.value), preset=f"{ex.get('preset', 'paper')} (sae.compare)", sizes=sizes,
         note=f"vocabulary counted as {counted}",
-        why="the shared ratio counts the vocabulary once; Eq. 2 counts embeddings and unembeddings (2V) for an "
-            "untied model" if tied is not False else "")]
+        why=("whether Qwen3-30B-A3B ties its embeddings is not known to this run (tied_source: "
+             f"{ex.get('tied_source')}); Eq. 2 counts 2V for an untied model, V for a tied one") if tied is None else "")]
 
 
 # ----------------------------------------------------------------------------- runner
