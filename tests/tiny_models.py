@@ -50,3 +50,32 @@ def make_tiny_bridge(**overrides):
         torch.manual_seed(0)
         bridge = TransformerBridge.boot_native(kw)
     return bridge.eval()
+
+
+class ByteTokenizer:
+    """A tokenizer for tiny models: UTF-8 bytes shifted by one (id 0 is BOS); no download."""
+
+    bos_token_id = 0
+    padding_side = "right"
+
+    def encode(self, text, add_special_tokens=False):
+        return [b + 1 for b in text.encode("utf-8")]
+
+
+def make_byte_model(**overrides):
+    """A tiny random model (d_vocab 300) with :class:`ByteTokenizer`, so real text can be tokenized."""
+    m = make_tiny_model(d_vocab=300, **overrides)
+    m.tokenizer = ByteTokenizer()
+    return m
+
+
+def load_script(name: str):
+    """Import ``scripts/<name>.py`` (not a package) as a module, for tests of the scripts."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

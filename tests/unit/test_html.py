@@ -170,14 +170,9 @@ def test_no_banner_when_status_complete(tmp_path):
 
 
 def _screenshot_module():
-    import importlib.util
-    from pathlib import Path
+    from tiny_models import load_script
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.py"
-    spec = importlib.util.spec_from_file_location("screenshot_report", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("screenshot_report")
 
 
 def test_screenshot_script(written, tmp_path, capsys):

@@ -4,24 +4,17 @@ Cheap: no kernel. ``make notebooks`` (scripts/make_notebooks.py) regenerates and
 tests/integration/test_notebooks.py executes them again.
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from tiny_models import load_script  # noqa: E402
 
 nbformat = pytest.importorskip("nbformat")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-SCRIPT = _script()
+SCRIPT = load_script("make_notebooks")
 NAMES = list(SCRIPT.NOTEBOOKS)
 
 

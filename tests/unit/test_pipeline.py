@@ -5,23 +5,13 @@ import os
 import pytest
 
 import tl_geometry as tg
-from tiny_models import make_tiny_model
+from tiny_models import make_byte_model
 from tl_geometry.pipeline import run_report
-
-
-class ByteTokenizer:
-    bos_token_id = 0
-    padding_side = "right"
-
-    def encode(self, text, add_special_tokens=False):
-        return [b + 1 for b in text.encode("utf-8")]
 
 
 @pytest.fixture
 def byte_model():
-    m = make_tiny_model(d_vocab=300)
-    m.tokenizer = ByteTokenizer()
-    return m
+    return make_byte_model()
 
 
 @pytest.fixture
@@ -119,22 +109,15 @@ def test_failed_metric_is_marked_in_every_file(byte_model, broken_metrics, tmp_p
 _KILL_SCRIPT = r"""
 import os, sys, time
 import tl_geometry as tg
-from tiny_models import make_tiny_model
+from tiny_models import make_byte_model
 from tl_geometry.pipeline import run_report
-
-class ByteTokenizer:
-    bos_token_id = 0
-    padding_side = "right"
-    def encode(self, text, add_special_tokens=False):
-        return [b + 1 for b in text.encode("utf-8")]
 
 @tg.register_metric("_t_hang", needs="weights")
 def hang(model, tokens, *, hooks=None):
     open(sys.argv[2], "w").close()  # tell the test we are inside the run
     time.sleep(120)
 
-m = make_tiny_model(d_vocab=300)
-m.tokenizer = ByteTokenizer()
+m = make_byte_model()
 run_report(m, n_seqs=2, seq_len=16, metrics=["shape", "_t_hang", "depth_width"], out=sys.argv[1],
            force=True, progress=False)
 """

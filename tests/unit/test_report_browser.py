@@ -8,7 +8,6 @@ printed) for a person to look at.
 """
 
 import base64
-import importlib.util
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from synthetic_report import make_report  # noqa: E402
+from tiny_models import load_script  # noqa: E402
 
 from tl_geometry.html import write_outputs  # noqa: E402
 from tl_geometry.readings import sections  # noqa: E402
@@ -26,14 +26,7 @@ ARTIFACTS = ROOT / "tests" / "artifacts" / "browser"
 FAMILIES = {"Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"}
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("screenshot_report", ROOT / "scripts" / "screenshot_report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-shot = _script()
+shot = load_script("screenshot_report")
 
 
 def _need_browser():

@@ -3,23 +3,13 @@
 import pytest
 
 import tl_geometry as tg
-from tiny_models import make_tiny_model
+from tiny_models import make_byte_model
 from tl_geometry import pipeline
-
-
-class ByteTokenizer:
-    bos_token_id = 0
-    padding_side = "right"
-
-    def encode(self, text, add_special_tokens=False):
-        return [b + 1 for b in text.encode("utf-8")]
 
 
 @pytest.fixture
 def byte_model():
-    m = make_tiny_model(d_vocab=300)
-    m.tokenizer = ByteTokenizer()
-    return m
+    return make_byte_model()
 
 
 def test_default_metrics_are_all_registered_but_nfa():

@@ -251,13 +251,9 @@ def test_api_bad_size(tmp_path):
 
 def test_docs_section_from_a_run(tiny_run):
     """scripts/reproduce_docs.py turns reproduce.json into the docs section (Table 1 folded)."""
-    import importlib.util
-    from pathlib import Path
+    from tiny_models import load_script
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_docs.py"
-    spec = importlib.util.spec_from_file_location("reproduce_docs", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("reproduce_docs")
     data = json.loads((tiny_run.out / "reproduce.json").read_text())
     text = mod.section(data, ["reproduce_x.png"])
     assert "### capacity" in text and "### interaction" in text

@@ -42,12 +42,6 @@ logger = logging.getLogger(__name__)
 SAE_FILES = ("cfg.json", "sae_weights.safetensors")
 
 
-def _sae_lens():
-    from tl_geometry.sae import _sae_lens as guard
-
-    return guard()
-
-
 def _is_complete(out: Path) -> bool:
     return all((out / f).is_file() for f in SAE_FILES)
 
@@ -118,7 +112,9 @@ def train_sae(
     if _is_complete(out) and not overwrite:
         logger.info("SAE already trained at %s; pass overwrite=True to retrain", out)
         return out
-    _sae_lens()
+    from tl_geometry.sae import _sae_lens
+
+    _sae_lens()  # the clear "pip install tl-geometry[sae]" error when sae_lens is missing
     import datasets
     from sae_lens import (
         LanguageModelSAERunnerConfig,
