@@ -1,4 +1,4 @@
-"""``tg.analyze``: run registered metrics on one model and merge their reports."""
+"""``tg.analyze``: run registered metrics on one model (one shared capture pass) and merge their reports."""
 
 from __future__ import annotations
 
@@ -7,12 +7,18 @@ import inspect
 import logging
 import numbers
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tl_geometry.registry import get_metric, list_metrics
 from tl_geometry.report import GeometryReport, provenance_of
 
 logger = logging.getLogger(__name__)
+
+
+#: How activation metrics read the model: "shared" (default) feeds every metric registered with
+#: a plan (:class:`tl_geometry.registry.MetricPlan`) from ONE forward pass over the tokens;
+#: "separate" runs each metric's own pass (what the report did before; same numbers).
+CAPTURE_MODES = ("shared", "separate")
 
 
 def analyze(
@@ -23,9 +29,15 @@ def analyze(
     hooks: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool = True,
+    capture: str = "shared",
     **provenance: Any,
 ) -> GeometryReport:
     """Run metrics on ``model`` (and ``tokens``) and return one merged :class:`GeometryReport`.
+
+    The flow: every activation metric that declares a plan (pga, spectral, epsilon_activations
+    and any plugin registered with ``plan=``) hands its consumers to ONE shared forward pass over
+    ``tokens`` (:func:`tl_geometry.capture.run_shared`); then each computes its rows. Weight and
+    gradient metrics read the model themselves.
 
     Args:
         model: a HookedTransformer or TransformerBridge.
@@ -37,50 +49,160 @@ def analyze(
         progress: show a progress bar over metrics (``tqdm.auto``: a widget in Jupyter, text in a
             terminal) naming the metric being computed, and each metric's own bar (over batches,
             hooks or probes) when it takes a ``progress`` option.
+        capture: ``"shared"`` (one forward pass for all planned activation metrics) or
+            ``"separate"`` (one per metric); recorded in ``provenance["capture"]``.
         **provenance: extra provenance fields (corpus name, seed, ...).
 
     Raises:
         KeyError: an unknown metric name (lists the valid ones).
-        ValueError: tokens missing for a metric that needs them.
+        ValueError: tokens missing for a metric that needs them; an unknown ``capture``.
+        Whatever a metric raises (the first one).
+    """
+    names = list(metrics) if metrics is not None else list_metrics()
+    reports = []
+    timings: dict[str, float] = {}
+    info: dict[str, Any] = {}
+    for name, result, seconds in iter_metrics(model, tokens, names, options, hooks=hooks, progress=progress,
+                                              capture=capture, capture_info=info):
+        if isinstance(result, BaseException):
+            raise result
+        reports.append(result)
+        timings[name] = seconds
+    extra = {"capture": info} if info else {}
+    return merged(model, tokens, reports, names, timings, **extra, **provenance)
+
+
+def merged(model: Any, tokens: Any, reports: Sequence[GeometryReport], names: Sequence[str],
+           timings: Mapping[str, float], **provenance: Any) -> GeometryReport:
+    """``reports`` merged with the provenance :func:`analyze` records (model, tokens, metrics, timings)."""
+    prov = provenance_of(model)
+    if tokens is not None and hasattr(tokens, "shape"):
+        prov["tokens_shape"] = list(tokens.shape)
+        prov["n_tokens"] = int(tokens.numel())
+    prov.update(provenance)
+    prov["metrics"] = list(names)
+    prov["timings_s"] = dict(timings)
+    return GeometryReport.merge(*reports, **prov)
+
+
+class _Guarded:
+    """A pass whose consumer's first error is kept (for its metric) instead of stopping the shared pass."""
+
+    def __init__(self, inner: Any, box: dict[str, BaseException]):
+        self.inner, self.box = inner, box
+        self.hooks, self.positions = inner.hooks, inner.positions
+
+    def update(self, hook: str, acts: Any) -> None:
+        if "error" in self.box:
+            return
+        try:
+            self.inner.update(hook, acts)
+        except Exception as exc:  # noqa: BLE001 - attributed to this pass's metric, raised by it
+            self.box["error"] = exc
+
+
+def iter_metrics(
+    model: Any,
+    tokens: Any,
+    names: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    hooks: Sequence[str] | None = None,
+    progress: bool = True,
+    capture: str = "shared",
+    capture_info: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, GeometryReport | BaseException, float]]:
+    """Compute metrics ``names`` one by one: yields ``(name, report or the exception it raised, seconds)``.
+
+    With ``capture="shared"`` the planned activation metrics are captured first, together, in one
+    forward pass per batch size (``capture_info`` receives what was shared and how long it took);
+    a metric whose plan or consumer failed yields its own exception and the others go on.
+    Every name, option and the tokens are checked before any work.
     """
     from tqdm.auto import tqdm
 
-    names = list(metrics) if metrics is not None else list_metrics()
+    if capture not in CAPTURE_MODES:
+        raise ValueError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
     specs = [get_metric(n) for n in names]  # fail on an unknown name before any work
     options = check_options(names, options)  # names, option names and values, before any work
     if tokens is None:
         need = [s.name for s in specs if s.needs != "weights"]
         if need:
             raise ValueError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
-    reports = []
-    timings = {}
+    kwargs: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        kw = dict(options.get(spec.name, {}))
+        if hooks is not None and spec.needs != "weights":
+            kw["hooks"] = hooks
+        if "progress" not in kw and takes_option(spec.name, "progress"):
+            kw["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
+        kwargs[spec.name] = kw
+
+    plans: dict[str, Any] = {}
+    failed: dict[str, BaseException] = {}
+    boxes: dict[str, dict[str, BaseException]] = {}
+    plan_s: dict[str, float] = {}
+    if capture == "shared":
+        for spec in specs:
+            if spec.plan is None:
+                continue
+            t0 = time.perf_counter()
+            try:
+                plans[spec.name] = spec.plan(model, tokens, **kwargs[spec.name])
+            except Exception as exc:  # noqa: BLE001 - this metric fails; the others go on
+                failed[spec.name] = exc
+            plan_s[spec.name] = time.perf_counter() - t0
+        groups: dict[int, list[str]] = {}
+        for name, plan in plans.items():
+            groups.setdefault(int(plan.batch_size), []).append(name)
+        from tl_geometry import capture as capture_mod
+
+        t0 = time.perf_counter()
+        for batch_size, group in groups.items():
+            passes = []
+            for name in group:
+                boxes[name] = {}
+                passes += [_Guarded(p, boxes[name]) for p in plans[name].passes]
+            try:
+                capture_mod.run_shared(model, tokens, passes, batch_size=batch_size, progress=progress,
+                                       desc=f"capture ({', '.join(group)})")
+            except Exception as exc:  # noqa: BLE001 - every metric of this pass fails with it
+                for name in group:
+                    failed.setdefault(name, exc)
+        if capture_info is not None and plans:
+            capture_info.update({
+                "mode": "shared", "metrics": list(plans), "forward_passes": len(groups),
+                "seconds": round(time.perf_counter() - t0, 3),
+            })
+    elif capture_info is not None:
+        capture_info["mode"] = "separate"
+
     bar = tqdm(specs, desc="metrics", unit="metric", disable=not progress)
     for spec in bar:
         bar.set_description(f"metrics: {spec.name}")  # the bar names the metric being computed
-        t0 = time.perf_counter()
-        kwargs = dict(options.get(spec.name, {}))
-        if hooks is not None and spec.needs != "weights":
-            kwargs["hooks"] = hooks
-        if "progress" not in kwargs and takes_option(spec.name, "progress"):
-            kwargs["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
-        reports.append(spec(model, tokens, **kwargs))
-        timings[spec.name] = round(time.perf_counter() - t0, 3)
-        logger.info("metric %s took %.2fs", spec.name, timings[spec.name])
-    prov = provenance_of(model)
-    if tokens is not None and hasattr(tokens, "shape"):
-        prov["tokens_shape"] = list(tokens.shape)
-        prov["n_tokens"] = int(tokens.numel())
-    prov.update(provenance)
-    prov["metrics"] = names
-    prov["timings_s"] = timings
-    return GeometryReport.merge(*reports, **prov)
+        t0 = time.perf_counter() - plan_s.get(spec.name, 0.0)
+        result: GeometryReport | BaseException
+        try:
+            if spec.name in failed:
+                raise failed[spec.name]
+            if spec.name in plans:
+                if "error" in boxes.get(spec.name, {}):
+                    raise boxes[spec.name]["error"]
+                result = plans[spec.name].finish()
+            else:
+                result = spec(model, tokens, **kwargs[spec.name])
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
+            result = exc
+        seconds = round(time.perf_counter() - t0, 3)
+        logger.info("metric %s took %.2fs", spec.name, seconds)
+        yield spec.name, result, seconds
 
 
 # ---------------------------------------------------------------- option validation
 # Metrics whose registered function forwards ``**options`` to another function: its signature
 # says which options are accepted.
 def _forwarded() -> dict[str, Callable]:
-    from tl_geometry.capture_agop import agop, nfa
+    from tl_geometry.families.interaction import agop, nfa
 
     return {"agop": agop, "nfa": nfa}
 

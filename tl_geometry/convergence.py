@@ -27,7 +27,8 @@ from torch import Tensor
 
 from tl_geometry import capture
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
-from tl_geometry.metrics.pga import haar_bases, pga, readout_basis
+from tl_geometry.families.pga import pga
+from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
 
 logger = logging.getLogger(__name__)

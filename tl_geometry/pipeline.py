@@ -180,6 +180,7 @@ def run_report(
     max_memory_gb: float | None = None,
     progress: bool = True,
     force_hint: str = "force=True",
+    capture: str = "shared",
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
 
@@ -202,6 +203,9 @@ def run_report(
             loading) exceeds this (default: the available RAM).
         progress: progress bars (False: none, the metrics' own included).
         force_hint: how a refusal spells ``force`` (the CLI passes ``"--force"``).
+        capture: ``"shared"`` (default: one forward pass over the corpus feeds pga, spectral and
+            epsilon_activations) or ``"separate"`` (one pass per metric; same numbers), recorded
+            in ``provenance["capture"]``.
 
     Returns:
         The merged report. ``provenance["status"]`` is "complete", or "partial" when a metric
@@ -217,11 +221,13 @@ def run_report(
 
     from tl_geometry import corpus as corpus_mod
     from tl_geometry import outdir
-    from tl_geometry.analysis import analyze, check_options, takes_option
+    from tl_geometry.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
     from tl_geometry.html import figure_files, render_into
     from tl_geometry.models import load
 
     names = list(metrics) if metrics is not None else default_metrics()
+    if capture not in CAPTURE_MODES:
+        raise ValueError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
     docs = check_inputs(corpus=corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, names=names,
                         options=options or {}, device=device, max_memory_gb=max_memory_gb,
                         corpus_encoding=corpus_encoding)
@@ -272,15 +278,24 @@ def run_report(
         try:
             if work is not None:
                 _write_progress(current("running"), work)
-            for name in tqdm(names, desc="report", disable=not progress):
-                opts = run_options.get(name)
-                try:
-                    parts.append(analyze(model, tokens, metrics=[name], options={name: opts} if opts else None, progress=False))
-                except Exception as exc:  # keep going: one failing metric must not lose the others
-                    logger.exception("metric %s failed", name)
-                    errors[name] = f"{type(exc).__name__}: {exc}"
+            bar = tqdm(total=len(names), desc="report", disable=not progress)
+            info: dict[str, Any] = {}
+            # one shared forward pass feeds every planned activation metric (capture="shared"),
+            # then the metrics finish one by one, the report saved after each
+            for name, result, seconds in iter_metrics(model, tokens, names, run_options, progress=False,
+                                                      capture=capture, capture_info=info):
+                if info:
+                    prov["capture"] = dict(info)
+                bar.set_description(f"report: {name}")
+                if isinstance(result, BaseException):  # keep going: one failing metric must not lose the others
+                    logger.error("metric %s failed", name, exc_info=result)
+                    errors[name] = f"{type(result).__name__}: {result}"
+                else:
+                    parts.append(merged(model, tokens, [result], [name], {name: seconds}))
+                bar.update(1)
                 if work is not None:
                     _write_progress(current("running"), work)
+            bar.close()
         except KeyboardInterrupt:
             if work is not None:
                 _write_progress(current("interrupted"), work)

@@ -13,14 +13,53 @@ from __future__ import annotations
 import difflib
 import logging
 import warnings
-from dataclasses import dataclass
-from typing import Callable, Literal
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tl_geometry.metrics"
 Needs = Literal["weights", "activations", "gradients"]
 _NEEDS = ("weights", "activations", "gradients")
+
+
+@dataclass
+class MetricPlan:
+    """An activation metric split into capture and compute, so that one forward pass feeds many.
+
+    A metric registered with ``plan=`` returns one of these from ``plan(model, tokens, **options)``:
+    its consumers of activations (``passes``: :class:`tl_geometry.capture.Pass` objects, each
+    with its hooks, positions and ``update``) and ``finish()``, which computes the rows once the
+    passes were fed. :func:`tl_geometry.analyze` builds the plans of every such metric, runs
+    ONE :func:`tl_geometry.capture.run_shared` over the tokens for all of them (per batch size),
+    then calls each ``finish``; :meth:`run` does the same for the metric alone. Each pass sees
+    exactly the rows it would see alone, so the numbers do not depend on the sharing.
+
+    Attributes:
+        name: the metric's name (progress bars, errors).
+        model, tokens: what the passes read.
+        passes: the consumers.
+        finish: ``() -> GeometryReport``.
+        batch_size: sequences per forward pass (plans share a pass only with equal batch sizes).
+        progress: show the capture's progress bar when run alone.
+    """
+
+    name: str
+    model: Any
+    tokens: Any
+    passes: Sequence[Any]
+    finish: Callable[[], Any]
+    batch_size: int = 8
+    progress: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def run(self):
+        """Feed the passes with one forward pass of their own and return ``finish()``."""
+        from tl_geometry import capture
+
+        capture.run_shared(self.model, self.tokens, self.passes, batch_size=self.batch_size,
+                           progress=self.progress, desc=self.name)
+        return self.finish()
 
 
 @dataclass(frozen=True)
@@ -35,6 +74,9 @@ class MetricSpec:
         description: one line for ``tl-geometry`` listings.
         builtin: True for metrics shipped with tl_geometry.
         source: module (or distribution) that registered it.
+        plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` (same
+            options as ``fn``): lets :func:`tl_geometry.analyze` feed this metric from a forward
+            pass shared with the other activation metrics.
     """
 
     name: str
@@ -43,6 +85,7 @@ class MetricSpec:
     description: str
     builtin: bool
     source: str
+    plan: Callable | None = None
 
     def __call__(self, model, tokens=None, *, hooks=None, **options):
         return self.fn(model, tokens, hooks=hooks, **options)
@@ -67,6 +110,7 @@ def register_metric(
     needs: Needs = "activations",
     description: str = "",
     overwrite: bool = False,
+    plan: Callable | None = None,
 ):
     """Decorator registering ``fn(model, tokens, *, hooks=None, **options) -> GeometryReport``.
 
@@ -77,6 +121,9 @@ def register_metric(
             the function's docstring.
         overwrite: replace an existing metric of the same name. A plugin can never replace a
             built-in, even with ``overwrite=True``.
+        plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` taking the
+            same options as the metric: an activation metric that gives one shares the report's
+            single forward pass instead of running its own (see :class:`MetricPlan`).
 
     Raises:
         ValueError: empty name, unknown ``needs``, or a duplicate name without ``overwrite``.
@@ -94,6 +141,8 @@ def register_metric(
         raise ValueError(f"metric name must be a non-empty string, got {name!r}")
     if needs not in _NEEDS:
         raise ValueError(f"needs must be one of {_NEEDS}, got {needs!r}")
+    if plan is not None and (not callable(plan) or needs != "activations"):
+        raise ValueError("plan= must be a callable, and only metrics with needs='activations' take one")
 
     def decorator(fn: Callable) -> Callable:
         module = getattr(fn, "__module__", "") or ""
@@ -120,6 +169,7 @@ def register_metric(
             description=description or (doc[0] if doc else ""),
             builtin=builtin,
             source=_LOADING_PLUGIN or getattr(fn, "__module__", "?"),
+            plan=plan,
         )
         return fn
 

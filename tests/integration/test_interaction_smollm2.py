@@ -60,7 +60,7 @@ def test_agop_smollm2_report_and_stderr(smollm2, tokens):
         assert 0 < s.ratio < 1 and s.trace > 0 and math.isfinite(s.stderr) and s.ratio_stderr > 0
         # two independent estimates agree within their reported errors
         assert abs(s.ratio - t.ratio) < 5 * math.hypot(s.ratio_stderr, t.ratio_stderr) + 1e-3
-    rep = a.to_report(smollm2)
+    rep = tg.agop_report(a, smollm2)
     assert {r.metric for r in rep.rows} == {"agop.aofe", "agop.aofe_ratio", "agop.trace"}
     assert sorted({r.layer for r in rep.rows}) == [0, 15, 29]
 

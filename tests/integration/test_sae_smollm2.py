@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("sae_lens")
 
 from tl_geometry import sae as S  # noqa: E402
-from tl_geometry.metrics.capacity import capacity, embedding_epsilon  # noqa: E402
+from tl_geometry import capacity, embedding_epsilon  # noqa: E402
 
 
 def make_sae(d_in, d_sae, hook, seed=0):

@@ -476,7 +476,7 @@ def test_capacity_metric_counts_a_class2_embedding():
 def test_matrix_provenance_says_which_matrix_is_raw():
     from types import SimpleNamespace
 
-    from tl_geometry.metrics._capacity_registered import matrix_provenance
+    from tl_geometry.families.capacity import matrix_provenance
 
     def fake(norm, proc):
         m = SimpleNamespace(cfg=SimpleNamespace(normalization_type=norm))

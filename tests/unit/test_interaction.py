@@ -314,7 +314,7 @@ def test_agop_non_finite_gradient():
 
 
 def test_agop_exact_refuses_large(tiny_model, monkeypatch):
-    from tl_geometry import capture_agop as _agop
+    from tl_geometry.capture import gradients as _agop
 
     monkeypatch.setattr(_agop, "EXACT_MAX_ENTRIES", 10)
     with pytest.raises(ValueError, match="exact=True needs"):
@@ -497,7 +497,7 @@ def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
     from tl_geometry import readings
 
     res = tg.agop(tiny_model, tiny_tokens[:2], hooks=HOOKS, n_probes=4, seed=1, progress=False)
-    rep = res.to_report(tiny_model)
+    rep = tg.agop_report(res, tiny_model)
     for h in HOOKS:
         (row,) = [r for r in rep.rows if r.metric == "agop.aofe_ratio" and r.hook == h]
         s = res[h]
@@ -505,7 +505,7 @@ def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
         assert row.extras["ratio_plugin"] == s.ratio and row.extras["estimator"] == "jackknife"
     line = next(s for s in readings.read_interaction(rep) if s.startswith("AGOP AOFE ratio"))
     assert "bias-corrected" in line and "plug-in ratio in extras" in line
-    ex = tg.agop(tiny_model, tiny_tokens[:1, :6], hooks=HOOKS[:1], exact=True, progress=False).to_report()
+    ex = tg.agop_report(tg.agop(tiny_model, tiny_tokens[:1, :6], hooks=HOOKS[:1], exact=True, progress=False))
     (row,) = [r for r in ex.rows if r.metric == "agop.aofe_ratio"]
     assert row.extras["estimator"] == "exact" and row.value == row.extras["ratio_plugin"]
     assert "exact AGOP" in readings.read_interaction(ex)[0]

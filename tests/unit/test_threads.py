@@ -245,7 +245,7 @@ def test_model_passes_follow_the_machines_load(two_threads, free, tiny_model, ti
 
 
 def test_agop_probe_loop_follows_the_machines_load(two_threads, free, tiny_model, tiny_tokens, monkeypatch):
-    from tl_geometry import capture_agop
+    from tl_geometry.metrics import interaction as capture_agop  # the accumulator the probe loop feeds
 
     free["free"] = 1
     seen = []

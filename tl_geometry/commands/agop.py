@@ -52,7 +52,7 @@ def run(args) -> int:
     hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
     res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, space=args.space, seed=args.seed,
                   exact=args.exact, batch_size=args.batch_size, projection_seed=args.projection_seed)
-    reports = [res.to_report(model), tg.get_metric("depth_width")(model), tg.get_metric("wtw_aofe")(model)]
+    reports = [tg.agop_report(res, model), tg.get_metric("depth_width")(model), tg.get_metric("wtw_aofe")(model)]
     r = tg.depth_width_ratio(model)
     print(f"{tg.report.model_name(model)}: R_D/W = {model.cfg.n_layers}/{model.cfg.d_model} = {r:.4f} "
           f"({'inside' if tg.in_efficient_interval(r) else 'outside'} [0.023, 0.047])")

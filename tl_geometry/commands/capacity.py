@@ -70,7 +70,7 @@ def resolve_target(target: str, args) -> dict:
     except KeyError:
         pass
     if canonical_name(target) in ZOO or published is None:
-        from tl_geometry.metrics._capacity_registered import matrix_provenance
+        from tl_geometry.families.capacity import matrix_provenance
 
         model = tg.models.load(target, device=args.device)
         m = "W_E" if args.matrix == "embed" else "W_U"

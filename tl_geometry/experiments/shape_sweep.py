@@ -466,7 +466,7 @@ def train_run(params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tenso
     the token embeddings), wtw_aofe_ratio, r_dw, n_params (trainable), pad, pad_ratio, preset,
     steps_run, stopped_early, seconds.
     """
-    from tl_geometry.capture_agop import agop
+    from tl_geometry.families.interaction import agop
     from tl_geometry.metrics.interaction import depth_width_ratio, wtw_aofe
 
     t0 = time.perf_counter()

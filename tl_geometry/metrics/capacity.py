@@ -60,7 +60,6 @@ __all__ = [
     "SimilarityStats",
     "SimilarityAccumulator",
     "similarity_stats",
-    "embedding_epsilon",
     "model_class_of",
     "capacity",
     "capacity_estimate",
@@ -319,32 +318,3 @@ def similarity_stats(
         histogram=(counts.cpu(), edges.cpu()) if histogram else None,
         top_pairs=tuple((int(kept_idx[i]), int(kept_idx[j]), c) for i, j, c in top_list),
     )
-
-
-def embedding_epsilon(model_or_matrix: Any, *, matrix: str = "W_E", **options: Any) -> SimilarityStats:
-    """:func:`similarity_stats` of a model's embedding (rows = tokens) or of a given matrix.
-
-    Args:
-        model_or_matrix: a TransformerLens model, or an (n, d) tensor/array whose rows are
-            the vectors (then ``matrix`` is ignored).
-        matrix: ``"W_E"`` (d_vocab, d_model), used as is, or ``"W_U"`` (d_model, d_vocab),
-            transposed so that rows are tokens.
-        **options: passed to :func:`similarity_stats` (histogram, top_n, ...).
-
-    Note:
-        A model loaded with ``center_writing_weights`` has W_E with each row's mean over
-        d_model removed; ε of the processed W_E differs from the raw checkpoint's. Compare
-        like with like (see ``docs/capacity.md``).
-    """
-    if isinstance(model_or_matrix, (Tensor, np.ndarray)):
-        return similarity_stats(model_or_matrix, **options)
-    if matrix not in ("W_E", "W_U"):
-        raise ValueError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
-    from tl_geometry import capture
-
-    w = capture.weight(model_or_matrix, matrix)
-    return similarity_stats(w.T if matrix == "W_U" else w, **options)
-
-
-# registered wrappers live in a separate module to keep this one about the math
-from tl_geometry.metrics import _capacity_registered as _registered  # noqa: E402,F401

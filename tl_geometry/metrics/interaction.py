@@ -15,8 +15,9 @@ and Generalization", arXiv 2605.27989.
   how much of the gradient energy couples different directions.
 * **R_D/W** ``= n_layers / d_model``; the paper's efficient interval is [0.023, 0.047].
 
-The math (this module) is pure functions on tensors; reading a model goes through
-:mod:`tl_geometry.capture` (see :mod:`tl_geometry.capture_agop` for the gradient loops).
+This module is the math only: pure functions on tensors (it never imports a model, a hook or
+the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
+:mod:`tl_geometry.families.interaction`; the gradient loops in :mod:`tl_geometry.capture.gradients`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from jaxtyping import Float
 from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
 
-from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,11 @@ __all__ = [
     "aofe",
     "AGOPResult",
     "HookAGOP",
-    "agop",
     "AGOPAccumulator",
     "wtw_aofe",
     "projection_matrix",
     "NFACorrelation",
     "nfa_correlation",
-    "nfa",
     "offdiag_pearson",
     "weighted_mean_cos2",
     "LossCorrelation",
@@ -267,7 +265,7 @@ class AGOPResult:
     Attributes:
         matrices: hook → G (d × d, float32; 64 × 64 in output space).
         stats: hook → :class:`HookAGOP`.
-        space: "input", "output" or "loss" (``tl_geometry.capture_agop.SPACES``).
+        space: "input", "output" or "loss" (``tl_geometry.families.interaction.SPACES``).
         exact: True when computed from exact Jacobians (always in loss space).
         seed: probe seed.
     """
@@ -289,34 +287,6 @@ class AGOPResult:
     def to_dict(self) -> dict:
         return {"space": self.space, "exact": self.exact, "seed": self.seed,
                 "stats": {h: s.to_dict() for h, s in self.stats.items()}, "provenance": dict(self.provenance)}
-
-    def to_report(self, model: Any = None) -> GeometryReport:
-        """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook.
-
-        The ``agop.aofe_ratio`` value is the **bias-corrected** ratio (``ratio_debiased``,
-        delete-a-group jackknife) when G was estimated with probes, and the exact ratio when G is
-        exact; ``extras["estimator"]`` says which ("jackknife" or "exact") and
-        ``extras["ratio_plugin"]`` keeps the plug-in ratio of Ĝ (biased upwards with few probes:
-        4 probes read 0.77–0.94 on SmolLM2 where 64 read 0.35–0.55). ``agop.aofe`` stays the
-        plug-in AOFE (``extras["aofe_debiased"]`` has the corrected one).
-        """
-        rows = []
-        for h, s in self.stats.items():
-            if self.exact or s.n_probes == 0:
-                est, ratio = "exact", s.ratio
-            elif math.isnan(s.ratio_debiased):  # a HookAGOP built without the correction
-                est, ratio = "plugin", s.ratio
-            else:
-                est, ratio = "jackknife", s.ratio_debiased
-            ex = {"n_probes": s.n_probes, "space": self.space, "exact": self.exact, "n_positions": s.n_positions,
-                  "rel_stderr": s.rel_stderr, "aofe_debiased": s.aofe_debiased, "ratio_debiased": s.ratio_debiased}
-            rows += [
-                {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
-                {"metric": "agop.aofe_ratio", "value": ratio, "hook": h,
-                 "extras": {**ex, "stderr": s.ratio_stderr, "ratio_plugin": s.ratio, "estimator": est}},
-                {"metric": "agop.trace", "value": s.trace, "hook": h, "extras": {**ex, "stderr": s.trace_stderr}},
-            ]
-        return GeometryReport.from_rows(rows, model=model, seed=self.seed, **dict(self.provenance))
 
 
 # ----------------------------------------------------------------------------- NFA
@@ -535,7 +505,3 @@ def depth_width_ratio(model_or_cfg: Any) -> float:
 def in_efficient_interval(ratio: float, interval: tuple[float, float] = EFFICIENT_INTERVAL) -> bool:
     """Whether R_D/W lies in the paper's efficient interval (closed)."""
     return interval[0] <= float(ratio) <= interval[1]
-
-
-from tl_geometry.capture_agop import agop, nfa  # noqa: E402  (model-facing wrappers)
-from tl_geometry.metrics import _interaction_registered as _registered  # noqa: E402,F401  (registers metrics)

@@ -42,8 +42,6 @@ __all__ = [
     "pga_profile",
     "PC1Overlap",
     "pc1_overlap",
-    "pga",
-    "spectral",
     "min_points",
     "check_n_points",
     "DEFAULT_MAX_PAIRS",
@@ -396,7 +394,3 @@ def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Ov
     ov = float(((readout.T @ p1) ** 2).sum())
     exp = readout.shape[1] / d
     return PC1Overlap(ov, exp, ov / exp, float(S[0] ** 2 / (S**2).sum()))
-
-
-# ----------------------------------------------------------------------------- registered
-from tl_geometry.metrics._pga_metric import pga, spectral  # noqa: E402  (registers "pga", "spectral")

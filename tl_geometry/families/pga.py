@@ -1,4 +1,10 @@
-"""Registered metrics "pga" and "spectral": thin wrappers reading models through capture."""
+"""The PGA family (Xu, arXiv 2605.17084), model-facing: ``tg.pga`` and the registered "pga" and "spectral".
+
+Activations through the capture layer (a :class:`tl_geometry.capture.Sample` for PGA, a
+streaming covariance for the spectral metrics; one shared forward pass in a report), W_U through
+:func:`tl_geometry.capture.weight`; the math is in :mod:`tl_geometry.metrics.pga` and
+:mod:`tl_geometry.metrics.spectral`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS, check_n_points, haar_bases, pc1_overlap, pga_profile, readout_basis,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
-from tl_geometry.registry import register_metric
+from tl_geometry.registry import MetricPlan, register_metric
 from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
@@ -75,7 +81,78 @@ def check_paper_model(model: Any) -> None:
         )
 
 
-@register_metric("pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap")
+def pga_plan(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    k: int = 100,
+    n_null: int = 100,
+    ccr: int | Sequence[int] = 1,
+    max_points: int = 2048,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    batch_size: int = 8,
+    memory_mb: float = 512,
+    progress: bool = True,
+) -> MetricPlan:
+    """The "pga" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample of positions at
+    every hook (capture), then the profile per hook (``finish``). Arguments as :func:`pga`."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if isinstance(model, str):
+        from tl_geometry import models
+
+        model = models.load(model, processing=PRESETS[preset]["processing"] or "tl")
+    capture.check_model(model)
+    if preset == "paper":
+        check_paper_model(model)
+    d = int(model.cfg.d_model)
+    if not isinstance(k, int) or not 1 <= k < d:
+        raise ValueError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
+    ccrs = _ccr_list(ccr)
+    if hooks is None:
+        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
+    hooks = capture.validate_hooks(model, hooks)
+    processing = processing_name(model)
+    readout = readout_basis(capture.weight(model, "W_U"), k)
+    sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
+    check_n_points(int(sample.positions.sum()), k)
+
+    def finish() -> GeometryReport:
+        from tqdm.auto import tqdm
+
+        cap = sample.result()
+        bases = haar_bases(d, k, n_null, seed=seed)
+        rows = []
+        tag = {"preset": preset, "processing": processing}
+        for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
+            H = cap.acts[h]
+            prof = pga_profile(H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb)
+            for c, s in prof.items():
+                extras = {
+                    **tag, "ccr": c, "k": k, "rho_read": s.rho_read, "null_mean": s.null_mean, "null_std": s.null_std,
+                    "n_points": s.n_points, "n_pairs": s.n_pairs, "n_null": s.n_null,
+                    "pairs_subsampled": s.pairs_subsampled, "seed": seed,
+                }
+                rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": extras})
+                rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
+            pc = pc1_overlap(H, readout)
+            rows.append({"metric": "pga.pc1_overlap", "value": pc.overlap, "hook": h,
+                         "extras": {**tag, "expected": pc.expected, "ratio": pc.ratio,
+                                    "explained_variance": pc.explained_variance, "k": k}})
+        return GeometryReport.from_rows(
+            rows, model=model, pga={"preset": preset, "processing": processing, "k": k, "n_null": n_null, "ccr": ccrs,
+                                    "max_points": max_points, "seed": seed,
+                                    "readout": "top-k left singular vectors of W_U", "n_points": cap.n_points},
+        )
+
+    return MetricPlan("pga", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
+
+
+@register_metric("pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap",
+                 plan=pga_plan)
 def pga(
     model: Any,
     tokens: Any,
@@ -121,55 +198,52 @@ def pga(
         ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
             than :func:`tl_geometry.min_points` (k), or any error of :func:`pga_score`.
     """
+    return pga_plan(
+        model, tokens, preset=preset, hooks=hooks, k=k, n_null=n_null, ccr=ccr, max_points=max_points, seed=seed,
+        max_pairs=max_pairs, batch_size=batch_size, memory_mb=memory_mb, progress=progress,
+    ).run()
+
+
+def spectral_plan(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    fit_range: tuple[int, int] | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> MetricPlan:
+    """The "spectral" metric as a :class:`tl_geometry.registry.MetricPlan`: a streaming covariance at
+    every hook over every valid position (capture), then the spectrum (``finish``). Arguments as
+    :func:`spectral`."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    if isinstance(model, str):
-        from tl_geometry import models
-
-        model = models.load(model, processing=PRESETS[preset]["processing"] or "tl")
     capture.check_model(model)
-    if preset == "paper":
-        check_paper_model(model)
-    d = int(model.cfg.d_model)
-    if not isinstance(k, int) or not 1 <= k < d:
-        raise ValueError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
-    ccrs = _ccr_list(ccr)
     if hooks is None:
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
     hooks = capture.validate_hooks(model, hooks)
-    processing = processing_name(model)
-    readout = readout_basis(capture.weight(model, "W_U"), k)
-    cap = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress)
-    check_n_points(cap.n_points, k)
-    bases = haar_bases(d, k, n_null, seed=seed)
+    tokens = capture.check_tokens(model, tokens)
+    accs = {h: StreamingCovariance() for h in hooks}
 
-    from tqdm.auto import tqdm
+    def finish() -> GeometryReport:
+        processing = processing_name(model)
+        rows = []
+        for h in hooks:
+            m = accs[h].spectral(fit_range)
+            extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
+            r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
+            for name in SPECTRAL_ROWS:
+                ex = {**extras, "r2": r2[name]} if name in r2 else extras
+                rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": ex})
+        return GeometryReport.from_rows(rows, model=model)
 
-    rows = []
-    tag = {"preset": preset, "processing": processing}
-    for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
-        H = cap.acts[h]
-        prof = pga_profile(H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb)
-        for c, s in prof.items():
-            extras = {
-                **tag, "ccr": c, "k": k, "rho_read": s.rho_read, "null_mean": s.null_mean, "null_std": s.null_std,
-                "n_points": s.n_points, "n_pairs": s.n_pairs, "n_null": s.n_null,
-                "pairs_subsampled": s.pairs_subsampled, "seed": seed,
-            }
-            rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": extras})
-            rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
-        pc = pc1_overlap(H, readout)
-        rows.append({"metric": "pga.pc1_overlap", "value": pc.overlap, "hook": h,
-                     "extras": {**tag, "expected": pc.expected, "ratio": pc.ratio,
-                                "explained_variance": pc.explained_variance, "k": k}})
-    return GeometryReport.from_rows(
-        rows, model=model, pga={"preset": preset, "processing": processing, "k": k, "n_null": n_null, "ccr": ccrs,
-                                "max_points": max_points, "seed": seed,
-                                "readout": "top-k left singular vectors of W_U", "n_points": cap.n_points},
-    )
+    covariance = capture.FnPass(hooks, lambda h, a: accs[h].update(a))
+    return MetricPlan("spectral", model, tokens, [covariance], finish, batch_size=batch_size, progress=progress)
 
 
-@register_metric("spectral", needs="activations", description="RankMe, alpha-ReQ, isotropy, condition number per hook")
+@register_metric("spectral", needs="activations", description="RankMe, alpha-ReQ, isotropy, condition number per hook",
+                 plan=spectral_plan)
 def spectral(
     model: Any,
     tokens: Any,
@@ -195,24 +269,9 @@ def spectral(
     Raises:
         ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
     """
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    capture.check_model(model)
-    if hooks is None:
-        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
-    hooks = capture.validate_hooks(model, hooks)
-    accs = {h: StreamingCovariance() for h in hooks}
-    capture.run(model, tokens, hooks, lambda h, a: accs[h].update(a), batch_size=batch_size, progress=progress, desc="spectral")
-    processing = processing_name(model)
-    rows = []
-    for h in hooks:
-        m = accs[h].spectral(fit_range)
-        extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
-        r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
-        for name in SPECTRAL_ROWS:
-            ex = {**extras, "r2": r2[name]} if name in r2 else extras
-            rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": ex})
-    return GeometryReport.from_rows(rows, model=model)
+    return spectral_plan(
+        model, tokens, preset=preset, hooks=hooks, fit_range=fit_range, batch_size=batch_size, progress=progress
+    ).run()
 
 
 #: The per-hook rows of the "spectral" metric, in order.

@@ -1,4 +1,4 @@
-"""Model shape: the numbers every report starts with (weights only)."""
+"""The "shape" metric: the model's shape, the numbers every report starts with (weights only)."""
 
 from __future__ import annotations
 

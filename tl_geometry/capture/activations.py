@@ -1,6 +1,7 @@
-"""Capture engine: stream activations (and gradients) at named hook points.
+"""Activation capture: stream activations at named hook points into consumers.
 
-This is the only module (with :mod:`tl_geometry.models`) that touches models and hooks. It
+Part of the capture layer (:mod:`tl_geometry.capture`), the only place (with
+:mod:`tl_geometry.models`) that touches models and hooks; it knows no metric. It
 
 * validates hook names against ``model.hook_dict`` (unknown names list the closest valid ones);
 * runs token batches through the model with temporary forward hooks added through the model's
@@ -10,7 +11,10 @@ This is the only module (with :mod:`tl_geometry.models`) that touches models and
   ``(batch, pos, d)`` to ``(n_tokens, d)`` and upcasts to float32;
 * optionally keeps a seeded, bounded sample of positions (``max_points``) shared by all hooks;
 * stops the forward pass once every requested hook has fired (later layers are not computed);
-* captures gradients of a caller-supplied scalar at the same hooks.
+* feeds several consumers from ONE forward pass (:func:`run_shared`), each with its own hooks
+  and positions, each receiving exactly what it would have received alone.
+
+Gradients: :mod:`tl_geometry.capture.gradients`.
 
 Works on ``HookedTransformer`` (TL 3.x) and ``TransformerBridge``: hooks are added by the names
 the caller passes (the bridge resolves its legacy aliases such as ``blocks.0.hook_resid_post``),
@@ -246,6 +250,137 @@ def _to_float(x: Tensor) -> Tensor:
 Consumer = Callable[[str, Float[Tensor, "n d"]], Any]
 
 
+@runtime_checkable
+class Pass(Protocol):
+    """One consumer of a shared forward pass (:func:`run_shared`).
+
+    Attributes:
+        hooks: the hook names it wants.
+        positions: boolean (batch, pos) mask of the positions it wants (a sample), or None for
+            every valid position; always combined with the BOS/padding mask.
+        update: ``update(hook, acts)`` with acts (n_kept, d) float32/64 in (batch, pos) order.
+    """
+
+    hooks: Sequence[str]
+    positions: Tensor | None
+
+    def update(self, hook: str, acts: Float[Tensor, "n d"]) -> Any: ...
+
+
+@dataclass
+class FnPass:
+    """A :class:`Pass` from a callable ``consumer(hook, acts)`` (or an object with ``update``)."""
+
+    hooks: Sequence[str]
+    consumer: Consumer | Any
+    positions: Tensor | None = None
+
+    def update(self, hook: str, acts: Tensor) -> Any:
+        fn = self.consumer.update if hasattr(self.consumer, "update") else self.consumer
+        return fn(hook, acts)
+
+
+def run_shared(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    passes: Sequence[Pass],
+    *,
+    batch_size: int = 8,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+    stop_early: bool = True,
+    progress: bool = True,
+    desc: str = "capture",
+) -> list[int]:
+    """ONE forward pass per batch feeding every consumer in ``passes``.
+
+    The hooks of all passes are added together; each batch runs once, and each pass receives,
+    at each of its hooks, exactly the rows it would have received alone (its positions, in
+    (batch, pos) order): the numbers do not depend on which other passes share the run.
+
+    Args:
+        model: a HookedTransformer or TransformerBridge.
+        tokens: (batch, pos) token ids.
+        passes: the consumers (:class:`Pass`), each with its hooks and positions.
+        batch_size, attention_mask, drop_bos, stop_early, progress, desc: as :func:`run`.
+
+    Returns:
+        The number of positions delivered to each pass (per hook), in the order of ``passes``.
+
+    Raises:
+        ValueError: bad tokens, hooks or batch size. Whatever a consumer raises; the hooks are
+            removed first.
+    """
+    tokens = check_tokens(model, tokens)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    passes = list(passes)
+    if not passes:
+        return []
+    for ps in passes:
+        if not callable(getattr(ps, "update", None)):
+            raise TypeError("each pass needs an update(hook, acts) method (see tl_geometry.capture.Pass)")
+    hook_lists = [validate_hooks(model, ps.hooks) for ps in passes]
+    union = list(dict.fromkeys(h for hs in hook_lists for h in hs))
+    valid = valid_mask(model, tokens, attention_mask, drop_bos)
+    masks = [valid & ps.positions.to("cpu").bool() if ps.positions is not None else valid for ps in passes]
+    keep = masks[0].clone()
+    for m in masks[1:]:
+        keep |= m
+    device = model_device(model)
+
+    from tqdm.auto import tqdm
+
+    from tl_geometry.threads import per_step
+
+    delivered = [0] * len(passes)
+    state: dict[str, Any] = {}
+
+    def make_hook(name: str):
+        def hook_fn(act: Tensor, hook: Any = None) -> None:
+            sel = state["mask"].to(act.device)
+            state["got"][name] = _to_float(act.detach()[sel])
+            if stop_early and len(state["got"]) == len(union):
+                raise _StopForward
+            return None
+
+        return hook_fn
+
+    fwd_hooks = [(h, make_hook(h)) for h in union]
+    starts = range(0, tokens.shape[0], batch_size)
+    with eval_mode(model), torch.inference_mode():
+        for start in per_step(tqdm(starts, desc=desc, disable=not progress, leave=False)):  # threads per batch
+            batch = tokens[start : start + batch_size].to(device)
+            mask = keep[start : start + batch_size]
+            if not mask.any():
+                continue
+            state["mask"], state["got"] = mask, {}
+            am = attention_mask[start : start + batch_size].to(device) if attention_mask is not None else None
+            with model.hooks(fwd_hooks=fwd_hooks):
+                try:
+                    if am is not None:
+                        model(batch, attention_mask=am)
+                    else:
+                        model(batch)
+                except _StopForward:
+                    pass
+            missing = [h for h in union if h not in state["got"]]
+            if missing:
+                raise RuntimeError(f"hooks {missing} never fired during the forward pass")
+            for i, (ps, hs, m) in enumerate(zip(passes, hook_lists, masks)):  # outside the forward: hooks removed
+                mb = m[start : start + batch_size]
+                if not mb.any():
+                    continue
+                rows = mb[mask]  # this pass's rows among the union's kept rows, (batch, pos) order
+                whole = bool(rows.all())
+                for h in hs:
+                    a = state["got"][h]
+                    ps.update(h, a if whole else a[rows.to(a.device)])
+                delivered[i] += int(mb.sum())
+            state["got"] = {}
+    return delivered
+
+
 def run(
     model: Any,
     tokens: Int[Tensor, "batch pos"],
@@ -289,54 +424,10 @@ def run(
     update = consumer.update if hasattr(consumer, "update") else consumer
     if not callable(update):
         raise TypeError("consumer must be callable(hook, acts) or have an update(hook, acts) method")
-    keep = valid_mask(model, tokens, attention_mask, drop_bos)
-    if positions is not None:
-        keep &= positions.to("cpu").bool()
-    device = model_device(model)
-
-    from tqdm.auto import tqdm
-
-    from tl_geometry.threads import per_step
-
-    delivered = 0
-    state: dict[str, Any] = {}
-
-    def make_hook(name: str):
-        def hook_fn(act: Tensor, hook: Any = None) -> None:
-            sel = state["mask"].to(act.device)
-            state["got"][name] = _to_float(act.detach()[sel])
-            if stop_early and len(state["got"]) == len(hooks):
-                raise _StopForward
-            return None
-
-        return hook_fn
-
-    fwd_hooks = [(h, make_hook(h)) for h in hooks]
-    starts = range(0, tokens.shape[0], batch_size)
-    with eval_mode(model), torch.inference_mode():
-        for start in per_step(tqdm(starts, desc=desc, disable=not progress, leave=False)):  # threads per batch
-            batch = tokens[start : start + batch_size].to(device)
-            mask = keep[start : start + batch_size]
-            if not mask.any():
-                continue
-            state["mask"], state["got"] = mask, {}
-            am = attention_mask[start : start + batch_size].to(device) if attention_mask is not None else None
-            with model.hooks(fwd_hooks=fwd_hooks):
-                try:
-                    if am is not None:
-                        model(batch, attention_mask=am)
-                    else:
-                        model(batch)
-                except _StopForward:
-                    pass
-            missing = [h for h in hooks if h not in state["got"]]
-            if missing:
-                raise RuntimeError(f"hooks {missing} never fired during the forward pass")
-            for h in hooks:  # consumers run outside the forward, hooks already removed
-                update(h, state["got"][h])
-            delivered += int(mask.sum())
-            state["got"] = {}
-    return delivered
+    return run_shared(
+        model, tokens, [FnPass(hooks, consumer, positions)], batch_size=batch_size, attention_mask=attention_mask,
+        drop_bos=drop_bos, stop_early=stop_early, progress=progress, desc=desc,
+    )[0]
 
 
 def sample_positions(
@@ -382,6 +473,39 @@ class Captured:
         return int(self.positions.shape[0])
 
 
+class Sample:
+    """A :class:`Pass` keeping a bounded, seeded sample of positions at its hooks (same positions
+    for all hooks): what :func:`collect` gathers, usable in a shared pass (:func:`run_shared`).
+
+    Memory is ``max_points × d`` per hook, whatever the number of tokens.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokens: Int[Tensor, "batch pos"],
+        hooks: Sequence[str],
+        *,
+        max_points: int | None = 2048,
+        seed: int = 0,
+        attention_mask: Tensor | None = None,
+        drop_bos: bool = True,
+    ):
+        self.hooks = validate_hooks(model, hooks)
+        tokens = check_tokens(model, tokens)
+        self.positions = sample_positions(
+            model, tokens, max_points, seed=seed, attention_mask=attention_mask, drop_bos=drop_bos
+        )
+        self._parts: dict[str, list[Tensor]] = {h: [] for h in self.hooks}
+
+    def update(self, hook: str, acts: Tensor) -> None:
+        self._parts[hook].append(acts.cpu())
+
+    def result(self) -> Captured:
+        acts = {h: torch.cat(v) for h, v in self._parts.items()}
+        return Captured(acts=acts, positions=self.positions.nonzero())
+
+
 def collect(
     model: Any,
     tokens: Int[Tensor, "batch pos"],
@@ -398,89 +522,8 @@ def collect(
 
     Memory is ``max_points × d`` per hook, whatever the number of tokens.
     """
-    hooks = validate_hooks(model, hooks)
-    tokens = check_tokens(model, tokens)
-    pos_mask = sample_positions(model, tokens, max_points, seed=seed, attention_mask=attention_mask, drop_bos=drop_bos)
-    parts: dict[str, list[Tensor]] = {h: [] for h in hooks}
-    run(
-        model,
-        tokens,
-        hooks,
-        lambda h, a: parts[h].append(a.cpu()),
-        batch_size=batch_size,
-        positions=pos_mask,
-        drop_bos=False,  # already applied in pos_mask
-        progress=progress,
-        desc="collect",
-    )
-    acts = {h: torch.cat(v) for h, v in parts.items()}
-    return Captured(acts=acts, positions=pos_mask.nonzero())
-
-
-# ----------------------------------------------------------------------------- gradients
-@contextlib.contextmanager
-def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]]:
-    """Context manager: during a forward pass inside it, record the activation at each hook as a
-    tensor that gradients can be taken with respect to.
-
-    Yields a dict (filled by the forward) hook name → activation (batch, pos, d) that is part of
-    the autograd graph, so ``torch.autograd.grad(scalar, list(d.values()), retain_graph=True)``
-    gives ∂scalar/∂activation at every hook in **one** backward pass. Where the model's parameters
-    do not require grad, the first activation is made a leaf that does (so the graph exists);
-    gradients are identical because downstream computation is unchanged.
-
-    We take gradients with ``autograd.grad`` on the captured activations instead of TL backward
-    hooks: it works the same way on HookedTransformer and TransformerBridge and lets the caller
-    run many backward passes (probes) over one forward. Hooks are removed on exit, even on error.
-    """
-    hooks = validate_hooks(model, hooks)
-    acts: dict[str, Tensor] = {}
-
-    def make_hook(name: str):
-        def hook_fn(act: Tensor, hook: Any = None):
-            if not act.requires_grad:
-                act = act.detach().requires_grad_(True)
-                acts[name] = act
-                return act
-            acts[name] = act
-            return None
-
-        return hook_fn
-
-    with model.hooks(fwd_hooks=[(h, make_hook(h)) for h in hooks]):
-        yield acts
-
-
-def gradients(
-    model: Any,
-    tokens: Int[Tensor, "batch pos"],
-    hooks: Sequence[str],
-    scalar_fn: Callable[[Tensor], Tensor],
-) -> dict[str, Float[Tensor, "batch pos d"]]:
-    """∂ scalar_fn(logits) / ∂ activation at each hook, from one forward and one backward.
-
-    Args:
-        scalar_fn: maps the model's logits (batch, pos, d_vocab) to a scalar tensor.
-
-    Raises:
-        ValueError: the scalar does not depend on a hook's activation (e.g. a hook after the
-            unembedding) or is not a scalar; non-finite gradients.
-    """
-    tokens = check_tokens(model, tokens).to(model_device(model))
-    with eval_mode(model), grad_capture(model, hooks) as acts, torch.enable_grad():
-        logits = model(tokens)
-        out = scalar_fn(logits)
-        if not isinstance(out, Tensor) or out.numel() != 1:
-            raise ValueError("scalar_fn must return a scalar tensor")
-        names = list(acts)
-        if not out.requires_grad:
-            raise ValueError(f"the scalar does not depend on any activation at {list(hooks)}")
-        grads = torch.autograd.grad(out, [acts[h] for h in names], allow_unused=True)
-    result = {}
-    for h, g in zip(names, grads):
-        if g is None:
-            raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
-        if not torch.isfinite(g).all():
-            raise ValueError(f"non-finite gradient at {h!r}")
-        result[h] = _to_float(g.detach())
-    return result
+    sample = Sample(model, tokens, hooks, max_points=max_points, seed=seed, attention_mask=attention_mask,
+                    drop_bos=drop_bos)
+    run_shared(model, tokens, [sample], batch_size=batch_size, attention_mask=attention_mask, drop_bos=drop_bos,
+               progress=progress, desc="collect")
+    return sample.result()

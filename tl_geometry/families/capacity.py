@@ -1,17 +1,49 @@
-"""Registered metrics of the capacity family: "epsilon", "capacity", "epsilon_activations".
+"""The capacity family (Guha, arXiv 2606.02765), model-facing: ε of a model's matrices and activations.
 
-Thin wrappers: weights through :func:`tl_geometry.capture.weight`, activations through
-:func:`tl_geometry.capture.collect`; the math is in :mod:`tl_geometry.metrics.capacity`.
+``tg.embedding_epsilon`` and the registered metrics "epsilon", "capacity", "epsilon_activations":
+weights through :func:`tl_geometry.capture.weight`, activations through a
+:class:`tl_geometry.capture.Sample` (one shared forward pass in a report); the math is in
+:mod:`tl_geometry.metrics.capacity`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from tl_geometry.registry import register_metric
+import numpy as np
+from torch import Tensor
+
+from tl_geometry import capture
+from tl_geometry.metrics.capacity import SimilarityStats, similarity_stats
+from tl_geometry.registry import MetricPlan, register_metric
 from tl_geometry.report import GeometryReport
 
+__all__ = ["embedding_epsilon", "matrix_provenance"]
+
 _MATRICES = ("W_E", "W_U")
+
+
+def embedding_epsilon(model_or_matrix: Any, *, matrix: str = "W_E", **options: Any) -> SimilarityStats:
+    """:func:`similarity_stats` of a model's embedding (rows = tokens) or of a given matrix.
+
+    Args:
+        model_or_matrix: a TransformerLens model, or an (n, d) tensor/array whose rows are
+            the vectors (then ``matrix`` is ignored).
+        matrix: ``"W_E"`` (d_vocab, d_model), used as is, or ``"W_U"`` (d_model, d_vocab),
+            transposed so that rows are tokens.
+        **options: passed to :func:`similarity_stats` (histogram, top_n, ...).
+
+    Note:
+        A model loaded with ``center_writing_weights`` has W_E with each row's mean over
+        d_model removed; ε of the processed W_E differs from the raw checkpoint's. Compare
+        like with like (see ``docs/capacity.md``).
+    """
+    if isinstance(model_or_matrix, (Tensor, np.ndarray)):
+        return similarity_stats(model_or_matrix, **options)
+    if matrix not in ("W_E", "W_U"):
+        raise ValueError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
+    w = capture.weight(model_or_matrix, matrix)
+    return similarity_stats(w.T if matrix == "W_U" else w, **options)
 
 
 def matrix_provenance(model, matrix: str) -> dict[str, Any]:
@@ -67,9 +99,6 @@ def _histogram(model, matrix: str, rows: int | None, bins: int, seed: int) -> di
     """Exact histogram over all ordered pairs of a seeded sample of ``rows`` rows (all if None)."""
     import torch
 
-    from tl_geometry import capture
-    from tl_geometry.metrics.capacity import similarity_stats
-
     w = capture.weight(model, matrix)
     w = w.T if matrix == "W_U" else w
     if rows is not None and rows < w.shape[0]:
@@ -99,8 +128,6 @@ def epsilon_metric(
     sample of ``histogram_rows`` rows (``None``: all rows, O(n²·d); ``0``: no histogram);
     ``extras["histogram_rows"]`` says how many.
     """
-    from tl_geometry.metrics.capacity import embedding_epsilon
-
     if histogram_rows is not None and (not isinstance(histogram_rows, int) or histogram_rows < 0 or histogram_rows == 1):
         raise ValueError(f"histogram_rows must be None, 0 or an integer >= 2, got {histogram_rows!r}")
     rows = []
@@ -133,7 +160,7 @@ def capacity_metric(
     k_3sigma). The paper's matrix is the raw input embedding: ``extras["raw"]`` says whether
     this model's matrix is the checkpoint's (see :func:`matrix_provenance`).
     """
-    from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate, embedding_epsilon
+    from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
@@ -157,8 +184,39 @@ def capacity_metric(
     return GeometryReport.from_rows(rows, model=model, capacity_preset=preset)
 
 
+def epsilon_activations_plan(
+    model, tokens, *, hooks=None, max_points: int = 2048, seed: int = 0, batch_size: int = 8, progress: bool = False
+) -> MetricPlan:
+    """The "epsilon_activations" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample
+    of positions at every hook (capture), then ε per hook (``finish``). Arguments as
+    :func:`epsilon_activations_metric`."""
+    if tokens is None:
+        raise ValueError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
+    hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
+    sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
+
+    def finish() -> GeometryReport:
+        captured = sample.result()
+        eps_we = embedding_epsilon(model, matrix="W_E", progress=False).epsilon
+        rows = []
+        for h in hooks:
+            st = similarity_stats(captured.acts[h], progress=False)
+            rows.append(
+                {
+                    "metric": "epsilon_activations",
+                    "value": st.epsilon,
+                    "hook": h,
+                    "extras": {**_stats_extras(st), "epsilon_W_E": eps_we, "max_points": max_points, "seed": seed},
+                }
+            )
+        return GeometryReport.from_rows(rows, model=model, seed=seed, n_points=captured.n_points)
+
+    return MetricPlan("epsilon_activations", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
+
+
 @register_metric(
-    "epsilon_activations", needs="activations", description="ε of a seeded sample of token activations per hook"
+    "epsilon_activations", needs="activations", description="ε of a seeded sample of token activations per hook",
+    plan=epsilon_activations_plan,
 )
 def epsilon_activations_metric(
     model, tokens, *, hooks=None, max_points: int = 2048, seed: int = 0, batch_size: int = 8, progress: bool = False
@@ -169,23 +227,6 @@ def epsilon_activations_metric(
     ``extras["epsilon_W_E"]`` to test the paper's caveat that the embedding's ε stands for the
     whole latent space.
     """
-    from tl_geometry import capture
-    from tl_geometry.metrics.capacity import embedding_epsilon, similarity_stats
-
-    if tokens is None:
-        raise ValueError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
-    hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
-    captured = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress)
-    eps_we = embedding_epsilon(model, matrix="W_E", progress=False).epsilon
-    rows = []
-    for h in hooks:
-        st = similarity_stats(captured.acts[h], progress=False)
-        rows.append(
-            {
-                "metric": "epsilon_activations",
-                "value": st.epsilon,
-                "hook": h,
-                "extras": {**_stats_extras(st), "epsilon_W_E": eps_we, "max_points": max_points, "seed": seed},
-            }
-        )
-    return GeometryReport.from_rows(rows, model=model, seed=seed, n_points=captured.n_points)
+    return epsilon_activations_plan(
+        model, tokens, hooks=hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress
+    ).run()

@@ -1,0 +1,61 @@
+"""The capture layer: the only place (with :mod:`tl_geometry.models`) that runs models and adds hooks.
+
+It knows no metric. :mod:`~tl_geometry.capture.activations` names hook points, runs token
+batches, drops BOS/padding, upcasts and streams activations into whatever consumers the caller
+hands it (one forward pass can feed several: :func:`run_shared`); :mod:`~tl_geometry.capture.gradients`
+records activations that gradients can be taken with respect to and runs the probe loops behind
+AGOP. Hooks are added through the model's own ``hooks()`` context manager, so they are removed
+even on error; a global ``reset_hooks()`` is never called.
+
+The flow of the house: capture → accumulate (the consumers, pure, in :mod:`tl_geometry.metrics`)
+→ compute → rows (:mod:`tl_geometry.families`) → figures and readings.
+"""
+
+from tl_geometry.capture.activations import (
+    EMBED_HOOK,
+    FINAL_HOOK,
+    FINAL_STATE_HOOK,
+    Captured,
+    Consumer,
+    FnPass,
+    HookedModel,
+    Pass,
+    Sample,
+    bos_token_id,
+    check_model,
+    check_tokens,
+    collect,
+    eval_mode,
+    hidden_state_hooks,
+    model_device,
+    resid_hooks,
+    run,
+    run_shared,
+    sample_positions,
+    standard_hooks,
+    valid_mask,
+    validate_hooks,
+    weight,
+)
+from tl_geometry.capture.gradients import (
+    EXACT_MAX_ENTRIES,
+    JVP_CHUNK,
+    ProbeConsumer,
+    check_grad_hooks,
+    float32_model,
+    grad_capture,
+    gradients,
+    jacobian_grams,
+    loss_gradient_grams,
+    output_gram,
+    output_jvps,
+    probe_gradients,
+)
+
+__all__ = [
+    "EMBED_HOOK", "FINAL_HOOK", "FINAL_STATE_HOOK", "Captured", "Consumer", "FnPass", "HookedModel", "Pass", "Sample", "bos_token_id",
+    "check_model", "check_tokens", "collect", "eval_mode", "hidden_state_hooks", "model_device", "resid_hooks",
+    "run", "run_shared", "sample_positions", "standard_hooks", "valid_mask", "validate_hooks", "weight",
+    "EXACT_MAX_ENTRIES", "JVP_CHUNK", "ProbeConsumer", "check_grad_hooks", "float32_model", "grad_capture",
+    "gradients", "jacobian_grams", "loss_gradient_grams", "output_gram", "output_jvps", "probe_gradients",
+]

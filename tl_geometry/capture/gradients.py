@@ -1,0 +1,321 @@
+"""Gradient capture: activations that gradients can be taken with respect to, and the probe loops.
+
+The capture layer's second half (the first is :mod:`tl_geometry.capture.activations`). It runs
+models and adds hooks, and knows no metric: each loop hands raw gradients, Jacobian-vector
+products or summed Gram matrices to its caller (a ``consumer(hook, probe, g)`` or a return
+value). The AGOP estimators built on them live in :mod:`tl_geometry.families.interaction`; the
+math (accumulators, AOFE, NFA correlation) in :mod:`tl_geometry.metrics.interaction`.
+
+Every loop runs under the caller's :func:`tl_geometry.capture.eval_mode` and removes its hooks
+on exit, even on error (the model's own ``hooks()`` context manager).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from tl_geometry.capture.activations import _to_float, check_tokens, eval_mode, model_device, validate_hooks
+from tl_geometry.threads import per_step
+
+logger = logging.getLogger(__name__)
+
+#: ``consumer(hook, probe_index, g)`` with g of shape (n, d): one probe's gradients at one hook.
+ProbeConsumer = Callable[[str, int, Tensor], Any]
+
+#: exact Jacobians are refused beyond this many entries per sequence.
+EXACT_MAX_ENTRIES = 50_000_000
+#: JVP probes evaluated together (vmap chunk) in output space.
+JVP_CHUNK = 32
+_AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
+
+
+@contextlib.contextmanager
+def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]]:
+    """Context manager: during a forward pass inside it, record the activation at each hook as a
+    tensor that gradients can be taken with respect to.
+
+    Yields a dict (filled by the forward) hook name → activation (batch, pos, d) that is part of
+    the autograd graph, so ``torch.autograd.grad(scalar, list(d.values()), retain_graph=True)``
+    gives ∂scalar/∂activation at every hook in **one** backward pass. Where the model's parameters
+    do not require grad, the first activation is made a leaf that does (so the graph exists);
+    gradients are identical because downstream computation is unchanged.
+
+    We take gradients with ``autograd.grad`` on the captured activations instead of TL backward
+    hooks: it works the same way on HookedTransformer and TransformerBridge and lets the caller
+    run many backward passes (probes) over one forward. Hooks are removed on exit, even on error.
+    """
+    hooks = validate_hooks(model, hooks)
+    acts: dict[str, Tensor] = {}
+
+    def make_hook(name: str):
+        def hook_fn(act: Tensor, hook: Any = None):
+            if not act.requires_grad:
+                act = act.detach().requires_grad_(True)
+                acts[name] = act
+                return act
+            acts[name] = act
+            return None
+
+        return hook_fn
+
+    with model.hooks(fwd_hooks=[(h, make_hook(h)) for h in hooks]):
+        yield acts
+
+
+def gradients(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    scalar_fn: Callable[[Tensor], Tensor],
+) -> dict[str, Float[Tensor, "batch pos d"]]:
+    """∂ scalar_fn(logits) / ∂ activation at each hook, from one forward and one backward.
+
+    Args:
+        scalar_fn: maps the model's logits (batch, pos, d_vocab) to a scalar tensor.
+
+    Raises:
+        ValueError: the scalar does not depend on a hook's activation (e.g. a hook after the
+            unembedding) or is not a scalar; non-finite gradients.
+    """
+    tokens = check_tokens(model, tokens).to(model_device(model))
+    with eval_mode(model), grad_capture(model, hooks) as acts, torch.enable_grad():
+        logits = model(tokens)
+        out = scalar_fn(logits)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise ValueError("scalar_fn must return a scalar tensor")
+        names = list(acts)
+        if not out.requires_grad:
+            raise ValueError(f"the scalar does not depend on any activation at {list(hooks)}")
+        grads = torch.autograd.grad(out, [acts[h] for h in names], allow_unused=True)
+    result = {}
+    for h, g in zip(names, grads):
+        if g is None:
+            raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+        if not torch.isfinite(g).all():
+            raise ValueError(f"non-finite gradient at {h!r}")
+        result[h] = _to_float(g.detach())
+    return result
+
+
+def float32_model(model: Any) -> Any:
+    """The model itself when it computes in float32/64, else a float32 copy (bf16/fp16 models)."""
+    dtype = getattr(model.cfg, "dtype", torch.float32)
+    if dtype in (torch.float32, torch.float64):
+        return model
+    logger.info("gradients: model dtype %s; computing on a float32 copy", dtype)
+    m = copy.deepcopy(model).to(torch.float32)
+    m.cfg.dtype = torch.float32
+    return m
+
+
+def check_grad_hooks(hooks: Sequence[str]) -> None:
+    bad = [h for h in hooks if h in _AFTER_UNEMBED or (h.startswith("unembed.") and h != "unembed.hook_in")]
+    if bad:
+        raise ValueError(f"hooks {bad} lie past the unembedding: no logits depend on them; choose a hook before it")
+
+
+def _check_acts(acts: dict, hooks: Sequence[str]) -> list[Tensor]:
+    missing = [h for h in hooks if h not in acts]
+    if missing:
+        raise ValueError(f"hooks {missing} never fired during the forward pass")
+    for h in hooks:
+        if acts[h].ndim != 3:
+            raise ValueError(f"gradients need (batch, pos, d) activations; {h!r} has shape {tuple(acts[h].shape)}")
+    return [acts[h] for h in hooks]
+
+
+def _replace(hook: str, x: Tensor):
+    def fn(act: Tensor, hook: Any = None) -> Tensor:
+        return x
+
+    return [(hook, fn)]
+
+
+def probe_gradients(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    mask: Tensor,
+    consumer: ProbeConsumer,
+    *,
+    n_probes: int,
+    seed: int,
+    batch_size: int,
+    progress: bool = True,
+) -> None:
+    """Random logit-space probes: for every batch and probe u ~ N(0, I) of the logits' shape,
+    ``g = ∂(u·F)/∂a`` at every hook from ONE backward pass, handed to ``consumer(hook, p, g[mask])``.
+
+    Probes are drawn from one generator seeded with ``seed`` on the model's device, batch by
+    batch, probe by probe (the order fixes the numbers).
+    """
+    from tqdm.auto import tqdm
+
+    device = model_device(model)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop", disable=not progress, leave=False)):
+        batch, m = tokens[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
+        if not m.any():
+            continue
+        with grad_capture(model, hooks) as acts, torch.enable_grad():
+            logits = model(batch)
+            xs = _check_acts(acts, hooks)
+            for p in range(n_probes):
+                u = torch.randn(logits.shape, generator=gen, device=device, dtype=logits.dtype)
+                grads = torch.autograd.grad((u * logits).sum(), xs, retain_graph=p < n_probes - 1, allow_unused=True)
+                for h, g in zip(hooks, grads):
+                    if g is None:
+                        raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+                    consumer(h, p, g[m])
+
+
+def jacobian_grams(
+    model: Any, tokens: Int[Tensor, "batch pos"], hooks: Sequence[str], mask: Tensor, *, progress: bool = True
+) -> dict[str, tuple[Tensor, int]]:
+    """Exact ``Σ_{b,t} J_{b,t}ᵀ J_{b,t}`` (float64) and the number of kept positions per hook.
+
+    J_{b,t} = ∂F_b/∂a_{b,t}: every logit of sequence b w.r.t. the activation at position t, by
+    ``torch.func.jacrev`` one sequence at a time (tiny models only; refused beyond
+    :data:`EXACT_MAX_ENTRIES` entries per sequence).
+    """
+    from tqdm.auto import tqdm
+
+    device = model_device(model)
+    out = {}
+    for h in hooks:
+        G, n = None, 0
+        for b in per_step(tqdm(range(tokens.shape[0]), desc=f"exact {h}", disable=not progress, leave=False)):
+            seq, keep = tokens[b : b + 1].to(device), mask[b].to(device)
+            if not keep.any():
+                continue
+            with grad_capture(model, [h]) as acts, torch.no_grad():
+                logits = model(seq)
+            a0 = _check_acts(acts, [h])[0].detach()
+            if logits.numel() * a0.numel() > EXACT_MAX_ENTRIES:
+                raise ValueError(f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes")
+
+            def f(x: Tensor, h: str = h, seq: Tensor = seq) -> Tensor:
+                with model.hooks(fwd_hooks=_replace(h, x)):
+                    return model(seq)
+
+            jac = torch.func.jacrev(f)(a0)  # (1, T, V, 1, T, d)
+            J = jac.detach()[0, :, :, 0].reshape(-1, a0.shape[1], a0.shape[2])[:, keep].double()  # (T·V, kept, d)
+            Gb = torch.einsum("nsd,nse->de", J, J)
+            G = Gb if G is None else G + Gb
+            n += int(keep.sum())
+        if G is None:
+            raise ValueError("no valid token positions after dropping BOS/padding")
+        out[h] = (G, n)
+    return out
+
+
+def output_jvps(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hook: str,
+    P: Tensor,
+    consumer: ProbeConsumer,
+    *,
+    n_probes: int,
+    seed: int,
+    batch_size: int,
+    progress: bool = True,
+) -> int:
+    """JVP probes of the projected last-position logits ``y_b = P F_b[-1]`` w.r.t. the activation
+    at ``hook``: for v ~ N(0, I) of the activation's shape, ``consumer(hook, p, P J_b v)`` (B, k).
+
+    Returns the number of sequences.
+    """
+    from tqdm.auto import tqdm
+
+    device = model_device(model)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    n_seq = 0
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)):
+        batch = tokens[start : start + batch_size].to(device)
+        with grad_capture(model, [hook]) as acts, torch.no_grad():
+            model(batch)
+        x0 = _check_acts(acts, [hook])[0].detach()
+
+        def f(x: Tensor, batch: Tensor = batch) -> Tensor:
+            with model.hooks(fwd_hooks=_replace(hook, x)):
+                return model(batch)[:, -1] @ P.T  # (B, k)
+
+        vs = torch.randn((n_probes, *x0.shape), generator=gen, device=device, dtype=x0.dtype)
+        jvs = torch.func.vmap(lambda v, f=f, x0=x0: torch.func.jvp(f, (x0,), (v,))[1], chunk_size=JVP_CHUNK)(vs)
+        for p in range(n_probes):
+            consumer(hook, p, jvs[p])
+        n_seq += batch.shape[0]
+    return n_seq
+
+
+def output_gram(
+    model: Any, tokens: Int[Tensor, "batch pos"], hook: str, P: Tensor, *, batch_size: int, progress: bool = True
+) -> tuple[Tensor, int]:
+    """Exact ``Σ_b (P J_b)(P J_b)ᵀ`` (float64, k × k) and the number of sequences; J_b the
+    Jacobian of the last-position logits w.r.t. the whole activation at ``hook`` (one
+    vector-Jacobian product per row of P: no functorch state kept between calls)."""
+    from tqdm.auto import tqdm
+
+    device = model_device(model)
+    k = P.shape[0]
+    G, n_seq = torch.zeros(k, k, dtype=torch.float64, device=device), 0
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)):
+        batch = tokens[start : start + batch_size].to(device)
+        with grad_capture(model, [hook]) as acts, torch.enable_grad():
+            y = model(batch)[:, -1] @ P.T  # (B, k)
+            x = _check_acts(acts, [hook])[0]
+            rows = [torch.autograd.grad(y[:, i].sum(), x, retain_graph=i < k - 1)[0] for i in range(k)]
+        PJ = torch.stack(rows, 1).detach().flatten(2).double()  # (B, k, T·d)
+        if not torch.isfinite(PJ).all():
+            raise ValueError(f"non-finite gradient at {hook!r}")
+        G += torch.einsum("bkn,bln->kl", PJ, PJ)
+        n_seq += batch.shape[0]
+    return G, n_seq
+
+
+def loss_gradient_grams(
+    model: Any, tokens: Int[Tensor, "batch pos"], hooks: Sequence[str], mask: Tensor, *, batch_size: int,
+    progress: bool = True,
+) -> tuple[dict[str, Tensor], int]:
+    """``Σ g gᵀ`` (float64) per hook and the number of positions, g = ∂L_b/∂a_{b,t} of the summed
+    next-token cross-entropy; one backward per batch, the last position (which predicts nothing)
+    and BOS/padding (``mask``) dropped."""
+    from tqdm.auto import tqdm
+
+    device = model_device(model)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
+    sums: dict[str, Tensor] = {}
+    n = 0
+    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False)):
+        batch = tokens[start : start + batch_size].to(device)
+        keep = mask[start : start + batch_size].clone()
+        keep[:, -1] = False  # the last position predicts nothing: its gradient is 0 by causality
+        if not keep.any():
+            continue
+        keep = keep.to(device)
+        with grad_capture(model, hooks) as acts, torch.enable_grad():
+            logits = model(batch)
+            xs = _check_acts(acts, hooks)
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
+            grads = torch.autograd.grad(loss, xs, allow_unused=True)
+        for h, g in zip(hooks, grads):
+            if g is None:
+                raise ValueError(f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding")
+            g = g.detach()[keep].double()
+            if not torch.isfinite(g).all():
+                raise ValueError(f"non-finite gradient at {h!r}")
+            sums[h] = g.T @ g + sums.get(h, 0)
+        n += int(keep.sum())
+    if n == 0:
+        raise ValueError("no valid token positions after dropping BOS/padding and the last position")
+    return sums, n
