@@ -68,6 +68,8 @@ def analyze(
             raise result
         reports.append(result)
         timings[name] = seconds
+    if "_seconds" in info:  # the shared pass's time is a timing like the metrics' (not provenance proper)
+        timings["capture"] = info.pop("_seconds")
     extra = {"capture": info} if info else {}
     return merged(model, tokens, reports, names, timings, **extra, **provenance)
 
@@ -116,7 +118,9 @@ def iter_metrics(
 
     With ``capture="shared"`` the planned activation metrics are captured first, together, in one
     forward pass per batch size (``capture_info`` receives what was shared and how long it took);
-    a metric whose plan or consumer failed yields its own exception and the others go on.
+    a metric whose plan or consumer failed yields its own exception and the others go on. The
+    seconds a metric yields are its own (plan and finish); the shared pass's time is put in
+    ``capture_info["_seconds"]``.
     Every name, option and the tokens are checked before any work.
     """
     from tqdm.auto import tqdm
@@ -170,10 +174,8 @@ def iter_metrics(
                 for name in group:
                     failed.setdefault(name, exc)
         if capture_info is not None and plans:
-            capture_info.update({
-                "mode": "shared", "metrics": list(plans), "forward_passes": len(groups),
-                "seconds": round(time.perf_counter() - t0, 3),
-            })
+            capture_info.update({"mode": "shared", "metrics": list(plans), "forward_passes": len(groups)})
+            capture_info["_seconds"] = round(time.perf_counter() - t0, 3)
     elif capture_info is not None:
         capture_info["mode"] = "separate"
 

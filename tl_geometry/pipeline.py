@@ -285,7 +285,7 @@ def run_report(
             for name, result, seconds in iter_metrics(model, tokens, names, run_options, progress=False,
                                                       capture=capture, capture_info=info):
                 if info:
-                    prov["capture"] = dict(info)
+                    prov["capture"] = {k: v for k, v in info.items() if k != "_seconds"}
                 bar.set_description(f"report: {name}")
                 if isinstance(result, BaseException):  # keep going: one failing metric must not lose the others
                     logger.error("metric %s failed", name, exc_info=result)
@@ -312,6 +312,8 @@ def run_report(
         timings = {}
         for p in parts:
             timings.update(p.provenance.get("timings_s", {}))
+        if "_seconds" in info:
+            timings["capture"] = info["_seconds"]
         prov["timings_s"] = timings
         prov["total_s"] = round(time.perf_counter() - t0, 2)
         report = current("partial" if errors else "complete")

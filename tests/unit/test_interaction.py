@@ -209,9 +209,9 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model):
 
 
 def test_agop_drops_bos(monkeypatch):
-    from tl_geometry import capture
+    from tl_geometry.capture import activations
 
-    monkeypatch.setattr(capture, "bos_token_id", lambda model: 0)
+    monkeypatch.setattr(activations, "bos_token_id", lambda model: 0)  # valid_mask's own lookup
     model = make_tiny_model()
     tok = torch.randint(1, 101, (3, 8), generator=torch.Generator().manual_seed(0))
     tok[:, 0] = 0
@@ -314,7 +314,7 @@ def test_agop_non_finite_gradient():
 
 
 def test_agop_exact_refuses_large(tiny_model, monkeypatch):
-    from tl_geometry.capture import gradients as _agop
+    from tl_geometry.capture import backward as _agop
 
     monkeypatch.setattr(_agop, "EXACT_MAX_ENTRIES", 10)
     with pytest.raises(ValueError, match="exact=True needs"):

@@ -2,7 +2,7 @@
 
 It knows no metric. :mod:`~tl_geometry.capture.activations` names hook points, runs token
 batches, drops BOS/padding, upcasts and streams activations into whatever consumers the caller
-hands it (one forward pass can feed several: :func:`run_shared`); :mod:`~tl_geometry.capture.gradients`
+hands it (one forward pass can feed several: :func:`run_shared`); :mod:`~tl_geometry.capture.backward`
 records activations that gradients can be taken with respect to and runs the probe loops behind
 AGOP. Hooks are added through the model's own ``hooks()`` context manager, so they are removed
 even on error; a global ``reset_hooks()`` is never called.
@@ -37,7 +37,7 @@ from tl_geometry.capture.activations import (
     validate_hooks,
     weight,
 )
-from tl_geometry.capture.gradients import (
+from tl_geometry.capture.backward import (
     EXACT_MAX_ENTRIES,
     JVP_CHUNK,
     ProbeConsumer,

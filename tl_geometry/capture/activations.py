@@ -14,7 +14,7 @@ Part of the capture layer (:mod:`tl_geometry.capture`), the only place (with
 * feeds several consumers from ONE forward pass (:func:`run_shared`), each with its own hooks
   and positions, each receiving exactly what it would have received alone.
 
-Gradients: :mod:`tl_geometry.capture.gradients`.
+Gradients: :mod:`tl_geometry.capture.backward`.
 
 Works on ``HookedTransformer`` (TL 3.x) and ``TransformerBridge``: hooks are added by the names
 the caller passes (the bridge resolves its legacy aliases such as ``blocks.0.hook_resid_post``),

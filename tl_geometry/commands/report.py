@@ -27,6 +27,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
                         "library runs its sort-bound kernels on one of them")
+    p.add_argument("--capture", choices=("shared", "separate"), default="shared",
+                   help="shared (default): ONE forward pass over the corpus feeds pga, spectral and epsilon_activations; "
+                        "separate: one pass per metric (the same numbers, slower)")
     p.add_argument("--max-memory-gb", type=float, default=None,
                    help="refuse a model whose estimated peak memory exceeds this (default: available RAM)")
     p.set_defaults(func=run)
@@ -65,6 +68,7 @@ def run(args) -> int:
         args.model, corpus=args.corpus, corpus_encoding=args.corpus_encoding, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
         metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
         figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb, force_hint="--force",
+        capture=args.capture,
     )
     print(summary_table(report))
     print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + ("" if args.no_figures else " and the figures"))

@@ -1,6 +1,6 @@
 """The interaction family (Sun, Yang, Zhang, Du, arXiv 2605.27989), model-facing.
 
-``tg.agop`` and ``tg.nfa`` (gradients through :mod:`tl_geometry.capture.gradients`, the math in
+``tg.agop`` and ``tg.nfa`` (gradients through :mod:`tl_geometry.capture.backward`, the math in
 :mod:`tl_geometry.metrics.interaction`) and the registered metrics "agop", "wtw_aofe",
 "depth_width", "nfa".
 """

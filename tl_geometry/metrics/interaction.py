@@ -17,7 +17,7 @@ and Generalization", arXiv 2605.27989.
 
 This module is the math only: pure functions on tensors (it never imports a model, a hook or
 the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
-:mod:`tl_geometry.families.interaction`; the gradient loops in :mod:`tl_geometry.capture.gradients`.
+:mod:`tl_geometry.families.interaction`; the gradient loops in :mod:`tl_geometry.capture.backward`.
 """
 
 from __future__ import annotations
