@@ -57,18 +57,15 @@ def _check_kd(k: int, d: int) -> None:
 def max_abs_cos(U: Tensor, *, block: int | None = None) -> float:
     """max_{i≠j} |cos(u_i, u_j)| over the rows of U (normalized here), blockwise in memory.
 
-    ``block`` rows at a time (default: as many as keep a block of cosines ≤ 2^26 entries).
+    ``block`` rows at a time (default: blocks of at most 2^26 cosines); the pass is the shared
+    pair engine :func:`tl_geometry.metrics._pairs.pair_pass`.
     """
+    from tl_geometry.metrics._pairs import pair_pass
+
     U = torch.nn.functional.normalize(U.float() if U.dtype == torch.float16 and U.device.type == "cpu" else U, dim=1)
     n = U.shape[0]
-    block = block or max(1, min(n, 2**26 // n))
-    best = 0.0
-    for a in range(0, n, block):
-        S = U[a : a + block] @ U.T
-        rows = torch.arange(S.shape[0], device=S.device)
-        S[rows, rows + a] = 0.0
-        best = max(best, float(S.abs().max()))
-    return best
+    block = block or max(1, min(n, 2**13))
+    return float(pair_pass(U, max_abs=True, block=block).max_abs)
 
 
 @torch.no_grad()

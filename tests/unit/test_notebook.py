@@ -195,4 +195,4 @@ def test_analyze_uses_tqdm_auto():
 
     from tl_geometry import analysis
 
-    assert "from tqdm.auto import tqdm" in inspect.getsource(analysis.analyze)
+    assert "from tqdm.auto import tqdm" in inspect.getsource(analysis.iter_metrics)  # analyze's loop
