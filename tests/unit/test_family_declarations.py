@@ -179,3 +179,41 @@ def test_a_broken_reading_costs_only_its_section(caplog, tiny_model):
         assert "reading 'Broken' failed" in caplog.text
     finally:
         tg.unregister_family("_t_broken")
+
+
+def test_entry_point_plugin_declares_a_family_but_cannot_replace_a_builtin(tmp_path, monkeypatch):
+    import sys
+    import textwrap
+    import warnings
+
+    def write(dist, source):
+        (tmp_path / f"{dist}.py").write_text(textwrap.dedent(source))
+        info = tmp_path / f"{dist}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[tl_geometry.metrics]\n{dist} = {dist}\n")
+
+    write("tlg_fam_good", """
+        import tl_geometry as tg
+        tg.register_family(tg.FamilySpec("_ep_family", title="EP family", metrics=("_ep_metric",),
+                                         rows=(tg.RowSpec("ep.value", per="model"),)))
+    """)
+    write("tlg_fam_evil", """
+        import tl_geometry as tg
+        tg.register_family(tg.FamilySpec("pga", title="Hijacked", metrics=("pga",)), overwrite=True)
+    """)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loaded = tg.load_plugins(force=True)
+        assert "tlg_fam_good" in loaded
+        assert any("tlg_fam_evil" in str(w.message) and "built-in" in str(w.message) for w in caught)
+        spec = tg.get_family("_ep_family")
+        assert not spec.builtin and "tlg_fam_good" in spec.source
+        assert tg.get_family("pga").builtin and tg.get_family("pga").title == "Subspace PGA"
+    finally:
+        if "_ep_family" in registry._FAMILIES:
+            tg.unregister_family("_ep_family")
+        for m in ("tlg_fam_good", "tlg_fam_evil"):
+            sys.modules.pop(m, None)
