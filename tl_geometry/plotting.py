@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from tl_geometry import registry
-
 from tl_geometry.readings import (
     CLASS1_ABOVE,
     CLASS2_BELOW,
@@ -495,8 +493,11 @@ def plot_sae_widths(report: GeometryReport):
 
 
 # ----------------------------------------------------------------------------- all
-def figure_specs() -> list[registry.FigureSpec]:
-    """Every declared figure, family by family in section order (see :func:`tl_geometry.registry.families`)."""
+def figure_specs() -> list:
+    """Every declared figure (:class:`tl_geometry.registry.FigureSpec`), family by family in section
+    order (see :func:`tl_geometry.registry.families`)."""
+    from tl_geometry import registry
+
     return [f for fam in registry.families() for f in fam.figures]
 
 
@@ -508,6 +509,8 @@ def _plot_names() -> dict[str, str]:
     ``"epsilon"`` → ``cosine_histogram``, ``"epsilon_activations"`` → ``epsilon_by_layer``,
     ``"agop"`` → ``aofe_ratio``). Family names win over metric names (``"capacity"``).
     """
+    from tl_geometry import registry
+
     out: dict[str, str] = {}
     fams = registry.families()
     for fam in fams:
@@ -522,9 +525,9 @@ def _plot_names() -> dict[str, str]:
     return out
 
 
-def figure_for(name: str) -> registry.FigureSpec:
-    """The declared figure :meth:`GeometryReport.plot` draws for ``name``: a figure name, a
-    family name or a metric name (see :data:`FAMILY_FIGURES`).
+def figure_for(name: str):
+    """The declared figure (:class:`tl_geometry.registry.FigureSpec`) :meth:`GeometryReport.plot`
+    draws for ``name``: a figure name, a family name or a metric name (see :data:`FAMILY_FIGURES`).
 
     Raises:
         ValueError: an unknown name (lists the accepted ones).

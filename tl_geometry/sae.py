@@ -60,7 +60,7 @@ import torch
 from torch import Tensor
 
 from tl_geometry import hub
-from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
+from tl_geometry.registry import register_metric
 from tl_geometry.report import GeometryReport, model_name
 
 logger = logging.getLogger(__name__)
@@ -1016,6 +1016,8 @@ def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form
         return GeometryReport.from_rows([], model=model, sae_skipped=str(exc))
     return GeometryReport(rows=rep.filter(prefix="sae.").rows, provenance=rep.provenance)
 
+
+from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family  # noqa: E402
 
 _SAE_EXTRAS = ("epsilon_source", "epsilon", "capacity", "d_model", "d_vocab", "form", "preset", "model_class",
                "capacity_status", "tied", "tied_source", "release", "sae_id", "hook_name", "width_source", "sae_model")
