@@ -13,7 +13,8 @@ The public API has three tiers (``__all__`` lists them):
 2. **model-facing calls** returning typed results or reports (:mod:`tl_geometry.families`):
    ``embedding_epsilon``, ``pga``, ``agop``, ``nfa``, ``depth_width_ratio``;
 3. **reports** through ``analyze`` (every registered metric, one shared capture pass) and the
-   registry (``register_metric``, ``list_metrics``), returning :class:`GeometryReport`.
+   registry (``register_metric``, ``list_metrics``; ``register_family`` declares a family's rows,
+   figures and reading to the rendering), returning :class:`GeometryReport`.
 
 Errors a caller can fix are :class:`tl_geometry.errors.TLGeometryError` (bad inputs are also
 ``ValueError``). The exact definitions are in docs/definitions.md.
@@ -23,10 +24,17 @@ __version__ = "0.1.0"
 
 from tl_geometry.report import GeometryReport, Row  # noqa: E402
 from tl_geometry.registry import (  # noqa: E402
+    FamilySpec,
+    FigureSpec,
+    RowSpec,
+    get_family,
     get_metric,
+    list_families,
     list_metrics,
     load_plugins,
+    register_family,
     register_metric,
+    unregister_family,
     unregister_metric,
 )
 from tl_geometry import capture, corpus, models  # noqa: E402
@@ -114,6 +122,8 @@ __all__ = [
     # reports and the registry
     "GeometryReport", "Row", "analyze", "get_metric", "list_metrics", "load_plugins", "register_metric",
     "unregister_metric",
+    # family declarations (rows, figures, readings)
+    "FamilySpec", "FigureSpec", "RowSpec", "get_family", "list_families", "register_family", "unregister_family",
     # tier 1: pure functions (capacity)
     "FORMS", "PRESETS", "CapacityEstimate", "CapacityWarning", "PublishedEpsilon", "PublishedRow",
     "SimilarityAccumulator", "SimilarityStats", "ZeroRowsWarning", "capacity", "capacity_epsilon",

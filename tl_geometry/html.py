@@ -7,8 +7,10 @@
 
 ``index.html`` embeds every figure as a base64 PNG data URI, so the single file can be mailed
 or attached; next to each figure it prints a short plain-language reading of the numbers and the
-papers' published numbers (:mod:`tl_geometry.readings`). Sections appear only when their rows are
-present; a report whose provenance says it is partial (``partial``/``interrupted``) gets a banner.
+papers' published numbers (:mod:`tl_geometry.readings`). The sections and the figures in each are
+the registered families' declarations (:func:`tl_geometry.registry.families`: title, reading,
+figures), plugins included; a section appears only when its rows are present; a report whose
+provenance says it is partial (``partial``/``interrupted``) gets a banner.
 """
 
 from __future__ import annotations
@@ -31,14 +33,20 @@ __all__ = [
 
 OUTPUT_FILES = ("report.json", "report.md", "index.html")
 
-# Which figures illustrate which section of the readings.
-_SECTION_FIGURES = {
-    "Capacity": ("cosine_histogram", "capacity_curve", "epsilon_by_layer"),
-    "Subspace PGA": ("pga_z",),
-    "Spectral": ("spectral",),
-    "Interaction": ("aofe_ratio",),
-    "SAE comparison": ("sae_widths",),
-}
+
+def _sections(report: GeometryReport, figures) -> list[tuple[str, list[str], list]]:
+    """``[(title, sentences, [FigureSpec])]``: one section per declared family (in section
+    order) that has sentences (its reading) or figures among ``figures`` (names)."""
+    from tl_geometry import registry
+
+    readings = sections(report)
+    out = []
+    for fam in registry.families():
+        lines = readings.get(fam.section, []) if fam.read is not None else []
+        shown = [f for f in fam.figures if f.name in figures]
+        if lines or shown:
+            out.append((fam.section, lines, shown))
+    return out
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
@@ -159,8 +167,6 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
         fragment: only the content, in a ``<div>`` with its own scoped style (what
             ``GeometryReport._repr_html_`` shows in a notebook) instead of a whole page.
     """
-    from tl_geometry.plotting import FIGURES
-
     figs = dict(figures)
     prov = dict(report.provenance)
     model = prov.get("model") or (report.rows[0].model if report.rows else "?")
@@ -186,24 +192,24 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
     if note:
         parts.append(f'<p class="banner"><strong>Partial results.</strong> {_esc(note)}</p>')
     used = set()
-    readings = sections(report)
-    for title, lines in readings.items():
+    secs = _sections(report, figs)
+    for title, lines, shown in secs:
         parts.append(f"<h2>{_esc(title)}</h2>")
-        parts.append('<ul class="reading">' + "".join(f"<li>{_esc(s)}</li>" for s in lines) + "</ul>")
-        for name in _SECTION_FIGURES.get(title, ()):
-            if name in figs:
-                used.add(name)
-                caption = FIGURES.get(name, (None, name))[1]
-                parts.append(
-                    f'<figure><img src="{_esc(figs[name])}" alt="{_esc(caption)}">'
-                    f"<figcaption>{_esc(caption)}</figcaption></figure>"
-                )
+        if lines:
+            parts.append('<ul class="reading">' + "".join(f"<li>{_esc(s)}</li>" for s in lines) + "</ul>")
+        for spec in shown:
+            used.add(spec.name)
+            caption = spec.caption or spec.name
+            parts.append(
+                f'<figure><img src="{_esc(figs[spec.name])}" alt="{_esc(caption)}">'
+                f"<figcaption>{_esc(caption)}</figcaption></figure>"
+            )
     rest = [n for n in figs if n not in used]
     if rest:
         parts.append("<h2>Other figures</h2>")
         for name in rest:
             parts.append(f'<figure><img src="{_esc(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>')
-    if not readings and not figs:
+    if not secs and not figs:
         parts.append("<p>No rows of the built-in families; see the full table below.</p>")
     parts.append("<h2>Provenance</h2><table class=\"prov\">")
     for k in sorted(prov):
@@ -230,11 +236,10 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
     if note:
         lines += [f"> **Partial results.** {note}", ""]
     figs = {n: Path(p).name for n, p in (figures or {}).items()}
-    for title, sents in sections(report).items():
-        lines += [f"## {title}", ""] + [f"- {s}" for s in sents] + [""]
-        for name in _SECTION_FIGURES.get(title, ()):
-            if name in figs:
-                lines += [f"![{name}]({figs[name]})", ""]
+    for title, sents, shown in _sections(report, figs):
+        lines += [f"## {title}", ""] + [f"- {s}" for s in sents] + ([""] if sents else [])
+        for spec in shown:
+            lines += [f"![{spec.name}]({figs[spec.name]})", ""]
     table = report.to_markdown()
     # to_markdown starts with its own "# Geometry report" heading; demote it to a section.
     lines += ["## Provenance and all rows", ""] + table.split("\n", 1)[1].lstrip("\n").splitlines()
@@ -257,12 +262,11 @@ def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: b
 
 
 def figure_files() -> tuple[str, ...]:
-    """The PNG names this package writes (``<figure>.png`` for every figure it can draw)."""
-    try:
-        from tl_geometry.plotting import FIGURES
-    except ImportError:  # pragma: no cover - matplotlib missing
-        return ()
-    return tuple(f"{name}.png" for name in FIGURES)
+    """The PNG names this package writes: ``<figure>.png`` for every declared figure
+    (:func:`tl_geometry.registry.families`, plugins included); needs no matplotlib."""
+    from tl_geometry import registry
+
+    return tuple(f.file for fam in registry.families() for f in fam.figures)
 
 
 def write_outputs(

@@ -2,18 +2,15 @@
 
 Every ``plot_*`` function takes a report and returns a ``matplotlib.figure.Figure``, or ``None``
 when the report has none of the rows it draws, so a report with only some families still
-renders. :func:`figures` returns all the figures a report supports; :func:`save_figures`
-writes them as PNG. matplotlib is imported inside the functions (the ``plot`` extra).
+renders. Which figures exist is not listed here: each family declares its figures
+(:class:`tl_geometry.registry.FigureSpec`, with the rows each reads) where its metrics are
+registered, and :func:`figures` / :func:`save_figures` draw those of every registered family
+(:func:`tl_geometry.registry.families`), plugins included. matplotlib is imported inside the
+functions (the ``plot`` extra).
 
-Row names read (the contract with the metric families):
-
-* ``epsilon.W_E`` / ``epsilon.W_U`` (extras ``mean``, ``std``, ``d`` and the cosine histogram as
-  ``histogram = {"counts", "edges"}``), ``capacity.W_E`` / ``capacity.W_U``,
-  ``epsilon_activations`` per hook;
-* ``pga.z`` per hook and CCR (extras ``ccr``), ``pga.pc1_overlap`` (extras ``expected``);
-* ``spectral.rankme`` / ``alpha_req`` / ``isotropy`` / ``condition_number`` per hook;
-* ``agop.aofe_ratio`` per hook, ``wtw.aofe_ratio``, ``depth_width.ratio``;
-* ``sae.d_sae`` and ``sae.capacity_ratio`` per SAE (extras ``release``, ``sae_id``, ``hook_name``).
+The rows each figure reads are declared (``FigureSpec.rows``), and the rows' shape (per hook or
+per model, extras keys) by the families' :class:`~tl_geometry.registry.RowSpec`: see
+``tl_geometry/families/*.py`` and :func:`tl_geometry.registry.check_rows`.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +45,8 @@ __all__ = [
     "plot_aofe",
     "plot_sae_widths",
     "figures",
+    "figure_specs",
+    "figure_for",
     "save_figures",
     "FIGURES",
     "FAMILY_FIGURES",
@@ -135,24 +134,13 @@ def _title(report: GeometryReport, text: str) -> str:
 
 # ----------------------------------------------------------------------------- capacity
 def histogram_of(extras: dict) -> tuple[np.ndarray, np.ndarray] | None:
-    """(counts, edges) from an epsilon row's extras, accepting the shapes the metric may use.
-
-    Accepted: ``histogram={"counts", "edges"}``, ``histogram=[counts, edges]``, or top-level
-    ``counts``/``edges`` (or ``hist_counts``/``hist_edges``). None when absent or inconsistent.
-    """
+    """(counts, edges) of an ``epsilon.*`` row's ``extras["histogram"] = {"counts", "edges"}``
+    (what the "epsilon" metric writes); None when absent or inconsistent."""
     h = extras.get("histogram")
-    counts = edges = None
-    if isinstance(h, dict):
-        counts, edges = h.get("counts"), h.get("edges")
-    elif isinstance(h, (list, tuple)) and len(h) == 2:
-        counts, edges = h
-    if counts is None:
-        counts = extras.get("counts", extras.get("hist_counts"))
-        edges = extras.get("edges", extras.get("hist_edges"))
-    if counts is None or edges is None:
+    if not isinstance(h, dict) or h.get("counts") is None or h.get("edges") is None:
         return None
-    counts = np.asarray(counts, dtype=np.float64)
-    edges = np.asarray(edges, dtype=np.float64)
+    counts = np.asarray(h["counts"], dtype=np.float64)
+    edges = np.asarray(h["edges"], dtype=np.float64)
     if counts.ndim != 1 or edges.shape != (counts.shape[0] + 1,):
         logger.warning("ignoring a histogram with %s counts and %s edges", counts.shape, edges.shape)
         return None
@@ -400,32 +388,26 @@ def plot_spectral(report: GeometryReport):
 
 # ----------------------------------------------------------------------------- interaction
 def plot_aofe(report: GeometryReport):
-    """AGOP AOFE ratio by layer (and WᵀW when per layer), with R_D/W in the title."""
+    """AGOP AOFE ratio by layer, with R_D/W in the title (WᵀW's ratio, one per model, is in the reading)."""
     rows = _rows(report, "agop.aofe_ratio")
-    wtw = [r for r in _rows(report, "wtw.aofe_ratio") if r.layer is not None]
-    if not rows and not wtw:
+    if not rows:
         return None
     plt = _plt()
     n = _n_layers(report)
     fig, ax = plt.subplots(figsize=(8, 4.4))
     allx = []
-    if rows:
-        by_space: dict[str, list[Row]] = {}
-        for r in rows:
-            by_space.setdefault(str(r.extras.get("space", "input")), []).append(r)
-        for space, rs in sorted(by_space.items()):
-            xs, ys = _by_layer(rs, n)
-            allx.extend(xs)
-            err = np.array([float(r.extras.get("stderr") or 0.0) for r in sorted(rs, key=lambda r: hook_position(r, n))
-                            if not math.isnan(hook_position(r, n))])
-            corr = ", bias-corrected" if {r.extras.get("estimator") for r in rs} == {"jackknife"} else ""
-            ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space{corr})")
-            if err.any() and len(err) == len(ys):
-                ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
-    if wtw:
-        xs, ys = _by_layer(wtw, n)
+    by_space: dict[str, list[Row]] = {}
+    for r in rows:
+        by_space.setdefault(str(r.extras.get("space", "input")), []).append(r)
+    for space, rs in sorted(by_space.items()):
+        xs, ys = _by_layer(rs, n)
         allx.extend(xs)
-        ax.plot(xs, ys, marker="s", ms=3.5, ls="--", label="WᵀW (weights)")
+        err = np.array([float(r.extras.get("stderr") or 0.0) for r in sorted(rs, key=lambda r: hook_position(r, n))
+                        if not math.isnan(hook_position(r, n))])
+        corr = ", bias-corrected" if {r.extras.get("estimator") for r in rs} == {"jackknife"} else ""
+        ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space{corr})")
+        if err.any() and len(err) == len(ys):
+            ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
     ax.set_ylim(0, 1.05)
     _layer_ticks(ax, np.array(allx), n)
     ax.set_ylabel("AOFE ratio = off-diagonal ‖G‖²_F / ‖G‖²_F")
@@ -443,14 +425,12 @@ def plot_aofe(report: GeometryReport):
 
 # ----------------------------------------------------------------------------- sae
 def _sae_layer(row: Row) -> float:
-    """Layer of an SAE row: its hook, else ``extras["hook_name"]``/``["layer"]``, else the id (``layer_12/...``)."""
+    """Layer of an SAE row: its hook, else ``extras["hook_name"]``, else the id (``layer_12/...``)."""
     import re
 
     if row.layer is not None:
         return float(row.layer)
     ex = row.extras
-    if ex.get("layer") is not None:
-        return float(ex["layer"])
     if ex.get("hook_name") and layer_of(ex["hook_name"]) is not None:
         return float(layer_of(ex["hook_name"]))
     m = re.search(r"(?:layer|blocks|l)[_.\-]?(\d+)", str(ex.get("sae_id", "")))
@@ -513,43 +493,76 @@ def plot_sae_widths(report: GeometryReport):
 
 
 # ----------------------------------------------------------------------------- all
-FIGURES: dict[str, tuple[Callable, str]] = {
-    "cosine_histogram": (plot_cosine_histogram, "Pairwise cosine histogram of W_E / W_U with μ and ε"),
-    "capacity_curve": (plot_capacity_curve, "Capacity bound vs ε, this model and published models"),
-    "epsilon_by_layer": (plot_epsilon_by_layer, "ε of the activations by layer"),
-    "pga_z": (plot_pga, "Subspace PGA z by layer, one line per CCR"),
-    "spectral": (plot_spectral, "Spectral metrics by layer"),
-    "aofe_ratio": (plot_aofe, "AGOP AOFE ratio by layer"),
-    "sae_widths": (plot_sae_widths, "SAE widths vs the capacity bound"),
-}
+def figure_specs() -> list:
+    """Every declared figure (:class:`tl_geometry.registry.FigureSpec`), family by family in section
+    order (see :func:`tl_geometry.registry.families`)."""
+    from tl_geometry import registry
+
+    return [f for fam in registry.families() for f in fam.figures]
 
 
-#: ``GeometryReport.plot(family)``: the figure drawn for each metric family.
-FAMILY_FIGURES: dict[str, str] = {
-    "capacity": "capacity_curve",
-    "epsilon": "epsilon_by_layer",
-    "pga": "pga_z",
-    "spectral": "spectral",
-    "interaction": "aofe_ratio",
-    "agop": "aofe_ratio",
-    "sae": "sae_widths",
-}
+def _plot_names() -> dict[str, str]:
+    """What :meth:`GeometryReport.plot` accepts besides a figure name: ``{name: figure name}``.
+
+    A family's name gives its :attr:`~tl_geometry.registry.FamilySpec.plot_figure`; the name of
+    one of its metrics gives the first of its figures that reads that metric's rows (e.g.
+    ``"epsilon"`` → ``cosine_histogram``, ``"epsilon_activations"`` → ``epsilon_by_layer``,
+    ``"agop"`` → ``aofe_ratio``). Family names win over metric names (``"capacity"``).
+    """
+    from tl_geometry import registry
+
+    out: dict[str, str] = {}
+    fams = registry.families()
+    for fam in fams:
+        for metric in fam.metrics:
+            rows = {r.metric for r in fam.rows_of(metric)}
+            fig = next((f for f in fam.figures if rows & set(f.rows)), None)
+            if fig is not None:
+                out[metric] = fig.name
+    for fam in fams:
+        if fam.plot_figure is not None:
+            out[fam.name] = fam.plot_figure.name
+    return out
+
+
+def figure_for(name: str):
+    """The declared figure (:class:`tl_geometry.registry.FigureSpec`) :meth:`GeometryReport.plot`
+    draws for ``name``: a figure name, a family name or a metric name (see :data:`FAMILY_FIGURES`).
+
+    Raises:
+        ValueError: an unknown name (lists the accepted ones).
+    """
+    specs = {f.name: f for f in figure_specs()}
+    aliases = _plot_names()
+    if not isinstance(name, str) or (name not in aliases and name not in specs):
+        raise ValueError(f"unknown figure family {name!r}; expected one of "
+                         f"{sorted(aliases)} or a figure name {sorted(specs)}")
+    return specs[aliases.get(name, name)]
+
+
+def __getattr__(name: str):
+    # Views of the declarations, computed when read (plugin families included); not tables to edit.
+    if name == "FIGURES":  # {figure name: (draw, caption)}
+        return {f.name: (f.draw, f.caption) for f in figure_specs()}
+    if name == "FAMILY_FIGURES":  # {family or metric name: figure name}, what GeometryReport.plot(name) draws
+        return _plot_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def figures(report: GeometryReport) -> dict[str, Any]:
-    """``{name: Figure}`` for every figure the report has rows for (see :data:`FIGURES`).
+    """``{name: Figure}`` for every declared figure the report has rows for (see :func:`figure_specs`).
 
     A figure that fails to draw is logged and skipped: one bad family must not cost the others.
     """
     out = {}
-    for name, (fn, _) in FIGURES.items():
+    for spec in figure_specs():
         try:
-            fig = fn(report)
+            fig = spec.draw(report)
         except Exception:  # noqa: BLE001 - rendering is best-effort per figure
-            logger.exception("figure %s failed; skipping it", name)
+            logger.exception("figure %s failed; skipping it", spec.name)
             continue
         if fig is not None:
-            out[name] = fig
+            out[spec.name] = fig
     return out
 
 

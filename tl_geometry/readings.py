@@ -1,9 +1,11 @@
 """Plain-language readings of a :class:`~tl_geometry.report.GeometryReport`.
 
-Each ``read_*`` function looks for the rows of one family (by the agreed row names, e.g.
+Each ``read_*`` function looks for the rows of one family (by the declared row names, e.g.
 ``"epsilon.W_E"``, ``"pga.z"``, ``"agop.aofe_ratio"``) and returns a list of short sentences that
 put the measured numbers next to the papers' published ones. A family whose rows are absent
-returns ``[]``, so every section of the HTML/markdown report is optional.
+returns ``[]``, so every section of the HTML/markdown report is optional. Each family declares
+its reading and its section title (:class:`tl_geometry.registry.FamilySpec`); :func:`sections`
+iterates the declarations, so a plugin family's reading gets its section too.
 
 Our choices (the papers do not phrase their results this way):
 
@@ -32,6 +34,7 @@ __all__ = [
     "closest_width",
     "hook_position",
     "sections",
+    "section_readers",
     "model_line",
     "summary_table",
     "read_capacity",
@@ -453,22 +456,34 @@ def read_sae(report: GeometryReport) -> list[str]:
     return out
 
 
-SECTION_READERS = {
-    "Capacity": read_capacity,
-    "Subspace PGA": read_pga,
-    "Spectral": read_spectral,
-    "Interaction": read_interaction,
-    "SAE comparison": read_sae,
-}
+def section_readers() -> dict[str, object]:
+    """``{section title: read}`` of every registered family that declares a reading, in section
+    order (:func:`tl_geometry.registry.families`; each family's ``read`` and ``title``)."""
+    from tl_geometry import registry
+
+    return {fam.section: fam.read for fam in registry.families() if fam.read is not None}
+
+
+def __getattr__(name: str):
+    if name == "SECTION_READERS":  # a view of the declarations (see section_readers), not a table to edit
+        return section_readers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def sections(report: GeometryReport) -> dict[str, list[str]]:
-    """``{section title: sentences}`` for every family with rows in ``report`` (others omitted)."""
+    """``{section title: sentences}`` for every declared family with rows in ``report`` (others
+    omitted). A reading that raises is logged and skipped: one bad family must not cost the others."""
     out = {}
-    for title, fn in SECTION_READERS.items():
-        lines = fn(report)
+    for title, fn in section_readers().items():
+        try:
+            lines = fn(report)
+        except Exception:  # noqa: BLE001 - rendering is best-effort per section
+            import logging
+
+            logging.getLogger(__name__).exception("reading %r failed; skipping its section", title)
+            continue
         if lines:
-            out[title] = lines
+            out[title] = list(lines)
     return out
 
 

@@ -285,22 +285,21 @@ class GeometryReport:
         return render_html(self, figure_data_uris(self), fragment=True)
 
     def plot(self, family: str):
-        """A matplotlib figure of one family: ``"capacity"``, ``"epsilon"``, ``"pga"``,
-        ``"spectral"``, ``"interaction"`` (alias ``"agop"``), ``"sae"``, or a figure name of
-        :data:`tl_geometry.plotting.FIGURES` (e.g. ``"cosine_histogram"``).
+        """A matplotlib figure of one family: a family's name (``"capacity"``, ``"pga"``,
+        ``"spectral"``, ``"interaction"``, ``"sae"``, or a plugin's), a metric's name (the first
+        of its family's figures that reads its rows: ``"epsilon"``, ``"epsilon_activations"``,
+        ``"agop"``, ...), or a declared figure name (e.g. ``"cosine_histogram"``); the families
+        declare their figures (:func:`tl_geometry.registry.register_family`).
 
         Raises:
             ValueError: an unknown name (lists the accepted ones), or no rows for that figure.
         """
-        from tl_geometry.plotting import FAMILY_FIGURES, FIGURES
+        from tl_geometry.plotting import figure_for
 
-        if not isinstance(family, str) or (family not in FAMILY_FIGURES and family not in FIGURES):
-            raise ValueError(f"unknown figure family {family!r}; expected one of "
-                             f"{sorted(FAMILY_FIGURES)} or a figure name {sorted(FIGURES)}")
-        name = FAMILY_FIGURES.get(family, family)
-        fig = FIGURES[name][0](self)
+        spec = figure_for(family)
+        fig = spec.draw(self)
         if fig is None:
-            raise ValueError(f"the report has no rows for the {family!r} figure ({name}); "
+            raise ValueError(f"the report has no rows for the {family!r} figure ({spec.name}); "
                              f"its metrics: {sorted(self.metrics)}")
         return fig
 

@@ -1017,6 +1017,32 @@ def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form
     return GeometryReport(rows=rep.filter(prefix="sae.").rows, provenance=rep.provenance)
 
 
+from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family  # noqa: E402
+
+_SAE_EXTRAS = ("epsilon_source", "epsilon", "capacity", "d_model", "d_vocab", "form", "preset", "model_class",
+               "capacity_status", "tied", "tied_source", "release", "sae_id", "hook_name", "width_source", "sae_model")
+_ANY_SAE = "an SAE for the model (in sae_lens's directory, or given in saes=)"
+_GIVEN = "SAE objects given in saes="
+register_family(FamilySpec(
+    "sae", title="SAE comparison", paper="capacity paper (arXiv 2606.02765) against sae_lens's SAE widths",
+    metrics=("sae",),
+    rows=tuple(RowSpec(name, per="item", extras=_SAE_EXTRAS + more, optional=("reason",), when=when, description=what)
+               for name, more, when, what in (
+        ("sae.d_sae", (), _ANY_SAE, "the SAE's width (features)"),
+        ("sae.capacity_ratio", ("verdict",), _ANY_SAE, "d_sae / k (NaN where k is indeterminate)"),
+        ("sae.shared_ratio", ("verdict", "directions"), _ANY_SAE, "(2V + d_sae) / k untied, (V + d_sae) / k tied"),
+        ("sae.decoder_epsilon", ("mean", "std"), _GIVEN, "ε of the decoder's rows"),
+        ("sae.frac_above_host_epsilon", ("n_pairs", "n_above"), _GIVEN, "share of decoder pairs above the host's ε"),
+        ("sae.decoder_capacity", ("decoder_epsilon", "status", "reason", "decoder_class", "d_sae_over_k"), _GIVEN,
+         "the capacity at (d_in, decoder ε)"),
+    )),
+    figures=(FigureSpec("sae_widths", "tl_geometry.plotting:plot_sae_widths", "SAE widths vs the capacity bound",
+                        rows=("sae.d_sae", "capacity.W_E")),),
+    read="tl_geometry.readings:read_sae",
+    order=50,
+))
+
+
 # ----------------------------------------------------------------------------- figure
 def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | None = None, title: str | None = None):
     """Figure: SAE widths by release (log scale) against the capacity bound, vocabulary marked.

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from tl_geometry import capture
 from tl_geometry.metrics.capacity import SimilarityStats, similarity_stats
-from tl_geometry.registry import MetricPlan, register_metric
+from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
 __all__ = ["embedding_epsilon", "matrix_provenance"]
@@ -230,3 +230,44 @@ def epsilon_activations_metric(
     return epsilon_activations_plan(
         model, tokens, hooks=hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress
     ).run()
+
+
+_STATS = ("mean", "std", "n_vectors", "n_dropped", "d", "model_class")
+_PROVENANCE = ("matrix", "raw", "raw_why", "processing")
+_ESTIMATE = ("log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")
+
+register_family(FamilySpec(
+    "capacity",
+    title="Capacity",
+    paper="Guha, arXiv 2606.02765",
+    metrics=("epsilon", "capacity", "epsilon_activations"),
+    rows=tuple(
+        RowSpec(f"epsilon.{m}", per="model", by="epsilon", extras=_STATS + _PROVENANCE,
+                optional=("histogram", "histogram_rows"),
+                description=f"ε = μ + 2σ of pairwise cosines of {m}'s rows (histogram unless histogram_rows=0)")
+        for m in _MATRICES
+    ) + tuple(
+        RowSpec(f"capacity.{m}", per="model", by="capacity",
+                extras=("form", "preset", "epsilon", "d", "model_class", "status", "reason") + _PROVENANCE,
+                optional=_ESTIMATE,
+                description=f"capacity k(d, ε) from {m}'s ε, NaN where the paper gives no count")
+        for m in _MATRICES
+    ) + (
+        RowSpec("epsilon_activations", per="hook", by="epsilon_activations",
+                extras=_STATS + ("epsilon_W_E", "max_points", "seed"),
+                description="ε of a seeded sample of token activations"),
+    ),
+    figures=(
+        FigureSpec("cosine_histogram", "tl_geometry.plotting:plot_cosine_histogram",
+                   "Pairwise cosine histogram of W_E / W_U with μ and ε",
+                   rows=("epsilon.W_E", "epsilon.W_U")),
+        FigureSpec("capacity_curve", "tl_geometry.plotting:plot_capacity_curve",
+                   "Capacity bound vs ε, this model and published models",
+                   rows=("epsilon.W_E", "epsilon.W_U", "capacity.W_E", "capacity.W_U")),
+        FigureSpec("epsilon_by_layer", "tl_geometry.plotting:plot_epsilon_by_layer",
+                   "ε of the activations by layer", rows=("epsilon_activations",)),
+    ),
+    read="tl_geometry.readings:read_capacity",
+    plot="capacity_curve",
+    order=10,
+))

@@ -26,7 +26,7 @@ from tl_geometry.metrics.interaction import (
     projection_matrix,
     wtw_aofe,
 )
-from tl_geometry.registry import register_metric
+from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
 __all__ = ["SPACES", "agop", "agop_report", "nfa"]
@@ -285,3 +285,31 @@ def nfa_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
             {"metric": "nfa.corr_sqrt", "value": c.pearson_sqrt, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 0.5}},
         ]
     return GeometryReport.from_rows(rows, model=model)
+
+
+_AGOP = ("n_probes", "space", "exact", "n_positions", "rel_stderr", "aofe_debiased", "ratio_debiased", "stderr")
+
+register_family(FamilySpec(
+    "interaction",
+    title="Interaction",
+    paper="Sun, Yang, Zhang, Du, arXiv 2605.27989",
+    metrics=("agop", "wtw_aofe", "depth_width", "nfa"),
+    rows=(
+        RowSpec("agop.aofe", per="hook", by="agop", extras=_AGOP, description="plug-in AOFE of the AGOP"),
+        RowSpec("agop.aofe_ratio", per="hook", by="agop", extras=_AGOP + ("ratio_plugin", "estimator"),
+                description="AOFE ratio (bias-corrected with probes, exact otherwise)"),
+        RowSpec("agop.trace", per="hook", by="agop", extras=_AGOP, description="trace of the AGOP"),
+        RowSpec("wtw.aofe_ratio", per="model", by="wtw_aofe", extras=("aofe", "matrix"),
+                description="AOFE ratio of WᵀW / n"),
+        RowSpec("depth_width.ratio", per="model", by="depth_width", extras=("in_interval", "interval"),
+                description="R_D/W = n_layers / d_model"),
+        RowSpec("nfa.corr", per="hook", by="nfa", extras=("n_pairs", "power"),
+                description="corr(W_in W_inᵀ, AGOP) at the MLP input"),
+        RowSpec("nfa.corr_sqrt", per="hook", by="nfa", extras=("n_pairs", "power"),
+                description="corr(W_in W_inᵀ, AGOP^(1/2)) at the MLP input"),
+    ),
+    figures=(FigureSpec("aofe_ratio", "tl_geometry.plotting:plot_aofe", "AGOP AOFE ratio by layer",
+                        rows=("agop.aofe_ratio", "depth_width.ratio")),),
+    read="tl_geometry.readings:read_interaction",
+    order=40,
+))

@@ -18,7 +18,7 @@ from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS, check_n_points, haar_bases, pc1_overlap, pga_profile, readout_basis,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
-from tl_geometry.registry import MetricPlan, register_metric
+from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
@@ -276,3 +276,46 @@ def spectral(
 
 #: The per-hook rows of the "spectral" metric, in order.
 SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
+
+
+_TAG = ("preset", "processing")
+
+register_family(FamilySpec(
+    "pga",
+    title="Subspace PGA",
+    paper="Xu, arXiv 2605.17084",
+    metrics=("pga",),
+    rows=tuple(
+        RowSpec(name, per="hook",
+                extras=_TAG + ("ccr", "k", "rho_read", "null_mean", "null_std", "n_points", "n_pairs", "n_null",
+                               "pairs_subsampled", "seed"),
+                description=what)
+        for name, what in (("pga.z", "z of the readout subspace per hook and CCR level"),
+                           ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level"))
+    ) + (
+        RowSpec("pga.pc1_overlap", per="hook", extras=_TAG + ("expected", "ratio", "explained_variance", "k"),
+                description="‖V_kᵀ PC1‖²: PC1 of the activations in the readout subspace (random: k/d)"),
+    ),
+    figures=(FigureSpec("pga_z", "tl_geometry.plotting:plot_pga", "Subspace PGA z by layer, one line per CCR",
+                        rows=("pga.z", "pga.pc1_overlap")),),
+    read="tl_geometry.readings:read_pga",
+    order=20,
+))
+
+register_family(FamilySpec(
+    "spectral",
+    title="Spectral",
+    paper="beside Subspace PGA (arXiv 2605.17084): RankMe (Garrido et al., ICML 2023), "
+          "α-ReQ (Agrawal et al., NeurIPS 2022)",
+    metrics=("spectral",),
+    rows=tuple(
+        RowSpec(f"spectral.{name}", per="hook",
+                extras=("n_points", "d", "n_kept") + _TAG + (("r2",) if name.startswith("alpha_req") else ()),
+                description=f"{name} of the activation covariance")
+        for name in SPECTRAL_ROWS
+    ),
+    figures=(FigureSpec("spectral", "tl_geometry.plotting:plot_spectral", "Spectral metrics by layer",
+                        rows=tuple(f"spectral.{n}" for n in SPECTRAL_ROWS)),),
+    read="tl_geometry.readings:read_spectral",
+    order=30,
+))

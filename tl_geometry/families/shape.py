@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tl_geometry.registry import register_metric
+from tl_geometry.registry import FamilySpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
 __all__: list[str] = []
@@ -20,3 +20,13 @@ def shape_metric(model, tokens=None, *, hooks=None):
         if getattr(cfg, k, None) is not None
     ]
     return GeometryReport.from_rows(rows, model=model)
+
+
+register_family(FamilySpec(
+    "shape",
+    metrics=("shape",),
+    rows=tuple(RowSpec(f"shape.{k}", per="model", description=f"model.cfg.{k}",
+                       when="the model has an MLP" if k == "d_mlp" else "")
+               for k in _FIELDS),
+    order=70,
+))
