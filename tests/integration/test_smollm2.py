@@ -84,3 +84,21 @@ def test_cli_report_end_to_end(tmp_path):
     assert report.value("depth_width.ratio") == pytest.approx(30 / 576)
     assert report.provenance["status"] == "complete" and report.provenance["n_tokens"] == 64
     assert "depth_width.ratio" in (out / "report.md").read_text()
+
+
+def test_shared_capture_equals_separate_on_smollm2(smollm2, pydoc_tokens):
+    """The report's one shared forward pass gives the same rows as one pass per metric, on a real model."""
+    import tl_geometry as tg
+
+    hooks = ["blocks.0.hook_resid_post", "blocks.14.hook_resid_post", "blocks.29.hook_resid_post"]
+    opts = {"pga": {"k": 20, "n_null": 4, "ccr": [0, 1], "max_points": 200}, "epsilon_activations": {"max_points": 300}}
+    names = ["pga", "spectral", "epsilon_activations"]
+    shared = tg.analyze(smollm2, pydoc_tokens[:4], metrics=names, hooks=hooks, options=opts, progress=False)
+    separate = tg.analyze(smollm2, pydoc_tokens[:4], metrics=names, hooks=hooks, options=opts, progress=False,
+                          capture="separate")
+
+    def rows(rep):
+        return [(r.metric, r.hook, r.value, sorted((k, repr(v)) for k, v in r.extras.items())) for r in rep.rows]
+
+    assert rows(shared) == rows(separate) and len(shared.rows) == len(hooks) * (2 * 2 + 1 + 6 + 1)
+    assert shared.provenance["capture"] == {"mode": "shared", "metrics": names, "forward_passes": 1}
