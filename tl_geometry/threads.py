@@ -13,6 +13,11 @@ thread count, never more than the process-wide setting:
   subspace) run single-threaded inside :func:`limit_threads` (which restores the previous
   setting on exit, also on error) whenever another process wants a core, or the machine does
   not report its load; on a free machine they keep the user's setting;
+* loops of many independent sort-bound tasks (the PGA null loop at report sizes) run on a pool
+  of :func:`pool_threads` Python threads, each single-threaded inside torch and NumPy
+  (:func:`parallel_map`): no OpenMP team, so no thread spins at a barrier waiting for one that
+  another process descheduled, and a quiet machine's cores are all used (a 1-D sort is
+  single-threaded anyway);
 * dense work (model forward/backward passes, batched projections) uses the user's setting while
   the cores are free, and only the free cores (at least one) while other processes want them:
   :func:`free_cores` looks at the number of runnable threads on the machine (``/proc/loadavg``),
@@ -27,15 +32,16 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = [
     "POLICY", "SORT_THREADS", "LOAD_TTL_S", "BUSY_TTL_S", "free_cores", "kernel", "kernel_threads", "per_step", "limit_threads", "set_threads",
-    "using_threads",
+    "using_threads", "pool_threads", "parallel_map",
 ]
 
 #: "auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting.
@@ -111,7 +117,15 @@ def _sort_threads() -> int:
     return cap if free is not None and free >= cap else SORT_THREADS
 
 
-_KERNELS = {"sort": _sort_threads, "dense": _dense_threads}
+def _pool_threads() -> int:
+    """Our choice: the user's setting, at most the usable cores, whatever the load. The workers
+    share nothing but the GIL (released inside every large torch/NumPy op), so beside a competing
+    process they lose only their fair share of the cores, not CPU to spinning (measured in
+    ``benchmarks/bench_contention.py``)."""
+    return min(torch.get_num_threads(), _usable_cores())
+
+
+_KERNELS = {"sort": _sort_threads, "dense": _dense_threads, "pool": _pool_threads}
 
 
 def _policy() -> str:
@@ -121,7 +135,7 @@ def _policy() -> str:
 
 
 def kernel_threads(kind: str) -> int:
-    """Threads the library uses for a kernel of this ``kind`` ("sort" or "dense"), ≤ torch's setting.
+    """Threads the library uses for a kernel of this ``kind`` ("sort", "dense" or "pool"), ≤ torch's setting.
 
     Raises:
         ValueError: an unknown kind.
@@ -205,3 +219,47 @@ def set_threads(n: int | None) -> int:
         raise ValueError(f"--threads must be a positive integer, got {n!r}")
     torch.set_num_threads(n)
     return torch.get_num_threads()
+
+
+def pool_threads() -> int:
+    """Workers :func:`parallel_map` should use here: :func:`kernel_threads` ``("pool")``, or 1
+    (the sequential loop) when :data:`POLICY` is ``"inherit"``."""
+    return 1 if _policy() == "inherit" else kernel_threads("pool")
+
+
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``[fn(x) for x in items]`` on ``workers`` Python threads, each with one torch intra-op thread.
+
+    For independent tasks made of large torch/NumPy ops (which release the GIL). The results are
+    in the order of ``items`` and equal to the sequential loop's (each task runs the same ops on
+    one thread). The first exception raised by a task is re-raised here once the running tasks
+    have finished; tasks not yet started are cancelled. torch's setting is restored on exit.
+    With ``workers`` ≤ 1 or fewer than two items: the plain loop, in this thread, under
+    ``limit_threads(1)``.
+
+    Raises:
+        ValueError: ``workers`` < 1.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    items = list(items)
+    with limit_threads(1):  # also what new threads inherit (torch reads the process-wide value)
+        if workers == 1 or len(items) < 2:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="tl_geometry",
+                                initializer=_one_thread) as ex:
+            futures = [ex.submit(fn, x) for x in items]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+
+def _one_thread() -> None:
+    """Pool-thread initializer: torch (OpenMP, MKL) single-threaded in this thread."""
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)

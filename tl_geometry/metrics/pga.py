@@ -28,7 +28,7 @@ from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
 
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
-from tl_geometry.threads import kernel_threads, limit_threads
+from tl_geometry.threads import kernel_threads, limit_threads, parallel_map, pool_threads
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
 
@@ -242,16 +242,38 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
     return readout.to(torch.float64), n_null
 
 
+#: Our choice: the null loop runs on a pool of threads (:func:`tl_geometry.threads.parallel_map`)
+#: from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a
+#: pool's start-up would cost more than it saves.
+POOL_MIN_PAIRS = 1 << 15
+
+
 def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
-    """ρ of each null basis. Our choice: the batched projection uses torch's threads (fewer when other
-    processes want the cores); the per-null
-    similarities and sort run single-threaded (:mod:`tl_geometry.threads`: a sort of N(N−1)/2 keys
-    split over OpenMP threads costs ~4× the CPU when another process competes for the cores)."""
+    """ρ of each null basis.
+
+    Our choice: on CPU, at report sizes, the nulls are spread over a pool of
+    :func:`tl_geometry.threads.pool_threads` threads, each projecting, computing similarities and
+    sorting one null at a time on one core (the same ops as the sequential loop, so the same ρ's,
+    bit for bit). Otherwise (small problems, a GPU, ``TL_GEOMETRY_THREADS=inherit``) the sequential
+    loop: the batched projection uses torch's threads (fewer when other processes want the cores);
+    the per-null similarities and sort run single-threaded when other processes want the cores
+    (:mod:`tl_geometry.threads`: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the
+    CPU when another process competes for the cores).
+    """
+    cpu = Hx.device.type == "cpu"
+    workers = pool_threads() if cpu and pairs.n_pairs >= POOL_MIN_PAIRS else 1
+    if workers > 1 and bases.shape[0] > 1:
+        Hx64 = Hx.to(torch.float64)
+
+        def one(i: int) -> float:
+            return ref.spearman(cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
+
+        return torch.tensor(parallel_map(one, range(bases.shape[0]), workers), dtype=torch.float64)
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
-        with limit_threads(kernel_threads("dense") if Hx.device.type == "cpu" else None):
+        with limit_threads(kernel_threads("dense") if cpu else None):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
-        with limit_threads(kernel_threads("sort") if Y.device.type == "cpu" else None):
+        with limit_threads(kernel_threads("sort") if cpu else None):
             for t in range(Y.shape[0]):
                 rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
     return rhos
