@@ -117,8 +117,9 @@ def _competitor() -> subprocess.Popen:
 
 
 def _run_worker(workload: str, mode: str, args) -> dict:
-    env = dict(os.environ, TL_GEOMETRY_THREADS="auto" if mode == "new" else "inherit",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
+    root = args.baseline if mode == "base" else ROOT
+    env = dict(os.environ, TL_GEOMETRY_THREADS="inherit" if mode == "old" else "auto",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     cmd = [sys.executable, __file__, "--worker", workload, "--n", str(args.n), "--d", str(args.d),
@@ -130,22 +131,23 @@ def _run_worker(workload: str, mode: str, args) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def _measure(workload: str, mode: str, contended: bool, args) -> dict:
-    """Median (by wall time) of ``--repeat`` runs; every run's figures and load are kept."""
-    runs = []
-    for _ in range(args.repeat):
-        comp = _competitor() if contended else None
-        try:
-            if comp is not None:
-                time.sleep(0.5)
-            before = load()
-            r = _run_worker(workload, mode, args)
-            r["load"] = f"{before} -> {load()}"
-        finally:
-            if comp is not None:
-                comp.kill()
-                comp.wait()
-        runs.append(r)
+def _one_run(workload: str, mode: str, contended: bool, args) -> dict:
+    comp = _competitor() if contended else None
+    try:
+        if comp is not None:
+            time.sleep(0.5)
+        before = load()
+        r = _run_worker(workload, mode, args)
+        r["load"] = f"{before} -> {load()}"
+    finally:
+        if comp is not None:
+            comp.kill()
+            comp.wait()
+    return r
+
+
+def _median(runs: list[dict]) -> dict:
+    """The median run (by wall time); every run's figures and load are kept."""
     med = dict(sorted(runs, key=lambda r: r["wall"])[len(runs) // 2])
     med["runs"] = [{k: r[k] for k in ("wall", "cpu", "load")} for r in runs]
     return med
@@ -154,8 +156,11 @@ def _measure(workload: str, mode: str, contended: bool, args) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", nargs="+", default=["pga", "tiny"], choices=sorted(WORKERS))
-    ap.add_argument("--modes", nargs="+", default=["new", "old"], choices=["new", "old"],
-                    help="new: per-kernel threads (default); old: TL_GEOMETRY_THREADS=inherit")
+    ap.add_argument("--modes", nargs="+", default=["new", "old"], choices=["new", "old", "base"],
+                    help="new: per-kernel threads (default); old: TL_GEOMETRY_THREADS=inherit; "
+                         "base: this script's workers run on the checkout given by --baseline")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of the library (e.g. the main branch) timed as mode 'base'")
     ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the workers (default: unset)")
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--d", type=int, default=576)
@@ -163,10 +168,13 @@ def main(argv=None) -> int:
     ap.add_argument("--n-null", type=int, default=20)
     ap.add_argument("--ref-nulls", type=int, default=2, help="nulls timed for the scipy reference (0: skip)")
     ap.add_argument("--full-options", action="store_true", help="tiny: the report's default options, not --fast's")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per condition; the median (by wall time) is printed")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds (each runs every mode quiet and contended); "
+                    "the median (by wall time) per condition is printed")
     ap.add_argument("--json", type=Path, default=None, help="also write all figures here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if "base" in args.modes and not args.worker and (args.baseline is None or not (args.baseline / "tl_geometry").is_dir()):
+        ap.error("--modes base needs --baseline PATH, a checkout holding tl_geometry/")
     if args.worker:
         print(json.dumps(WORKERS[args.worker](args)))
         return 0
@@ -175,26 +183,37 @@ def main(argv=None) -> int:
           f"load at start {load()}", flush=True)
     results = []
     for w in args.workloads:
+        # ``--repeat`` rounds, each timing every mode quiet and contended back to back, so that
+        # the modes see the same (shared) machine
+        runs: dict[tuple[str, bool], list[dict]] = {}
+        for _ in range(args.repeat):
+            for mode in args.modes:
+                for contended in (False, True):
+                    runs.setdefault((mode, contended), []).append(_one_run(w, mode, contended, args))
         for mode in args.modes:
-            quiet = _measure(w, mode, False, args)
-            busy = _measure(w, mode, True, args)
+            quiet, busy = _median(runs[(mode, False)]), _median(runs[(mode, True)])
             row = {"workload": w, "mode": mode, "quiet": quiet, "contended": busy,
                    "slowdown": busy["wall"] / quiet["wall"], "cpu_ratio": busy["cpu"] / quiet["cpu"]}
             results.append(row)
             print(f"{w:<8} {mode:<4} quiet {quiet['wall']:7.2f} s wall {quiet['cpu']:7.2f} s cpu (load {quiet['load']}) | "
                   f"1 competitor {busy['wall']:7.2f} s wall {busy['cpu']:7.2f} s cpu (load {busy['load']}) | "
                   f"slowdown {row['slowdown']:.2f}x, cpu x{row['cpu_ratio']:.2f}", flush=True)
+            print(f"{'':<14}every run's wall: quiet " + " ".join(f"{r['wall']:.2f}" for r in quiet["runs"])
+                  + " | contended " + " ".join(f"{r['wall']:.2f}" for r in busy["runs"]), flush=True)
             if "ref_cpu" in quiet:
                 print(f"{'':<14}scipy loop (extrapolated) cpu: quiet {quiet['ref_cpu']:.2f} s, contended "
                       f"{busy['ref_cpu']:.2f} s; pga_score cpu / scipy cpu: quiet {quiet['cpu'] / quiet['ref_cpu']:.2f}, "
                       f"contended {busy['cpu'] / busy['ref_cpu']:.2f}", flush=True)
     by = {(r["workload"], r["mode"]): r for r in results}
     for w in args.workloads:
-        if (w, "new") in by and (w, "old") in by:
-            n, o = by[(w, "new")], by[(w, "old")]
-            print(f"{w:<8} new/old wall: quiet {n['quiet']['wall'] / o['quiet']['wall']:.2f}, contended "
-                  f"{n['contended']['wall'] / o['contended']['wall']:.2f}; new/old cpu: quiet "
-                  f"{n['quiet']['cpu'] / o['quiet']['cpu']:.2f}, contended {n['contended']['cpu'] / o['contended']['cpu']:.2f}")
+        for other in ("old", "base"):
+            if (w, "new") not in by or (w, other) not in by:
+                continue
+            n, o = by[(w, "new")], by[(w, other)]
+            print(f"{w:<8} new/{other} wall: quiet {n['quiet']['wall'] / o['quiet']['wall']:.2f}, contended "
+                  f"{n['contended']['wall'] / o['contended']['wall']:.2f}; new/{other} cpu: quiet "
+                  f"{n['quiet']['cpu'] / o['quiet']['cpu']:.2f}, contended {n['contended']['cpu'] / o['contended']['cpu']:.2f}"
+                  + (f"; |dz| {abs(n['quiet']['z'] - o['quiet']['z']):.1e}" if "z" in n["quiet"] and "z" in o["quiet"] else ""))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -132,44 +132,57 @@ def _packable(x: Tensor) -> bool:
             and 2 <= x.numel() <= _PACK_MAX)
 
 
-def _order(x: Tensor) -> tuple[np.ndarray, bool]:
-    """The stable sorting permutation of a 1-D CPU float ``x`` and whether ``x`` has ties.
+def _packed_order(xn: np.ndarray, payload: np.ndarray, index: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The payloads of ``xn``'s elements in the order of a sort of ``xn``, and the sorted values
+    where ``xn`` has ties (None: no ties).
 
-    Exactly the permutation of a stable sort of ``x`` (equal values in index order), found with
-    one sort of *packed* int64 keys: the order-preserving 32-bit key of ``float32(x)`` in the high
-    bits, the index in the low bits (all keys distinct, so any sort gives the same answer; NumPy's
-    SIMD sort of int64 is ~10× faster here than ``torch.sort`` of 64-bit keys, which falls back to
-    a comparison sort for negative keys). Rounding to float32 is monotone (x ≤ y ⇒ f32(x) ≤ f32(y)),
-    so the packed order is the float64 order except inside groups of equal float32 keys (~0.4 % of
-    the pairs of a PGA null); those members alone are then re-sorted by their float64 values with a
-    stable sort. float32 input needs no such step (its key is exact).
+    ``payload`` holds distinct integers in [0, M) (the element's index, or its position in the
+    reference's order); ``index`` maps a payload back to the element (None: the payload is the
+    index). Exact float64 order, from one sort of *packed* int64 keys: the order-preserving
+    32-bit key of ``float32(x)`` in the high bits, the payload in the low bits (all keys distinct,
+    so any sort gives the same answer; NumPy's SIMD sort of int64 is ~10× faster here than
+    ``torch.sort`` of the 64-bit float keys, which falls back to a comparison sort for negative
+    keys). Rounding to float32 is monotone (x ≤ y ⇒ f32(x) ≤ f32(y)), so the packed order is the
+    float64 order except inside groups of equal float32 keys (~0.4 % of the pairs of a PGA null);
+    those members alone are re-sorted by their float64 values with a stable sort (float32 input
+    needs no such step: its key is exact). With the index as payload this is exactly a stable sort.
     """
-    xn = x.detach().numpy()
     m = xn.shape[0]
     bits = (m - 1).bit_length()
     f = xn.astype(np.float32) if xn.dtype != np.float32 else xn.copy()
     f += np.float32(0.0)  # −0.0 → +0.0: equal floats, equal keys
     b = f.view(np.int32)
-    key = (b ^ ((b >> 31) & np.int32(0x7FFFFFFF))).astype(np.int64)
-    key += 1 << 31  # [0, 2**32)
+    b ^= (b >> 31) | np.int32(-(2**31))  # order-preserving as uint32: flip negatives, set the sign of positives
+    key = b.view(np.uint32).astype(np.int64)
     key <<= bits
-    key |= np.arange(m, dtype=np.int64)
+    key |= payload
     key.sort()
-    o = key & ((1 << bits) - 1)
+    low = key & ((1 << bits) - 1)
     key >>= bits
     dup = key[1:] == key[:-1]
     if not dup.any():
-        return o, False
+        return low, None
     member = np.zeros(m, dtype=bool)
     member[1:] = dup
     member[:-1] |= dup
     at = np.flatnonzero(member)  # positions of the members of groups of equal float32 keys
-    sub = o[at]
+    sub = low[at]
+    v = xn[sub if index is None else index[sub]]
     if xn.dtype != np.float32:
-        sub = sub[np.argsort(xn[sub], kind="stable")]
-        o[at] = sub
-    v = xn[sub]
-    return o, bool((v[1:] == v[:-1]).any())
+        o = np.argsort(v, kind="stable")
+        sub, v = sub[o], v[o]
+        low[at] = sub
+    if not (v[1:] == v[:-1]).any():
+        return low, None
+    return low, xn[low if index is None else index[low]]
+
+
+def _order(x: Tensor) -> tuple[np.ndarray, bool]:
+    """The stable sorting permutation of a 1-D CPU float ``x`` (:func:`_packed_order` with the
+    index as payload) and whether ``x`` has ties."""
+    xn = x.detach().numpy()
+    o, v = _packed_order(xn, _arange(xn.shape[0]), None)
+    return o, v is not None
 
 
 def _rank_order(x: Tensor) -> tuple[Tensor | None, Tensor]:
@@ -180,6 +193,13 @@ def _rank_order(x: Tensor) -> tuple[Tensor | None, Tensor]:
         o = torch.from_numpy(o)
         return ((x.detach() + 0.0).index_select(0, o) if ties else None), o
     return _sort(x)
+
+
+@functools.lru_cache(maxsize=2)
+def _arange(m: int) -> np.ndarray:
+    a = np.arange(m, dtype=np.int64)
+    a.flags.writeable = False
+    return a
 
 
 @functools.lru_cache(maxsize=2)
@@ -205,25 +225,37 @@ def _doubled_average_ranks_sorted(v: Tensor) -> Tensor | None:
 
 @dataclass(frozen=True)
 class RankedReference:
-    """The reference vector ranked once: doubled, centered average ranks and their sum of squares."""
+    """The reference vector ranked once: doubled, centered average ranks and their sum of squares.
+
+    On CPU, when the reference has no ties, also its sorting permutation ``order`` and each
+    element's position in it, ``pos`` (NumPy int64): :meth:`spearman` then sorts a vector with
+    the reference positions as payload and needs no gather of the ranks.
+    """
 
     r2c: Tensor  # 2·rank − (M + 1), int32 or int64, exact
     ss: float  # Σ (rank − mean)²
     n: int
+    order: np.ndarray | None = field(default=None, repr=False, compare=False)
+    pos: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_values(cls, x: Tensor) -> "RankedReference":
         m = x.shape[-1]
         v, o = _rank_order(x)
         r2s = None if v is None else _doubled_average_ranks_sorted(v)
+        order = pos = None
         if r2s is None:
             r2s = torch.arange(2, 2 * m + 1, 2, device=x.device)
+            if o.device.type == "cpu" and _packable(x):
+                order = o.numpy()
+                pos = np.empty(m, dtype=np.int64)
+                pos[order] = _arange(m)
         r2 = torch.empty(m, dtype=torch.int64, device=x.device)
         r2[o] = r2s
         r2c = r2 - (m + 1)
         ss = float((r2c.double() ** 2).sum()) / 4.0
         dtype = torch.int32 if 2 * m + 2 < 2**31 else torch.int64
-        return cls(r2c.to(dtype), ss, m)
+        return cls(r2c.to(dtype), ss, m, order, pos)
 
     def spearman(self, y: Tensor) -> float:
         """Spearman correlation between the reference and ``y`` (same length); NaN if ``y`` is constant."""
@@ -232,11 +264,18 @@ class RankedReference:
         m = self.n
         if y.shape[-1] != m:
             raise ValueError(f"y has {y.shape[-1]} values but the reference has {m}")
-        v, o = _rank_order(y)
-        if o.device.type == "cpu" and self.r2c.device.type == "cpu":
-            g = torch.from_numpy(self.r2c.numpy().take(o.numpy()).astype(np.float64))
+        if self.pos is not None and _packable(y):
+            p, vn = _packed_order(y.detach().numpy(), self.pos, self.order)  # reference positions in y's order
+            p <<= 1
+            p += 1 - m  # 2·(r − r̄) = 2·position + 1 − M
+            g = torch.from_numpy(p.astype(np.float64))
+            v = None if vn is None else torch.from_numpy(vn) + 0.0
         else:
-            g = self.r2c.index_select(0, o).double()  # 2·(r − r̄) in y's sorted order
+            v, o = _rank_order(y)
+            if o.device.type == "cpu" and self.r2c.device.type == "cpu":
+                g = torch.from_numpy(self.r2c.numpy().take(o.numpy()).astype(np.float64))
+            else:
+                g = self.r2c.index_select(0, o).double()  # 2·(r − r̄) in y's sorted order
         q2 = None if v is None else _doubled_average_ranks_sorted(v)
         if q2 is None:
             # q_j = j + 1 and Σ g = 0, so the centering of q drops out.
