@@ -30,7 +30,10 @@ torch's setting, as before this module existed (for benchmarks and comparisons).
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -228,38 +231,89 @@ def pool_threads() -> int:
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
-    """``[fn(x) for x in items]`` on ``workers`` Python threads, each with one torch intra-op thread.
+    """``[fn(x) for x in items]`` on ``workers`` threads (this one and ``workers`` − 1 pool
+    threads), each with one torch intra-op thread.
 
-    For independent tasks made of large torch/NumPy ops (which release the GIL). The results are
-    in the order of ``items`` and equal to the sequential loop's (each task runs the same ops on
-    one thread). The first exception raised by a task is re-raised here once the running tasks
-    have finished; tasks not yet started are cancelled. torch's setting is restored on exit.
-    With ``workers`` ≤ 1 or fewer than two items: the plain loop, in this thread, under
+    For independent tasks made of large torch/NumPy ops (which release the GIL). Each thread
+    takes the next item until none is left. The results are in the order of ``items`` and equal
+    to the sequential loop's (each task runs the same ops on one thread). The first exception
+    raised by a task is re-raised here once the running tasks have finished; no item is started
+    after it. torch's setting is restored on exit. With ``workers`` ≤ 1, fewer than two items,
+    or inside a task of another ``parallel_map``: the plain loop, in this thread, under
     ``limit_threads(1)``.
+
+    Our choice: the pool's threads are started once and kept (idle, they cost nothing): starting
+    threads for every null loop cost up to 0.1 s each on a loaded machine; one task per thread
+    (not per item) keeps the submitting thread from queueing for the GIL once per item.
 
     Raises:
         ValueError: ``workers`` < 1.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     items = list(items)
+    n = len(items)
     with limit_threads(1):  # also what new threads inherit (torch reads the process-wide value)
-        if workers == 1 or len(items) < 2:
+        if workers == 1 or n < 2 or getattr(_in_pool, "flag", False):
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="tl_geometry",
-                                initializer=_one_thread) as ex:
-            futures = [ex.submit(fn, x) for x in items]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        results: list = [None] * n
+        taken = itertools.count()
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.is_set():
+                i = next(taken)  # atomic under the GIL
+                if i >= n:
+                    return
+                try:
+                    results[i] = fn(items[i])
+                except BaseException:
+                    stop.set()
+                    raise
+
+        ex = _executor(min(workers, n) - 1)
+        futures = [ex.submit(run) for _ in range(min(workers, n) - 1)]
+        _in_pool.flag = True
+        try:
+            run()
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            _in_pool.flag = False
+            wait(futures)  # the running items finish before torch's setting is restored
+        for f in futures:
+            if f.exception() is not None:
+                raise f.exception()
+        return results
+
+
+_in_pool = threading.local()
+_pool_lock = threading.Lock()
+_pool: list = [None, 0]  # [ThreadPoolExecutor | None, its number of workers]
 
 
 def _one_thread() -> None:
     """Pool-thread initializer: torch (OpenMP, MKL) single-threaded in this thread."""
+    _in_pool.flag = True
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    with _pool_lock:
+        ex, n = _pool
+        if ex is None or n != workers:
+            if ex is not None:
+                ex.shutdown(wait=False)
+            ex = ThreadPoolExecutor(workers, thread_name_prefix="tl_geometry", initializer=_one_thread)
+            _pool[:] = [ex, workers]
+        return ex
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads
+    _pool[:] = [None, 0]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)

@@ -179,3 +179,18 @@ def test_packed_order_arange_cache_is_read_only():
     with pytest.raises(ValueError):
         a[0] = 1
     np.testing.assert_array_equal(a, np.arange(10))
+
+
+def _slow_name(_):
+    threading.Event().wait(0.02)
+    return threading.current_thread().name
+
+
+def test_parallel_map_keeps_its_threads_and_runs_nested_calls_inline(two_threads):
+    names = set(threads.parallel_map(_slow_name, range(8), 2))
+    assert "MainThread" in names and any(n.startswith("tl_geometry") for n in names)  # this thread + one pool thread
+    ex = threads._pool[0]
+    threads.parallel_map(_slow_name, range(4), 2)
+    assert threads._pool[0] is ex  # the same pool, not one per call
+    inner = threads.parallel_map(lambda i: threads.parallel_map(_slow_name, range(3), 2), range(4), 2)
+    assert all(len(set(names_)) == 1 for names_ in inner)  # a nested call runs in the thread of its task

@@ -213,7 +213,8 @@ def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
     """Whether the columns of B (…, d, k) are orthonormal (float32 bases pass at 1e-4)."""
     B = B.to(torch.float64)
     eye = torch.eye(B.shape[-1], dtype=torch.float64, device=B.device)
-    return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
+    with limit_threads(kernel_threads("dense") if B.device.type == "cpu" else None):  # fewer if the cores are busy
+        return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
 
 
 def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | None) -> tuple[Tensor, int]:
