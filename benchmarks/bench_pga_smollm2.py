@@ -42,7 +42,10 @@ def main(argv=None) -> int:
     import torch
 
     import tl_geometry as tg
-    from tl_geometry.metrics.pga import pga
+    try:
+        from tl_geometry.families.pga import pga
+    except ImportError:  # an older checkout
+        from tl_geometry.metrics.pga import pga
 
     print(f"tl_geometry from {Path(tg.__file__).parent}; torch threads {torch.get_num_threads()}; load {load()}", flush=True)
     t0 = time.perf_counter()
