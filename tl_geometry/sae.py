@@ -60,6 +60,7 @@ import torch
 from torch import Tensor
 
 from tl_geometry import hub
+from tl_geometry.hosts import HostEpsilon, close_names, find_host, host_epsilon, normalize_name, published_hosts
 from tl_geometry.registry import register_metric
 from tl_geometry.report import GeometryReport, model_name
 
@@ -87,30 +88,10 @@ __all__ = [
 
 WidthSource = Literal["config", "id", "unknown"]
 
-#: Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) for the
+#: Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) of the
 #: published-table models that have SAEs in sae_lens's directory; used by :func:`compare` when
-#: only a name is given. Our table, not the paper's.
-D_VOCAB: dict[str, int] = {
-    "Gemma-2-2B": 256000,
-    "Gemma-2-9B": 256000,
-    "Gemma-2-27B": 256000,
-    "Gemma-7B": 256000,
-    "Gemma-3-270M": 262144,
-    "Gemma-3-1B": 262144,
-    "Gemma-3-12B": 262144,
-    "Gemma-3-27B": 262144,
-    "Llama-3-8B": 128256,
-    "Llama-3.1-8B": 128256,
-    "Llama-3.1-70B": 128256,
-    "Qwen2.5-7B": 152064,
-    "Qwen3-0.6B": 151936,
-    "Qwen3-4B": 151936,
-    "Qwen3-8B": 151936,
-    "Qwen3-32B": 151936,
-    "Qwen3-30B-A3B": 151936,
-    "GPT-OSS-20B": 201088,
-    "Mistral-7B-Instruct-v0.3": 32768,
-}
+#: only a name is given. Our column ``d_vocab`` of the published-hosts data file, not the paper's.
+D_VOCAB: dict[str, int] = {h.name: h.d_vocab for h in published_hosts().values() if h.d_vocab is not None}
 
 
 class SAELensNotInstalledError(ImportError):
@@ -267,11 +248,13 @@ class SAEWidth:
 
 
 def _norm_model(name: str) -> str:
-    s = str(name).split("/")[-1].lower()
+    """Key of a sae_lens model name: :func:`tl_geometry.hosts.normalize_name` without a
+    ``-pt``/``-base``/``-hf`` suffix (``google/gemma-3-4b-pt`` and ``gemma-3-4b`` match)."""
+    s = str(name).split("/")[-1]
     for suffix in ("-pt", "-base", "-hf"):
-        if s.endswith(suffix):
+        if s.lower().endswith(suffix):
             s = s[: -len(suffix)]
-    return s
+    return normalize_name(s)
 
 
 def _model_keys(model: Any) -> set[str]:
@@ -337,13 +320,7 @@ def _from_config(cfg: dict[str, Any]) -> tuple[int | None, int | None, str | Non
     return (int(d_sae) if d_sae else None), (int(d_in) if d_in else None), hook
 
 
-def _close(name: str, options: Iterable[str], n: int = 5) -> list[str]:
-    options = list(options)
-    close = difflib.get_close_matches(name, options, n=n, cutoff=0.5)
-    if not close:
-        low = name.lower()
-        close = [o for o in options if low in o.lower() or o.lower() in low][:n]
-    return close
+_close = close_names
 
 
 def _is_repo_id(name: str) -> bool:
@@ -472,26 +449,11 @@ def width_summary(rows: Sequence[SAEWidth]) -> dict[str, Any]:
 def published_host(name: str) -> tuple[str, int, float] | None:
     """(table name, d_model, ε) of the capacity paper's Table 1 for a (sae_lens) model name.
 
-    ``google/gemma-3-1b-pt`` → ("Gemma-3-1B", 1152, 0.20164); None when the table has no entry.
+    ``google/gemma-3-1b-pt`` → ("Gemma-3-1B", 1152, 0.20164); None when the table has no entry
+    (:func:`tl_geometry.hosts.find_host`).
     """
-    from tl_geometry.metrics.capacity import published, published_epsilon
-
-    def _norm_name(s: str) -> str:
-        return "".join(ch for ch in s.lower() if ch.isalnum() or ch == ".")
-
-    table = published()
-    base = str(name).split("/")[-1]
-    cands = [base] + [base[: -len(s)] for s in ("-pt", "_pt") if base.lower().endswith(s)]
-    for cand in cands:
-        try:
-            pe = published_epsilon(cand)
-        except KeyError:
-            continue
-        same = [k for k, v in table.items() if v == pe]
-        c = _norm_name(cand)
-        best = next((k for k in same if c.startswith(_norm_name(k))), same[0])
-        return best, int(pe.d_model), float(pe.epsilon)
-    return None
+    hit = find_host(name)
+    return None if hit is None else (hit.name, hit.d_model, hit.epsilon)
 
 
 def _published_d_model(name: str) -> int | None:
@@ -707,28 +669,6 @@ def _check_sae_on_model(sae: Any, W_dec: Tensor, model: Any) -> None:
         )
 
 
-def _host_epsilon(host: Any) -> tuple[float, str, dict[str, Any]]:
-    """(ε, source, details) of a host: a float, a published name, or a TL model (measured W_E)."""
-    if isinstance(host, (int, float)) and not isinstance(host, bool):
-        return float(host), "given", {}
-    if isinstance(host, str):
-        hit = published_host(host)
-        if hit is None:
-            from tl_geometry.metrics.capacity import published
-
-            raise ValueError(
-                f"no published ε for {host!r}; close names: {_close(host, published())}; "
-                "pass a loaded model to measure ε from its W_E"
-            )
-        name, d, eps = hit
-        return eps, "published", {"published_as": name, "d_model": d}
-    from tl_geometry import capture
-    from tl_geometry.metrics.capacity import similarity_stats
-
-    st = similarity_stats(capture.weight(host, "W_E"), progress=False)
-    return st.epsilon, "measured", {"stats": st, "d_model": int(host.cfg.d_model), "d_vocab": int(host.cfg.d_vocab)}
-
-
 def decoder_epsilon(
     sae: Any,
     *,
@@ -766,16 +706,17 @@ def decoder_epsilon(
     stats = similarity_stats(W, progress=False)
     if host is None:
         return DecoderEpsilon(stats, None, None, 0, 0, float("nan"))
-    eps, source, info = _host_epsilon(host)
-    if "d_model" in info and info["d_model"] != W.shape[1]:
+    he = host_epsilon(host)
+    eps = he.epsilon
+    if he.d_model is not None and he.d_model != W.shape[1]:
         raise ValueError(
-            f"SAE d_in = {W.shape[1]} does not match the host's d_model = {info['d_model']} "
-            f"({info.get('published_as', 'host')})"
+            f"SAE d_in = {W.shape[1]} does not match the host's d_model = {he.d_model} "
+            f"({he.published_as or 'host'})"
         )
     if not 0 <= eps <= 1:
         raise ValueError(f"host ε must lie in [0, 1], got {eps}")
     n_above, n_pairs = cosine_exceedance(W, eps, block_size=block_size)
-    return DecoderEpsilon(stats, eps, source, n_pairs, n_above, n_above / n_pairs)
+    return DecoderEpsilon(stats, eps, he.source, n_pairs, n_above, n_above / n_pairs)
 
 
 # ----------------------------------------------------------------------------- compare
@@ -807,17 +748,13 @@ def shared_directions(d_vocab: int, d_sae: int, *, tied: bool) -> int:
     return (1 if tied else 2) * int(d_vocab) + int(d_sae)
 
 
-def _host_tied(model_or_name: Any, info: dict[str, Any]) -> tuple[bool | None, str]:
+def _host_tied(model_or_name: Any, he: HostEpsilon) -> tuple[bool | None, str]:
     """(tied, where that came from) for a host; (None, "unknown") when nothing says."""
-    from tl_geometry.metrics.capacity import published_rows
-
-    rows = published_rows()
-    name = info.get("published_as")
-    if name is None and not isinstance(model_or_name, str):
-        hit = published_host(model_name(model_or_name))
-        name = hit[0] if hit else None
-    if name in rows:
-        return rows[name].tied, "published table (tie_word_embeddings of the model's HF config)"
+    hit = he.host
+    if hit is None and not isinstance(model_or_name, str):
+        hit = find_host(model_name(model_or_name))
+    if hit is not None:
+        return hit.tied, "published table (tie_word_embeddings of the model's HF config)"
     if not isinstance(model_or_name, str):
         try:
             from tl_geometry.models import ZOO, canonical_name, zoo_file
@@ -888,20 +825,21 @@ def compare(
         raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
     if form not in FORMS:
         raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
-    eps, source, info = _host_epsilon(model_or_name) if not isinstance(model_or_name, (int, float)) else (None, None, None)
-    if eps is None:
+    if isinstance(model_or_name, (int, float)):
         raise TypeError(f"expected a model or a model name, got {type(model_or_name).__name__}")
+    he = host_epsilon(model_or_name)
+    eps, source = he.epsilon, he.source
     if tied is not None and not isinstance(tied, bool):
         raise TypeError(f"tied must be None, True or False, got {tied!r}")
     is_name = isinstance(model_or_name, str)
-    d_model = info["d_model"]
-    host_name = info.get("published_as", model_or_name) if is_name else model_name(model_or_name)
+    d_model = he.d_model
+    host_name = (he.published_as or model_or_name) if is_name else model_name(model_or_name)
     if d_vocab is None:
-        d_vocab = D_VOCAB.get(host_name) if is_name else info.get("d_vocab")
+        d_vocab = he.d_vocab
     tied_source = "given"
     if tied is None:
-        tied, tied_source = _host_tied(model_or_name, info)
-    st = info.get("stats")
+        tied, tied_source = _host_tied(model_or_name, he)
+    st = he.stats
     est = capacity_estimate(d_model, eps, mean=st.mean if st else None, std=st.std if st else None,
                             preset=preset, form=form)
     k = est.k if est.k is not None else float("nan")
@@ -914,7 +852,7 @@ def compare(
                 "mean": st.mean if st else None, "std": st.std if st else None,
                 "n_vectors": st.n_vectors if st else None, "n_dropped": st.n_dropped if st else None,
                 "d": d_model, "model_class": model_class, "epsilon_source": source,
-                "published_as": info.get("published_as"), "matrix": "W_E",
+                "published_as": he.published_as, "matrix": "W_E",
             },
         },
         {"metric": "capacity.W_E", "value": k,
@@ -1059,6 +997,8 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     """
     import matplotlib.pyplot as plt
 
+    from tl_geometry.metrics._capacity_forms import CLASS2_BELOW
+
     points: dict[str, list[float]] = {}
     bound = d_vocab = tied = None
     reason = ""
@@ -1073,8 +1013,8 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
             elif r.metric == "capacity.W_E":
                 bound = r.value
                 reason = r.extras.get("reason") or reason
-            elif r.metric == "epsilon.W_E" and not reason and r.value >= 0.1:
-                reason = f"ε = {r.value:.3g} ≥ 0.1"
+            elif r.metric == "epsilon.W_E" and not reason and r.value >= CLASS2_BELOW:
+                reason = f"ε = {r.value:.3g} ≥ {CLASS2_BELOW}"
         model = report_or_rows.provenance.get("model")
     else:
         for w in report_or_rows:
@@ -1105,7 +1045,7 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
             ax.axhline(bound - vocab_dirs, color="C1", ls="-.", lw=1,
                        label=f"k − {what} = {bound - vocab_dirs:.3g} (shared pool, {'tied' if tied else 'untied'})")
     elif bound is not None:
-        ax.text(0.01, 0.97, "capacity indeterminate (no count: " + (reason[:80] or "ε ≥ 0.1") + ")",
+        ax.text(0.01, 0.97, "capacity indeterminate (no count: " + (reason[:80] or f"ε ≥ {CLASS2_BELOW}") + ")",
                 transform=ax.transAxes, va="top", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
