@@ -17,8 +17,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import Tensor
+
+from tl_geometry.metrics._pairs import pair_pass
 
 __all__ = ["cosine_exceedance", "DecoderEpsilon", "shared_directions"]
 
@@ -53,16 +54,8 @@ def cosine_exceedance(
     n = u.shape[0]
     if n < 2:
         raise ValueError(f"need at least 2 non-zero rows, got {n}")
-    t = float(threshold)
-    above = 0
-    for i in range(0, n, block_size):
-        a = u[i : i + block_size]
-        for j in range(i, n, block_size):
-            c = (a @ u[j : j + block_size].T).abs_() > t
-            if i == j:
-                c = torch.triu(c, diagonal=1)
-            above += int(c.sum())
-    return above, n * (n - 1) // 2
+    res = pair_pass(u, above=float(threshold), block=block_size)  # the package's one pair engine
+    return int(res.n_above), res.n_pairs
 
 
 @dataclass(frozen=True)
