@@ -312,30 +312,37 @@ def pga_trajectory(
             skipped on a re-run (:mod:`tl_geometry.jobs`).
         **pga_options: passed to :func:`tl_geometry.pga` (k, n_null, ccr, max_points, seed, hooks).
     """
-    from tqdm.auto import tqdm
-
-    from tl_geometry.jobs import ResultsFile, job_key
+    from tl_geometry.jobs import ResultsFile, job_key, run_jobs
 
     items = list(checkpoints.items()) if isinstance(checkpoints, Mapping) else list(checkpoints)
     if not items:
         raise ValueError("no checkpoints given")
     rf = ResultsFile(results) if results else None
-    done = {r["key"]: r for r in rf.records() if r.get("status") == "ok"} if rf else {}
-    reports = []
-    for label, m in tqdm(items, desc="checkpoints", disable=not progress):
-        params = {"checkpoint": str(label), **{k: v for k, v in pga_options.items() if k != "hooks"}}
+    jobs = [{"checkpoint": str(label), **{k: v for k, v in pga_options.items() if k != "hooks"}} for label, _ in items]
+    waiting: dict[str, list] = {}  # job key → the (label, model) pairs still to run, in order
+    for params, item in zip(jobs, items):
+        waiting.setdefault(job_key(params), []).append(item)
+    fresh: dict[str, list[GeometryReport]] = {}
+
+    def one(params):
         key = job_key(params)
-        if key in done:
-            reports.append(GeometryReport.from_dict(done[key]["report"]))
-            continue
+        label, m = waiting[key].pop(0)
         model = m() if callable(m) and not hasattr(m, "cfg") else m
         toks = tokens(model) if callable(tokens) else tokens
         rep = pga(model, toks, progress=False, **pga_options)
         rows = tuple(Row(r.model, r.hook, r.layer, r.metric, r.value, {**r.extras, "checkpoint": str(label)}) for r in rep.rows)
         rep = GeometryReport(rows=rows, provenance={**rep.provenance, "model": model_name(model)})
-        if rf:
-            rf.append(params, {"report": rep.to_dict()})
-        reports.append(rep)
+        fresh.setdefault(key, []).append(rep)
+        return {"report": rep.to_dict()}
+
+    # the package's one job runner: each finished checkpoint written at once, finished ones skipped
+    for _ in run_jobs(jobs, one, rf, retry_errors=True, progress=progress, desc="checkpoints"):
+        pass
+    done = {r["key"]: r for r in rf.records() if r.get("status") == "ok"} if rf else {}
+    reports = []
+    for params in jobs:
+        key = job_key(params)
+        reports.append(fresh[key].pop(0) if fresh.get(key) else GeometryReport.from_dict(done[key]["report"]))
     return GeometryReport.merge(*reports, checkpoints=[str(l) for l, _ in items])
 
 

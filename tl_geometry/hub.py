@@ -4,6 +4,11 @@
 own constant); ``reachable()`` probes the hub endpoint. DNS resolution has no timeout of its own
 (a dead resolver takes ~20 s), so the probe runs in a daemon thread abandoned after ``timeout``;
 the answer is cached for 60 s per host.
+
+The local cache: ``cache_dir()`` (huggingface_hub's ``HF_HUB_CACHE``), ``repo_cache(repo_id)``
+(a repository's folder in it, ``models--ORG--NAME``), ``repo_cached(repo_id)``, and
+``forced_offline()``, a context manager that makes huggingface_hub read the cache only.
+:class:`HubUnavailableError` is the error for "the hub cannot be used and the files are not cached".
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 _TRUE = {"1", "ON", "YES", "TRUE"}
@@ -89,3 +95,37 @@ def quiet():
             lg.setLevel(level)
         if hf_logging is not None and verbosity is not None:
             hf_logging.set_verbosity(verbosity)
+
+
+class HubUnavailableError(OSError):
+    """The Hugging Face hub cannot be used (offline / unreachable) and the files are not cached."""
+
+
+def cache_dir() -> Path:
+    """huggingface_hub's cache folder (``HF_HUB_CACHE``), read when called."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def repo_cache(repo_id: str, root: str | os.PathLike | None = None) -> Path:
+    """The folder of a model repository in the hub cache: ``<cache>/models--ORG--NAME``."""
+    return Path(root if root is not None else cache_dir()) / f"models--{repo_id.replace('/', '--')}"
+
+
+def repo_cached(repo_id: str) -> bool:
+    """True when the repository has a folder in the local hub cache."""
+    return repo_cache(repo_id).is_dir()
+
+
+@contextlib.contextmanager
+def forced_offline():
+    """huggingface_hub offline mode on for a block (it reads the local cache only), then restored."""
+    from huggingface_hub import constants
+
+    old = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = old

@@ -1,4 +1,4 @@
-"""Crash-safe, resumable results files (JSON lines) shared by every long job.
+"""The one resumable job runner (local or Ray) and its crash-safe results files (JSON lines).
 
 Each finished unit of work (a packing cell, a training run, a model in a sweep) is one record
 ``{"key": ..., "status": "ok" | "error", ...}`` appended as a single line with one ``write``
@@ -6,6 +6,10 @@ followed by ``flush`` + ``fsync``. A process killed mid-write can leave at most 
 line; :func:`read_records` ignores (and :meth:`ResultsFile.repair` removes) a line that does not
 parse, so a unit's record appears whole or not at all. Re-running a job with the same file
 skips every key already recorded as ``"ok"``.
+
+:func:`run_jobs` is the one resumable job runner of the package: every long job (packing cells,
+toy and shape sweeps, model sweeps, PGA over checkpoints, ``reproduce``) hands it its units,
+locally or as Ray tasks, and it writes each finished unit at once and skips the finished ones.
 """
 
 from __future__ import annotations
@@ -118,46 +122,129 @@ class ResultsFile:
             os.close(fd)
 
 
+#: Where :func:`run_jobs` runs the units: in this process, or each unit as a Ray task.
+EXECUTORS = ("local", "ray")
+
+
+def error_message(exc: BaseException) -> dict:
+    """The default result of a failed unit: ``{"error": "Type: message"}``."""
+    return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _run_unit(fn, params, catch: bool, on_error) -> tuple[str, dict]:
+    """(status, result) of one unit: the body of both executors (a Ray task runs exactly this)."""
+    if not catch:
+        return "ok", dict(fn(params))
+    try:
+        return "ok", dict(fn(params))
+    except Exception as exc:
+        logger.exception("job %s failed", job_key(params))
+        return "error", dict(on_error(exc))
+
+
 def run_jobs(
     jobs: Iterable[Mapping[str, Any]],
     fn: Callable[[Mapping[str, Any]], Mapping[str, Any]],
-    results: str | os.PathLike | ResultsFile,
+    results: str | os.PathLike | ResultsFile | None,
     *,
     retry_errors: bool = False,
     catch: bool = False,
     progress: bool = True,
     desc: str = "jobs",
+    executor: str = "local",
+    num_cpus: float = 1,
+    num_gpus: float = 0,
+    on_error: Callable[[BaseException], Mapping[str, Any]] | None = None,
 ) -> Iterator[dict]:
     """Run ``fn(params)`` for each job not yet finished in ``results``; record each at once.
 
     Args:
         jobs: parameter dicts (JSON-able); their canonical JSON is the job key.
         fn: does one unit of work, returns a JSON-able dict of results.
-        results: path of the JSON-lines file (or a :class:`ResultsFile`).
+        results: path of the JSON-lines file (or a :class:`ResultsFile`); None: nothing is written
+            and nothing resumed (every job runs).
         retry_errors: also re-run jobs recorded as "error".
         catch: record an exception as an "error" record and continue (else it propagates,
             after nothing is written for that job).
+        progress, desc: tqdm bar over the jobs to run.
+        executor: ``"local"`` (one job after another in this process) or ``"ray"`` (each job a Ray
+            task with ``num_cpus`` / ``num_gpus``; uses a running Ray session or starts a local one).
+            With Ray, ``fn`` is shipped to the workers by cloudpickle; only this process writes
+            ``results``, so the file has a single writer whatever the cluster size; records come
+            in the order the tasks finish.
+        num_cpus, num_gpus: Ray resources per task.
+        on_error: ``exception → result dict`` of an "error" record (default :func:`error_message`);
+            with Ray, a task whose worker died is recorded through it too (when ``catch``).
 
     Yields:
         The record of each job run now (finished jobs are skipped, not yielded).
-    """
-    from tqdm.auto import tqdm
 
-    rf = results if isinstance(results, ResultsFile) else ResultsFile(results)
-    rf.repair()
+    Raises:
+        ValueError: unknown executor; ``executor="ray"`` without ray installed.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    on_error = on_error or error_message
+    rf = results if isinstance(results, ResultsFile) or results is None else ResultsFile(results)
     jobs = list(jobs)
-    finished = rf.finished_keys(include_errors=not retry_errors)
+    finished: set[str] = set()
+    if rf is not None:
+        removed = rf.repair()
+        if removed:
+            logger.warning("%s: removed %d torn line(s) left by an interrupted run", rf.path, removed)
+        finished = rf.finished_keys(include_errors=not retry_errors)
     todo = [j for j in jobs if job_key(j) not in finished]
     if len(todo) < len(jobs):
         logger.info("%s: %d of %d jobs already finished; resuming", rf.path, len(jobs) - len(todo), len(jobs))
+
+    def record(params, status, result) -> dict:
+        if rf is not None:
+            rf.append(params, result, status=status)
+        return {"key": job_key(params), "params": dict(params), "status": status, **result}
+
+    if executor == "ray":
+        yield from _run_ray(todo, fn, record, catch=catch, on_error=on_error, num_cpus=num_cpus,
+                            num_gpus=num_gpus, progress=progress, desc=desc)
+        return
+    from tqdm.auto import tqdm
+
     for params in tqdm(todo, desc=desc, disable=not progress):
-        try:
-            result = dict(fn(params))
-            status = "ok"
-        except Exception as exc:
-            if not catch:
-                raise
-            logger.exception("job %s failed", job_key(params))
-            result, status = {"error": f"{type(exc).__name__}: {exc}"}, "error"
-        rf.append(params, result, status=status)
-        yield {"key": job_key(params), "params": dict(params), "status": status, **result}
+        status, result = _run_unit(fn, params, catch, on_error)
+        yield record(params, status, result)
+
+
+def _run_ray(todo, fn, record, *, catch, on_error, num_cpus, num_gpus, progress, desc) -> Iterator[dict]:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
+    if not todo:
+        return
+    started = False
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_run_unit)
+        pending = {task.remote(fn, p, catch, on_error): p for p in todo}
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pending), desc=f"{desc}[ray]", disable=not progress)
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                params = pending.pop(ref)
+                try:
+                    status, result = ray.get(ref)
+                except Exception as exc:  # the worker died (OOM kill, node lost), or fn raised without catch
+                    if not catch:
+                        raise
+                    status, result = "error", dict(on_error(exc))
+                if status == "error":  # the worker's log does not reach the driver
+                    logger.error("job %s failed: %s", job_key(params), result.get("error"))
+                yield record(params, status, result)  # the driver is the only writer
+                bar.update(1)
+        bar.close()
+    finally:
+        if started:
+            ray.shutdown()

@@ -23,14 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tl_geometry.readings import (
-    CLASS1_ABOVE,
-    CLASS2_BELOW,
-    EFFICIENT_INTERVAL,
-    closest_published,
-    hook_position,
-    published_models,
-)
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
+from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
+from tl_geometry.readings import closest_published, hook_position, published_models
 from tl_geometry.report import GeometryReport, Row, layer_of
 
 logger = logging.getLogger(__name__)

@@ -19,11 +19,12 @@ Our choices (the papers do not phrase their results this way):
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
+from tl_geometry.hosts import PublishedHost, published_hosts
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
+from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL  # defined once, there
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = [
@@ -45,101 +46,14 @@ __all__ = [
     "read_sae",
 ]
 
-# Capacity paper (arXiv 2606.02765), Table 1: name, d_model, ε. Used when
-# tl_geometry.metrics.capacity.published() and tl_geometry/data/published_epsilon.json are absent.
-_TABLE1 = """DeepSeek-V3.2-Exp 7168 0.05917; DeepSeek-R1 7168 0.05917; Gemma-7B 3072 0.99918;
-Gemma-2-2B 2304 0.35084; Gemma-2-9B 3584 0.39785; Gemma-2-27B 4608 0.09013;
-Gemma-3-270M 640 0.41554; Gemma-3-1B 1152 0.20164; Gemma-3-12B 3840 0.08635;
-Gemma-3-27B 5376 0.07421; GLM-4.6 5120 0.05882; GPT-OSS-120B 2880 0.22984;
-GPT-OSS-20B 2880 0.28120; Kimi-K2 7168 0.06763; Llama-2-7B 4096 0.06450;
-Llama-2-13B 5120 0.06766; Llama-2-70B 8192 0.09962; Llama-3-8B 4096 0.05945;
-Llama-3.1-8B 4096 0.05542; Llama-3.1-70B 8192 0.04413; Llama-3.1-405B 16384 0.04813;
-Llama-3.2-1B 2048 0.28223; Llama-3.2-3B 3072 0.29395; MiniMax-M2 3072 0.07618;
-Mistral-Small-3.2-24B 5120 0.07520; Mistral-7B-Instruct-v0.3 4096 0.07019; Phi-2 2560 0.05497;
-Phi-3-mini-128k 3072 0.05536; Phi-4 5120 0.05865; Qwen2.5-0.5B 896 0.36035;
-Qwen2.5-1.5B 1536 0.25998; Qwen2.5-3B 2048 0.21014; Qwen2.5-7B 3584 0.07501;
-Qwen2.5-14B 5120 0.05269; Qwen2.5-32B 5120 0.05554; Qwen2.5-72B 8192 0.06131;
-Qwen3-0.6B 1024 0.25204; Qwen3-4B 2560 0.20834; Qwen3-8B 4096 0.05969; Qwen3-32B 5120 0.07263;
-Qwen3-30B-A3B 2048 0.06456; Qwen3-Next-80B-A3B 2048 0.07422; Qwen3-235B-A22B 4096 0.04874;
-Qwen3-Coder-480B 6144 0.04660; TinyLlama-1.1B 2048 0.06329"""
-
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: E402  (one definition)
-EFFICIENT_INTERVAL = (0.023, 0.047)
-
-
-@dataclass(frozen=True)
-class PublishedModel:
-    """A model's published ε (capacity paper, Table 1)."""
-
-    name: str
-    d_model: int
-    epsilon: float
-
-
-def _normalize(obj: Any) -> list[PublishedModel]:
-    """Accept the shapes ``published()`` may return: DataFrame, list of dicts/tuples, dict."""
-    if hasattr(obj, "to_dict") and hasattr(obj, "columns"):  # pandas DataFrame
-        obj = obj.to_dict("records")
-    if isinstance(obj, dict) and "models" in obj:
-        obj = obj["models"]
-    if isinstance(obj, dict):
-        items = []
-        for k, v in obj.items():
-            if isinstance(v, dict):
-                items.append({"name": k, **v})
-            elif hasattr(v, "d_model") and hasattr(v, "epsilon"):
-                items.append({"name": k, "d_model": v.d_model, "epsilon": v.epsilon})
-            else:
-                items.append({"name": k, "d_model": v[0], "epsilon": v[1]})
-        obj = items
-    out = []
-    for item in obj:
-        if isinstance(item, PublishedModel):
-            out.append(item)
-            continue
-        if not isinstance(item, dict):
-            if hasattr(item, "__dict__") or hasattr(item, "_asdict"):
-                item = item._asdict() if hasattr(item, "_asdict") else vars(item)
-            else:
-                name, d, eps = item
-                item = {"name": name, "d_model": d, "epsilon": eps}
-        name = item.get("name") or item.get("model")
-        d = item.get("d_model", item.get("d"))
-        eps = item.get("epsilon", item.get("eps"))
-        out.append(PublishedModel(str(name), int(d), float(eps)))
-    return out
+#: A published model as the readings use it (name, d_model, ε, ...): the table's one record type.
+PublishedModel = PublishedHost
 
 
 def published_models() -> list[PublishedModel]:
-    """Published ε of 45 models (capacity paper, Table 1).
-
-    Read from :func:`tl_geometry.metrics.capacity.published` when it exists, else from the
-    package data file, else from a copy of the table kept in this module.
-    """
-    try:
-        from tl_geometry.metrics import capacity as _cap
-
-        fn = getattr(_cap, "published", None)
-        if fn is not None:
-            models = _normalize(fn())
-            if models:
-                return models
-    except Exception:  # a broken/partial capacity module must not break rendering
-        pass
-    try:
-        from importlib.resources import files
-
-        data = json.loads((files("tl_geometry") / "data" / "published_epsilon.json").read_text())
-        models = _normalize(data)
-        if models:
-            return models
-    except Exception:
-        pass
-    out = []
-    for entry in _TABLE1.replace("\n", " ").split(";"):
-        name, d, eps = entry.split()
-        out.append(PublishedModel(name, int(d), float(eps)))
-    return out
+    """Published ε of 45 models (capacity paper, Table 1), in the table's order
+    (:func:`tl_geometry.hosts.published_hosts`)."""
+    return list(published_hosts().values())
 
 
 def epsilon_class(eps: float) -> str:

@@ -13,6 +13,10 @@
   the driver writes ``out``, so the file has a single writer whatever the cluster size. The rows
   are the same as with the local executor: each job is a pure function of its parameters.
 
+The loop itself (skip the finished keys, run each job locally or on Ray, append its record at
+once) is the package's one job runner, :func:`tl_geometry.jobs.run_jobs`; this module says what
+one job is (:func:`run_job`) and what a sweep returns.
+
 The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
 changing the metrics re-runs the job instead of silently reusing old rows.
 
@@ -25,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import inspect
@@ -36,13 +41,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from tl_geometry.jobs import ResultsFile, job_key, read_records
+from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SweepJob", "SweepSummary", "sweep", "sweep_report", "run_job", "EXECUTORS"]
 
-EXECUTORS = ("local", "ray")
 _LOADER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _JOB_FIELDS = ("model", "checkpoint", "corpus", "n_seqs", "seq_len", "seed", "loader", "device")
 
@@ -291,14 +295,6 @@ def _error_result(exc: BaseException) -> dict:
     }
 
 
-def _safe_run_job(params, loader, hooks):
-    """run_job that returns (status, result) instead of raising (for Ray tasks)."""
-    try:
-        return "ok", run_job(params, loader=loader, hooks=hooks)
-    except Exception as exc:
-        return "error", _error_result(exc)
-
-
 def sweep(
     jobs: Iterable[SweepJob | str | Mapping[str, Any]],
     metrics: Sequence[str] | None = None,
@@ -371,66 +367,16 @@ def sweep(
         raise ValueError(f"duplicate jobs in the sweep: {dup[:3]}")
 
     rf = ResultsFile(out)
-    removed = rf.repair()
-    if removed:
-        logger.warning("%s: removed %d torn line(s) left by an interrupted run", rf.path, removed)
     finished = rf.finished_keys(include_errors=not retry_errors)
-    todo = [p for p, k in zip(params_list, keys) if k not in finished]
     skipped = tuple(k for k in keys if k in finished)
-    if skipped:
-        logger.info("%s: %d of %d jobs already finished; resuming", rf.path, len(skipped), len(keys))
 
     ran: list[str] = []
     failed: dict[str, str] = {}
-
-    def record(params: dict, status: str, result: dict) -> None:
-        rf.append(params, result, status=status)
-        k = job_key(params)
-        if status == "ok":
-            ran.append(k)
-        else:
-            failed[k] = result["error"]
-            logger.error("sweep job %s failed: %s", params.get("model"), result["error"])
-
-    if executor == "local":
-        from tqdm.auto import tqdm
-
-        for params in tqdm(todo, desc="sweep", disable=not progress):
-            status, result = _safe_run_job(params, loader, hooks)
-            record(params, status, result)
-    else:
-        _run_ray(todo, loader, hooks, num_cpus, num_gpus, record, progress)
+    for rec in run_jobs(params_list, functools.partial(run_job, loader=loader, hooks=hooks), rf,
+                        retry_errors=retry_errors, catch=True, on_error=_error_result, executor=executor,
+                        num_cpus=num_cpus, num_gpus=num_gpus, progress=progress, desc="sweep"):
+        if rec["status"] == "ok":
+            ran.append(rec["key"])
+        else:  # run_jobs has logged it
+            failed[rec["key"]] = rec["error"]
     return SweepSummary(out=str(rf.path), ran=tuple(ran), failed=failed, skipped=skipped)
-
-
-def _run_ray(todo, loader, hooks, num_cpus, num_gpus, record, progress) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
-    if not todo:
-        return
-    started = False
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
-        started = True
-    try:
-        task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_safe_run_job)
-        pending = {task.remote(p, loader, hooks): p for p in todo}
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(pending), desc="sweep[ray]", disable=not progress)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                params = pending.pop(ref)
-                try:
-                    status, result = ray.get(ref)
-                except Exception as exc:  # the worker died (OOM kill, node lost)
-                    status, result = "error", _error_result(exc)
-                record(params, status, result)  # the driver is the only writer
-                bar.update(1)
-        bar.close()
-    finally:
-        if started:
-            ray.shutdown()

@@ -115,3 +115,46 @@ def test_nan_and_inf_values_survive(tmp_path):
     rf.append({"k": 1}, {"v": float("nan"), "w": float("inf")})
     (rec,) = rf.records()
     assert rec["v"] != rec["v"] and rec["w"] == float("inf")
+
+
+def test_run_jobs_without_a_results_file_runs_every_job(tmp_path):
+    out = list(run_jobs([{"i": 0}, {"i": 1}], lambda p: {"v": p["i"]}, None, progress=False))
+    assert [(r["params"]["i"], r["v"], r["status"]) for r in out] == [(0, 0, "ok"), (1, 1, "ok")]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_jobs_on_error_shapes_the_error_record(tmp_path):
+    p = tmp_path / "r.jsonl"
+
+    def fn(params):
+        raise RuntimeError("boom")
+
+    out = list(run_jobs([{"i": 0}], fn, p, catch=True, progress=False,
+                        on_error=lambda exc: {"error": str(exc), "kind": type(exc).__name__}))
+    assert (out[0]["error"], out[0]["kind"]) == ("boom", "RuntimeError")
+    (rec,) = read_records(p)
+    assert rec["status"] == "error" and rec["kind"] == "RuntimeError"
+
+
+def test_run_jobs_rejects_an_unknown_executor(tmp_path):
+    with pytest.raises(ValueError, match="executor must be one of"):
+        list(run_jobs([{"i": 0}], lambda p: {}, tmp_path / "r.jsonl", executor="dask", progress=False))
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_every_long_job_uses_run_jobs():
+    """One resumable runner: the sweeps and experiments hand their units to jobs.run_jobs instead
+    of re-implementing the skip-finished / append-at-once loop."""
+    import ast
+    from pathlib import Path
+
+    import tl_geometry
+
+    pkg = Path(tl_geometry.__file__).parent
+    for mod in ("sweep.py", "convergence.py", "packing.py", "reproduce.py", "experiments/shape_sweep.py",
+                "experiments/toy_superposition.py"):
+        tree = ast.parse((pkg / mod).read_text())
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        appends = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "append"
+                   and isinstance(n.value, ast.Name) and n.value.id == "rf"]
+        assert "run_jobs" in called and not appends, mod

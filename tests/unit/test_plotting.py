@@ -206,12 +206,11 @@ def test_published_table():
     assert (by_name["Llama-2-7B"].d_model, by_name["Llama-2-7B"].epsilon) == (4096, 0.0645)
 
 
-def test_fallback_table_matches(monkeypatch):
-    """The copy of Table 1 in readings.py equals the one the package ships/uses."""
-    embedded = readings._normalize([tuple(e.split()) for e in readings._TABLE1.replace("\n", " ").split(";")])
-    assert sorted((m.name, m.d_model, m.epsilon) for m in embedded) == sorted(
-        (m.name, m.d_model, m.epsilon) for m in readings.published_models()
-    )
+def test_readings_use_the_one_table():
+    """The readings' published models are the package's one table (tl_geometry.hosts), in order."""
+    from tl_geometry.hosts import published_hosts
+
+    assert readings.published_models() == list(published_hosts().values())
 
 
 def test_closest_published_brute_force():

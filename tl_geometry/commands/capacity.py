@@ -55,29 +55,27 @@ def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped
 
 
 def resolve_target(target: str, args) -> dict:
-    """One capacity record for a path, a zoo/TL model, or a published model name."""
-    import tl_geometry as tg
+    """One capacity record for a path, a zoo/TL model, or a published model name.
+
+    A path is read raw (:func:`tl_geometry.weights_reader.embedding_capacity`); anything else goes
+    through the package's one ε resolver, :func:`tl_geometry.hosts.host_epsilon` (zoo model, then
+    the published table, then a TransformerLens name).
+    """
+    from tl_geometry.hosts import host_epsilon
     from tl_geometry.weights_reader import embedding_capacity
 
     if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors"):
         row = embedding_capacity(target, matrix=args.matrix, tensor=args.tensor, form=args.form)
         return {**row.to_dict(), "kind": "weights", "raw": True}
-    from tl_geometry.models import ZOO, canonical_name
+    m = "W_E" if args.matrix == "embed" else "W_U"
+    he = host_epsilon(target, matrix=m, load=True, device=args.device)
+    if he.source == "published":
+        return _record(target, "published", he.d_model, None, None, None, he.epsilon, args.form)
+    from tl_geometry.families.capacity import matrix_provenance
 
-    published = None
-    try:
-        published = tg.published_epsilon(target)
-    except KeyError:
-        pass
-    if canonical_name(target) in ZOO or published is None:
-        from tl_geometry.families.capacity import matrix_provenance
-
-        model = tg.models.load(target, device=args.device)
-        m = "W_E" if args.matrix == "embed" else "W_U"
-        st = tg.embedding_epsilon(model, matrix=m, progress=False)
-        raw = matrix_provenance(model, m)["raw"]
-        return _record(target, "model", st.d, model.cfg.d_vocab, st.mean, st.std, st.epsilon, args.form, m, st.n_dropped, raw)
-    return _record(target, "published", published.d_model, None, None, None, published.epsilon, args.form)
+    st = he.stats
+    raw = matrix_provenance(he.model, m)["raw"]
+    return _record(target, "model", st.d, he.d_vocab, st.mean, st.std, st.epsilon, args.form, m, st.n_dropped, raw)
 
 
 def table(records: list[dict]) -> str:

@@ -199,11 +199,9 @@ def publish_to_cache(
     if sae_id is None:
         cfg = json.loads((src / "cfg.json").read_text())
         sae_id = (cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name") or src.name
-    if cache_dir is None:
-        from huggingface_hub import constants
+    from tl_geometry import hub
 
-        cache_dir = constants.HF_HUB_CACHE
-    repo = Path(cache_dir) / f"models--{repo_id.replace('/', '--')}"
+    repo = hub.repo_cache(repo_id, cache_dir)  # cache_dir None: huggingface_hub's HF_HUB_CACHE
     ref = repo / "refs" / "main"
     if ref.is_file() and (repo / "snapshots" / ref.read_text().strip()).is_dir():
         rev = ref.read_text().strip()  # add this SAE to the repository's current revision

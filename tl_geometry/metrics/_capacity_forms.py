@@ -1,5 +1,7 @@
 """Capacity bounds k(d, ε) of the capacity paper (Guha, arXiv 2606.02765), their inverse, and
-the paper's published ε table.
+the paper's ε classes.
+
+The paper's published table (Table 1) is data, read by :mod:`tl_geometry.hosts`.
 
 The paper fits ε*(k, d), the smallest achievable worst-case |cos| of k unit vectors in R^d,
 with three forms (its Eq. for JL, the "adjusted" and the "full" form)::
@@ -26,13 +28,11 @@ The public functions are re-exported by :mod:`tl_geometry.metrics.capacity`.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from dataclasses import asdict, dataclass
-from importlib import resources
 from numbers import Integral, Real
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,11 +41,6 @@ __all__ = [
     "capacity",
     "capacity_epsilon",
     "sensitivity",
-    "published",
-    "published_epsilon",
-    "PublishedEpsilon",
-    "PublishedRow",
-    "published_rows",
     "CLASS1_ABOVE",
     "CLASS2_BELOW",
     "PRESETS",
@@ -542,120 +537,3 @@ def min_n(k, epsilon, *, form: str = "full") -> int:
         else:
             lo = mid
     return hi
-
-
-# ----------------------------------------------------------------------------- published table
-class PublishedEpsilon(NamedTuple):
-    """One row of the capacity paper's Table 1 (published, not recomputed here)."""
-
-    d_model: int
-    epsilon: float
-
-
-class PublishedRow(NamedTuple):
-    """One full row of the capacity paper's Table 1 (Appendix D), with our ``tied`` column.
-
-    Attributes:
-        name: the model (our spelling, e.g. ``"Llama-2-70B"``).
-        d_model: width.
-        epsilon: published ε = μ + 2σ of the raw input embedding's pairwise cosines (5 decimals).
-        capacity: the published "Rep. Capacity" (full form, 3 significant digits), or None
-            where the paper prints "indeterminate" (ε ≥ 0.1 in the authors' code).
-        tied: the model's input embedding and unembedding are one matrix (``tie_word_embeddings``
-            of its Hugging Face config; our addition, not in the paper).
-        hf_id: the checkpoint the authors analysed.
-    """
-
-    name: str
-    d_model: int
-    epsilon: float
-    capacity: float | None
-    tied: bool
-    hf_id: str
-
-
-_PUBLISHED: dict[str, PublishedEpsilon] | None = None
-_ROWS: dict[str, PublishedRow] | None = None
-
-
-def published_rows() -> dict[str, PublishedRow]:
-    """The capacity paper's Table 1 in full: model name → :class:`PublishedRow`.
-
-    Published values (Guha, arXiv 2606.02765, Appendix D; the rows come from the authors'
-    ``code/repr_cap_table.py``), plus our ``tied`` flag. Shipped in
-    ``tl_geometry/data/published_epsilon.json`` with its attribution (paper CC BY 4.0, code MIT,
-    Copyright (c) 2026 Alexander Guha).
-
-    Examples:
-        >>> import tl_geometry as tg
-        >>> r = tg.published_rows()["Llama-2-70B"]
-        >>> r.capacity, r.tied
-        (8150000000000000.0, False)
-        >>> tg.published_rows()["Gemma-3-1B"].capacity is None
-        True
-    """
-    global _ROWS
-    if _ROWS is None:
-        text = resources.files("tl_geometry").joinpath("data/published_epsilon.json").read_text()
-        _ROWS = {
-            r["name"]: PublishedRow(
-                str(r["name"]), int(r["d_model"]), float(r["epsilon"]),
-                None if r.get("capacity") is None else float(r["capacity"]), bool(r["tied"]), str(r["hf_id"]),
-            )
-            for r in json.loads(text)["models"]
-        }
-    return dict(_ROWS)
-
-
-def published() -> dict[str, PublishedEpsilon]:
-    """The capacity paper's published ε table (Table 1): model name → (d_model, ε).
-
-    These are **published values** (Guha, arXiv 2606.02765), shipped as data in
-    ``tl_geometry/data/published_epsilon.json`` so that bounds can be compared without weights.
-
-    Examples:
-        >>> import tl_geometry as tg
-        >>> tg.published()["Llama-2-7B"]
-        PublishedEpsilon(d_model=4096, epsilon=0.0645)
-    """
-    global _PUBLISHED
-    if _PUBLISHED is None:
-        text = resources.files("tl_geometry").joinpath("data/published_epsilon.json").read_text()
-        rows = json.loads(text)["models"]
-        _PUBLISHED = {r["name"]: PublishedEpsilon(int(r["d_model"]), float(r["epsilon"])) for r in rows}
-    return dict(_PUBLISHED)
-
-
-def _norm_name(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum() or ch == ".")
-
-
-def published_epsilon(name: str) -> PublishedEpsilon:
-    """Look up a published ε by model name, ignoring case, '-', '_' and spaces.
-
-    Also accepts a Hugging Face id (``"meta-llama/Llama-2-7b-hf"`` → ``Llama-2-7B``): the part
-    after '/' and a trailing ``-hf`` are ignored.
-
-    Raises:
-        KeyError: no match; the message lists close names.
-    """
-    import difflib
-
-    table = published()
-    key = str(name).split("/")[-1]
-    candidates = [key]
-    for suffix in ("-hf", "_hf", "-base", "-instruct", "-it", "-pt", "_pt"):
-        if key.lower().endswith(suffix):
-            candidates.append(key[: -len(suffix)])
-    norm = {_norm_name(n): n for n in table}
-    for cand in candidates:
-        hit = norm.get(_norm_name(cand))
-        if hit is not None:
-            return table[hit]
-    close = difflib.get_close_matches(str(name), list(table), n=3, cutoff=0.4)
-    raise KeyError(f"no published ε for {name!r}; close names: {close}; see tl_geometry.published() for all {len(table)}")
-
-
-# ``tg.capacity`` is the function; the issue also spells the table as ``tg.capacity.published()``.
-capacity.published = published  # type: ignore[attr-defined]
-capacity.published_epsilon = published_epsilon  # type: ignore[attr-defined]

@@ -42,15 +42,18 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     min_n,
     model_class_of,
     CapacityWarning,
-    PublishedEpsilon,
-    PublishedRow,
     capacity,
     capacity_epsilon,
     log10_capacity,
+    sensitivity,
+)
+# the published table is data, not math: it lives in tl_geometry.hosts; re-exported for tg.published()
+from tl_geometry.hosts import (  # noqa: F401  (re-exported)
+    PublishedEpsilon,
+    PublishedRow,
     published,
     published_epsilon,
     published_rows,
-    sensitivity,
 )
 
 logger = logging.getLogger(__name__)
