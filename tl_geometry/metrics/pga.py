@@ -109,7 +109,9 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
     W = W_U.detach().to(torch.float64)
     if not torch.isfinite(W).all():
         raise ValueError("W_U contains NaN or inf")
-    evals, evecs = torch.linalg.eigh(W @ W.T)
+    G = W @ W.T
+    with limit_threads(kernel_threads("dense") if G.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+        evals, evecs = torch.linalg.eigh(G)
     V = evecs[:, torch.argsort(evals, descending=True)[:k]]
     out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
     return V.to(out_dtype)

@@ -44,6 +44,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.threads import kernel_threads, limit_threads
 
 __all__ = [
     "SpectralMetrics", "StreamingCovariance", "spectral_metrics", "spectral_from_covariance",
@@ -161,7 +162,8 @@ def spectral_from_covariance(
     if not torch.isfinite(cov).all():
         raise ValueError("covariance contains NaN or inf")
     d = cov.shape[0]
-    lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
+    with limit_threads(kernel_threads("dense") if cov.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+        lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
         raise ValueError("covariance is zero (constant activations); spectral metrics are undefined")
     lam = lam[lam > lam[0] * _REL_CUTOFF]
