@@ -9,6 +9,7 @@ import numbers
 import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from tl_geometry.errors import InputError
 from tl_geometry.registry import get_metric, list_metrics
 from tl_geometry.report import GeometryReport, provenance_of
 
@@ -126,13 +127,13 @@ def iter_metrics(
     from tqdm.auto import tqdm
 
     if capture not in CAPTURE_MODES:
-        raise ValueError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
+        raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
     specs = [get_metric(n) for n in names]  # fail on an unknown name before any work
     options = check_options(names, options)  # names, option names and values, before any work
     if tokens is None:
         need = [s.name for s in specs if s.needs != "weights"]
         if need:
-            raise ValueError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
+            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
     kwargs: dict[str, dict[str, Any]] = {}
     for spec in specs:
         kw = dict(options.get(spec.name, {}))
@@ -309,22 +310,22 @@ def check_options(
     options = dict(options or {})
     unknown_metrics = set(options) - set(names)
     if unknown_metrics:
-        raise ValueError(f"options given for metrics not being run: {sorted(unknown_metrics)}; running {list(names)}")
+        raise InputError(f"options given for metrics not being run: {sorted(unknown_metrics)}; running {list(names)}")
     out: dict[str, dict[str, Any]] = {}
     for metric, opts in options.items():
         if not isinstance(opts, Mapping):
-            raise ValueError(f"options for metric {metric!r} must be a mapping of option names to values, got {type(opts).__name__}")
+            raise InputError(f"options for metric {metric!r} must be a mapping of option names to values, got {type(opts).__name__}")
         params = _option_params(metric)
         for key, value in opts.items():
             if params is not None and key not in params:
                 close = difflib.get_close_matches(str(key), list(params), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ValueError(
+                raise InputError(
                     f"metric {metric!r} has no option {key!r}{hint}; it accepts: {', '.join(sorted(params)) or 'none'}"
                 )
             check = OPTION_CHECKS.get(key)
             problem = check(value) if check else None
             if problem:
-                raise ValueError(f"option {key}={value!r} for metric {metric!r} is not valid: expected {problem}")
+                raise InputError(f"option {key}={value!r} for metric {metric!r} is not valid: expected {problem}")
         out[metric] = dict(opts)
     return out

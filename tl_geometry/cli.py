@@ -2,7 +2,9 @@
 
 Sub-commands live in :mod:`tl_geometry.commands` (one module each, ``add_parser(subparsers)``)
 and are discovered here, so a metric family adds its command without touching this file.
-Bad arguments exit with status 2 and a one-line reason.
+Bad arguments (a :class:`~tl_geometry.errors.TLGeometryError`, or a path that is missing, exists
+or cannot be written) exit with status 2 and a one-line reason; any other exception is a bug and
+propagates with its traceback.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import logging
 import pkgutil
 import sys
 
-# Researchers run this from a shell; a hub lookup that cannot succeed must not wait on DNS.
+#: Exit status for a usage error: a :class:`~tl_geometry.errors.TLGeometryError` or a path problem.
 EXIT_USAGE = 2
+#: Path problems the user fixes (a missing input, an existing or unwritable output); exit status 2.
+PATH_ERRORS: tuple[type[OSError], ...] = (
+    FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,16 +53,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    from tl_geometry.models import ModelNotAvailableError
-
+    from tl_geometry.errors import TLGeometryError
     from tl_geometry.threads import using_threads
 
+    usage_errors: tuple[type[Exception], ...] = (TLGeometryError, *PATH_ERRORS)
     try:
         with using_threads(getattr(args, "threads", None)):  # --threads of report / pga / agop
             return int(args.func(args) or 0)
-    except (ValueError, KeyError, TypeError, FileNotFoundError, FileExistsError, NotADirectoryError, ModelNotAvailableError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"tl-geometry {args.command}: error: {' '.join(str(msg).split())}", file=sys.stderr)
+    except usage_errors as exc:
+        # Only the library's own errors and path problems are the user's to fix; anything else
+        # (a RuntimeError, an AssertionError, a bare ValueError from a dependency) is a bug and
+        # propagates with its traceback (exit status 1) instead of passing for a usage error.
+        print(f"tl-geometry {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"tl-geometry {args.command}: interrupted", file=sys.stderr)

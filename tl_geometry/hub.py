@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from tl_geometry.errors import TLGeometryError
+
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _REACH: dict[str, tuple[float, bool]] = {}
 
@@ -97,7 +99,7 @@ def quiet():
             hf_logging.set_verbosity(verbosity)
 
 
-class HubUnavailableError(OSError):
+class HubUnavailableError(OSError, TLGeometryError):
     """The Hugging Face hub cannot be used (offline / unreachable) and the files are not cached."""
 
 

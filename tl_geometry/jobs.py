@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from tl_geometry.errors import InputError
 from tl_geometry.report import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class ResultsFile:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         if self.path.exists() and self.path.is_dir():
-            raise ValueError(f"results path {self.path} is a directory; pass a file path ending in .jsonl")
+            raise InputError(f"results path {self.path} is a directory; pass a file path ending in .jsonl")
 
     def records(self) -> list[dict]:
         return read_records(self.path)
@@ -103,7 +104,7 @@ class ResultsFile:
     def append(self, params: Mapping[str, Any], result: Mapping[str, Any], *, status: str = "ok") -> None:
         """Append one record atomically (one write, flushed and fsynced)."""
         if status not in ("ok", "error"):
-            raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
+            raise InputError(f"status must be 'ok' or 'error', got {status!r}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A torn last line (from a kill) would glue onto our record: start on a fresh line.
         needs_newline = False
@@ -183,7 +184,7 @@ def run_jobs(
         ValueError: unknown executor; ``executor="ray"`` without ray installed.
     """
     if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        raise InputError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     on_error = on_error or error_message
     rf = results if isinstance(results, ResultsFile) or results is None else ResultsFile(results)
     jobs = list(jobs)
@@ -217,7 +218,7 @@ def _run_ray(todo, fn, record, *, catch, on_error, num_cpus, num_gpus, progress,
     try:
         import ray
     except ImportError:
-        raise ValueError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
+        raise InputError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
     if not todo:
         return
     started = False

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from tl_geometry import hub
+from tl_geometry.errors import InputError, TLGeometryError
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def processing_flags(
         (False, 'custom')
     """
     if processing not in PROCESSING:
-        raise ValueError(f"processing must be one of {sorted(PROCESSING)}, got {processing!r} "
+        raise InputError(f"processing must be one of {sorted(PROCESSING)}, got {processing!r} "
                          "('tl': TransformerLens's fold_ln/center_writing_weights/center_unembed; 'none': unprocessed)")
     flags = dict(PROCESSING[processing])
     for key, val in (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights),
@@ -136,7 +137,7 @@ def processing_name(model: Any) -> str:
     return "tl" if all(flags.values()) else "custom"
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(RuntimeError, TLGeometryError):
     """A model cannot be loaded here (hub unreachable, offline package missing, ...)."""
 
 
@@ -155,18 +156,18 @@ def check_device(device: str | torch.device) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"invalid device {device!r}: {exc}; accepted: 'cpu', 'cuda', 'cuda:N', 'mps'") from None
+        raise InputError(f"invalid device {device!r}: {exc}; accepted: 'cpu', 'cuda', 'cuda:N', 'mps'") from None
     available = ["cpu"]
     if torch.cuda.is_available():
         available += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         available.append("mps")
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-        raise ValueError(f"device {str(dev)!r} is not available on this machine; available: {available}")
+        raise InputError(f"device {str(dev)!r} is not available on this machine; available: {available}")
     if dev.type == "mps" and "mps" not in available:
-        raise ValueError(f"device 'mps' is not available on this machine; available: {available}")
+        raise InputError(f"device 'mps' is not available on this machine; available: {available}")
     if dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unsupported device {str(dev)!r}; available: {available}")
+        raise InputError(f"unsupported device {str(dev)!r}; available: {available}")
     return dev
 
 
@@ -413,7 +414,7 @@ def load(
         return _from_path(name, device=device, dtype=dtype, n_ctx=n_ctx, processing=processing, fold_ln=fold_ln,
                           center_writing_weights=center_writing_weights, center_unembed=center_unembed)
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
+        raise InputError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
     dev = check_device(device)
     key = canonical_name(name)
     if key in ZOO:

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from tl_geometry.errors import InputError
+
 __all__ = [
     "LOCK_FILE", "WORK_DIR", "OutputExistsError", "OutputLockedError", "OutputNotWritableError",
     "OutputLock", "check_out_dir", "check_writable", "prepare", "promote",
@@ -39,18 +41,19 @@ WORK_DIR = "partial-run"
 _LAST = ("report.md", "index.html", "report.json")
 
 
-class OutputExistsError(FileExistsError, ValueError):
+class OutputExistsError(FileExistsError, InputError):
     """The output directory exists and is not empty; pass ``force=True`` (``--force``) to write into it.
 
-    A ``ValueError`` too, so the CLI reports it as a bad argument (exit code 2).
+    A :class:`~tl_geometry.errors.InputError` (so a ``ValueError``) too: the CLI reports it as a
+    bad argument (exit code 2).
     """
 
 
-class OutputNotWritableError(PermissionError, ValueError):
+class OutputNotWritableError(PermissionError, InputError):
     """The output directory (or the folder it would be created in) cannot be written."""
 
 
-class OutputLockedError(FileExistsError, ValueError):
+class OutputLockedError(FileExistsError, InputError):
     """Another live process is writing a report into the same directory."""
 
 

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tl_geometry.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -48,9 +50,9 @@ def _device(device: str | torch.device | None) -> torch.device:
 def _check_kd(k: int, d: int) -> None:
     for name, v in (("k", k), ("d", d)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise InputError(f"{name} must be a positive integer, got {v!r}")
     if k < 2:
-        raise ValueError(f"k must be >= 2 (pairs are needed), got {k}")
+        raise InputError(f"k must be >= 2 (pairs are needed), got {k}")
 
 
 @torch.no_grad()
@@ -96,7 +98,7 @@ def random_packing(
     """
     _check_kd(k, d)
     if trials < 1:
-        raise ValueError(f"trials must be >= 1, got {trials}")
+        raise InputError(f"trials must be >= 1, got {trials}")
     dev = _device(device)
     gen = torch.Generator(device=dev).manual_seed(int(seed))
     best = math.inf
@@ -156,11 +158,11 @@ def optimized_packing(
     sched = paper_schedule(k, d)
     steps = sched["steps"] if steps is None else int(steps)
     if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+        raise InputError(f"steps must be >= 1, got {steps}")
     lr = sched["lr"] if lr is None else float(lr)
     p = sched["p"] if p is None else p
     if not (lr > 0) or not (p > 0):
-        raise ValueError(f"lr and p must be positive, got lr={lr}, p={p}")
+        raise InputError(f"lr and p must be positive, got lr={lr}, p={p}")
     dev = _device(device)
     gen = torch.Generator(device=dev).manual_seed(int(seed))
     X = torch.nn.functional.normalize(torch.randn(k, d, generator=gen, device=dev), dim=1)
@@ -285,11 +287,11 @@ def _as_rows(data: Any) -> np.ndarray:
         data = [[r["k"], r["d"], r["eps"]] for r in recs]
     arr = np.asarray(data, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != 3:
-        raise ValueError(f"data must be rows [k, d, eps*] (shape (n, 3)), got shape {arr.shape}")
+        raise InputError(f"data must be rows [k, d, eps*] (shape (n, 3)), got shape {arr.shape}")
     if len(arr) < 2:
-        raise ValueError(f"need at least 2 rows to fit, got {len(arr)}")
+        raise InputError(f"need at least 2 rows to fit, got {len(arr)}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError("data contains NaN or inf")
+        raise InputError("data contains NaN or inf")
     return arr
 
 
@@ -319,7 +321,7 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
 
     key = "jl" if form == "jl_random" else form
     if key not in _P0:
-        raise ValueError(f"unknown form {form!r}; expected 'jl', 'adjusted' or 'full'")
+        raise InputError(f"unknown form {form!r}; expected 'jl', 'adjusted' or 'full'")
     arr = _as_rows(data)
     k, d, y = arr[:, 0], arr[:, 1], arr[:, 2]
     start, bounds, names = _P0[key]
@@ -383,7 +385,7 @@ def sweep(
     from tl_geometry.jobs import ResultsFile, job_key, run_jobs
 
     if kind not in ("optimized", "random"):
-        raise ValueError(f"kind must be 'optimized' or 'random', got {kind!r}")
+        raise InputError(f"kind must be 'optimized' or 'random', got {kind!r}")
     jobs = []
     for k, d in cells:
         _check_kd(int(k), int(d))

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from tl_geometry.errors import InputError
 from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
     need = estimate_memory_bytes(cfg)
     limit = limit_bytes if limit_bytes is not None else available_memory_bytes()
     if limit is not None and need > limit:
-        raise ValueError(
+        raise InputError(
             f"model {getattr(cfg, 'model_name', '?')} needs about {need / 2**30:.1f} GiB "
             f"(estimated from its config) but only {limit / 2**30:.1f} GiB is available; "
             "use a smaller model or a machine with more memory"
@@ -119,39 +120,39 @@ def check_inputs(
 
     for label, value, lo in (("n_seqs", n_seqs, 1), ("seq_len", seq_len, 2)):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise ValueError(f"{label} must be an integer >= {lo}, got {value!r}")
+            raise InputError(f"{label} must be an integer >= {lo}, got {value!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     if not names:
-        raise ValueError("no metrics chosen; pass metrics=None for all, or names from `tl-geometry metrics`")
+        raise InputError("no metrics chosen; pass metrics=None for all, or names from `tl-geometry metrics`")
     for n in names:
         get_metric(n)  # unknown names fail before any work, listing valid ones
     dupes = sorted({n for n in names if list(names).count(n) > 1})
     if dupes:
-        raise ValueError(f"metrics named more than once: {dupes}")
+        raise InputError(f"metrics named more than once: {dupes}")
     check_options(names, options)
     if max_memory_gb is not None and (
         isinstance(max_memory_gb, bool) or not isinstance(max_memory_gb, (int, float)) or not 0 < max_memory_gb < float("inf")
     ):
-        raise ValueError(f"max_memory_gb must be a positive number of GiB, got {max_memory_gb!r}")
+        raise InputError(f"max_memory_gb must be a positive number of GiB, got {max_memory_gb!r}")
     import torch
 
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'mps'): {exc}") from None
+        raise InputError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'mps'): {exc}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available on this machine; use device='cpu'")
+        raise InputError(f"device {device!r}: CUDA is not available on this machine; use device='cpu'")
     if isinstance(corpus, (str, os.PathLike)) and str(corpus) not in corpus_mod.SOURCES and not Path(corpus).is_file():
         path = Path(corpus)
         what = "is a directory" if path.is_dir() else "does not exist"
-        raise ValueError(
+        raise InputError(
             f"corpus {str(corpus)!r}: no such source, and as a file path it {what}; accepted: "
             f"{', '.join(corpus_mod.SOURCES)} or a path to a text file (UTF-8 unless corpus_encoding / --corpus-encoding says otherwise)"
         )
     docs = corpus_mod.texts(corpus, encoding=corpus_encoding)  # a file's encoding errors, too
     if not any(t.strip() for t in docs):
-        raise ValueError(f"corpus {corpus if isinstance(corpus, (str, os.PathLike)) else 'given'} holds no text")
+        raise InputError(f"corpus {corpus if isinstance(corpus, (str, os.PathLike)) else 'given'} holds no text")
     return docs
 
 
@@ -227,7 +228,7 @@ def run_report(
 
     names = list(metrics) if metrics is not None else default_metrics()
     if capture not in CAPTURE_MODES:
-        raise ValueError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
+        raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
     docs = check_inputs(corpus=corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, names=names,
                         options=options or {}, device=device, max_memory_gb=max_memory_gb,
                         corpus_encoding=corpus_encoding)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tl_geometry.errors import InputError
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
 from tl_geometry.readings import closest_published, hook_position, published_models
@@ -530,7 +531,7 @@ def figure_for(name: str):
     specs = {f.name: f for f in figure_specs()}
     aliases = _plot_names()
     if not isinstance(name, str) or (name not in aliases and name not in specs):
-        raise ValueError(f"unknown figure family {name!r}; expected one of "
+        raise InputError(f"unknown figure family {name!r}; expected one of "
                          f"{sorted(aliases)} or a figure name {sorted(specs)}")
     return specs[aliases.get(name, name)]
 

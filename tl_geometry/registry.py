@@ -28,6 +28,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
+from tl_geometry.errors import InputError, UnknownNameError
+
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tl_geometry.metrics"
@@ -150,11 +152,11 @@ def register_metric(
         >>> tg.unregister_metric("my_doc_metric")
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"metric name must be a non-empty string, got {name!r}")
+        raise InputError(f"metric name must be a non-empty string, got {name!r}")
     if needs not in _NEEDS:
-        raise ValueError(f"needs must be one of {_NEEDS}, got {needs!r}")
+        raise InputError(f"needs must be one of {_NEEDS}, got {needs!r}")
     if plan is not None and (not callable(plan) or needs != "activations"):
-        raise ValueError("plan= must be a callable, and only metrics with needs='activations' take one")
+        raise InputError("plan= must be a callable, and only metrics with needs='activations' take one")
 
     def decorator(fn: Callable) -> Callable:
         module = getattr(fn, "__module__", "") or ""
@@ -164,12 +166,12 @@ def register_metric(
         existing = _REGISTRY.get(name)
         if existing is not None:
             if existing.builtin and not builtin:
-                raise ValueError(
+                raise InputError(
                     f"metric {name!r} is a tl_geometry built-in; a plugin cannot override it "
                     "(choose another name)"
                 )
             if not overwrite:
-                raise ValueError(
+                raise InputError(
                     f"metric {name!r} is already registered (by {existing.source}); "
                     "pass overwrite=True to replace it"
                 )
@@ -192,9 +194,9 @@ def unregister_metric(name: str) -> None:
     """Remove a non-built-in metric (for tests and notebooks). Built-ins cannot be removed."""
     spec = _REGISTRY.get(name)
     if spec is None:
-        raise KeyError(_unknown_message(name))
+        raise UnknownNameError(_unknown_message(name))
     if spec.builtin:
-        raise ValueError(f"metric {name!r} is a built-in and cannot be unregistered")
+        raise InputError(f"metric {name!r} is a built-in and cannot be unregistered")
     del _REGISTRY[name]
 
 
@@ -247,7 +249,7 @@ def get_metric(name: str) -> MetricSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(_unknown_message(name)) from None
+        raise UnknownNameError(_unknown_message(name)) from None
 
 
 def list_metrics(*, needs: Needs | None = None) -> list[str]:
@@ -278,7 +280,7 @@ class Lazy:
 
     def __post_init__(self):
         if not isinstance(self.ref, str) or self.ref.count(":") != 1 or not all(self.ref.split(":")):
-            raise ValueError(f"a lazy reference is 'module:attribute', got {self.ref!r}")
+            raise InputError(f"a lazy reference is 'module:attribute', got {self.ref!r}")
 
     def resolve(self) -> Callable:
         module, attr = self.ref.split(":")
@@ -295,7 +297,7 @@ def _callable(obj: Any, what: str) -> Callable:
     if isinstance(obj, str):
         return Lazy(obj)
     if not callable(obj):
-        raise ValueError(f"{what} must be a callable or a 'module:attribute' string, got {obj!r}")
+        raise InputError(f"{what} must be a callable or a 'module:attribute' string, got {obj!r}")
     return obj
 
 
@@ -304,7 +306,7 @@ def _names(obj: Any, what: str) -> tuple[str, ...]:
         obj = (obj,)
     out = tuple(obj)
     if not all(isinstance(x, str) and x for x in out):
-        raise ValueError(f"{what} must be non-empty strings, got {obj!r}")
+        raise InputError(f"{what} must be non-empty strings, got {obj!r}")
     return out
 
 
@@ -334,9 +336,9 @@ class RowSpec:
 
     def __post_init__(self):
         if not isinstance(self.metric, str) or not self.metric.strip():
-            raise ValueError(f"a row's metric must be a non-empty string, got {self.metric!r}")
+            raise InputError(f"a row's metric must be a non-empty string, got {self.metric!r}")
         if self.per not in _PERS:
-            raise ValueError(f"row {self.metric!r}: per must be one of {_PERS}, got {self.per!r}")
+            raise InputError(f"row {self.metric!r}: per must be one of {_PERS}, got {self.per!r}")
         object.__setattr__(self, "extras", _names(self.extras, f"row {self.metric!r}: extras"))
         object.__setattr__(self, "optional", _names(self.optional, f"row {self.metric!r}: optional"))
 
@@ -360,7 +362,7 @@ class FigureSpec:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _FIGURE_NAME.match(self.name):
-            raise ValueError(f"a figure name must be letters, digits, '_', '.' or '-', got {self.name!r}")
+            raise InputError(f"a figure name must be letters, digits, '_', '.' or '-', got {self.name!r}")
         object.__setattr__(self, "draw", _callable(self.draw, f"figure {self.name!r}: draw"))
         object.__setattr__(self, "rows", _names(self.rows, f"figure {self.name!r}: rows"))
 
@@ -410,19 +412,19 @@ class FamilySpec:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError(f"family name must be a non-empty string, got {self.name!r}")
+            raise InputError(f"family name must be a non-empty string, got {self.name!r}")
         metrics = _names(self.metrics, f"family {self.name!r}: metrics")
         object.__setattr__(self, "metrics", metrics)
         rows = []
         for r in self.rows:
             if not isinstance(r, RowSpec):
-                raise ValueError(f"family {self.name!r}: rows must be RowSpec objects, got {r!r}")
+                raise InputError(f"family {self.name!r}: rows must be RowSpec objects, got {r!r}")
             if r.by is None:
                 if len(metrics) != 1:
-                    raise ValueError(f"family {self.name!r}, row {r.metric!r}: say which metric emits it (by=...)")
+                    raise InputError(f"family {self.name!r}, row {r.metric!r}: say which metric emits it (by=...)")
                 r = dataclasses.replace(r, by=metrics[0])
             elif r.by not in metrics:
-                raise ValueError(
+                raise InputError(
                     f"family {self.name!r}, row {r.metric!r}: by={r.by!r} is not one of its metrics {metrics}"
                 )
             rows.append(r)
@@ -430,13 +432,13 @@ class FamilySpec:
         object.__setattr__(self, "rows", tuple(rows))
         figures = tuple(self.figures)
         if not all(isinstance(f, FigureSpec) for f in figures):
-            raise ValueError(f"family {self.name!r}: figures must be FigureSpec objects")
+            raise InputError(f"family {self.name!r}: figures must be FigureSpec objects")
         _unique([f.name for f in figures], f"family {self.name!r}: figure")
         object.__setattr__(self, "figures", figures)
         if self.read is not None:
             object.__setattr__(self, "read", _callable(self.read, f"family {self.name!r}: read"))
         if self.plot is not None and self.plot not in {f.name for f in figures}:
-            raise ValueError(f"family {self.name!r}: plot={self.plot!r} is not one of its figures")
+            raise InputError(f"family {self.name!r}: plot={self.plot!r} is not one of its figures")
 
     def row(self, name: str) -> RowSpec | None:
         """The declaration of row ``name``, or None."""
@@ -469,7 +471,7 @@ def _unique(names: Sequence[str], what: str) -> None:
     seen = set()
     for n in names:
         if n in seen:
-            raise ValueError(f"{what} {n!r} is declared twice")
+            raise InputError(f"{what} {n!r} is declared twice")
         seen.add(n)
 
 
@@ -512,7 +514,7 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
         >>> tg.unregister_family("my_doc_family")
     """
     if not isinstance(spec, FamilySpec):
-        raise ValueError(f"register_family takes a FamilySpec, got {type(spec).__name__}")
+        raise InputError(f"register_family takes a FamilySpec, got {type(spec).__name__}")
     module = _caller_module()
     builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and (
         module == "tl_geometry" or module.startswith("tl_geometry.")
@@ -520,11 +522,11 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     existing = _FAMILIES.get(spec.name)
     if existing is not None:
         if existing.builtin and not builtin:
-            raise ValueError(
+            raise InputError(
                 f"family {spec.name!r} is a tl_geometry built-in; a plugin cannot override it (choose another name)"
             )
         if not overwrite:
-            raise ValueError(
+            raise InputError(
                 f"family {spec.name!r} is already registered (by {existing.source}); pass overwrite=True to replace it"
             )
     for other in _FAMILIES.values():
@@ -533,13 +535,13 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
         rows = {r.metric for r in other.rows} & {r.metric for r in spec.rows}
         figs = {f.name for f in other.figures} & {f.name for f in spec.figures}
         if rows:
-            raise ValueError(f"family {spec.name!r}: rows {sorted(rows)} are already declared by family {other.name!r}")
+            raise InputError(f"family {spec.name!r}: rows {sorted(rows)} are already declared by family {other.name!r}")
         if figs:
-            raise ValueError(
+            raise InputError(
                 f"family {spec.name!r}: figures {sorted(figs)} are already declared by family {other.name!r}"
             )
         if spec.title and spec.title == other.title:
-            raise ValueError(f"family {spec.name!r}: section title {spec.title!r} is family {other.name!r}'s")
+            raise InputError(f"family {spec.name!r}: section title {spec.title!r} is family {other.name!r}'s")
     spec = dataclasses.replace(spec, builtin=builtin, source=_LOADING_PLUGIN or module or "?")
     _FAMILIES[spec.name] = spec
     _FAMILY_SEQ.setdefault(spec.name, len(_FAMILY_SEQ))
@@ -550,9 +552,9 @@ def unregister_family(name: str) -> None:
     """Remove a non-built-in family (for tests and notebooks). Built-ins cannot be removed."""
     spec = _FAMILIES.get(name)
     if spec is None:
-        raise KeyError(_unknown_family(name))
+        raise UnknownNameError(_unknown_family(name))
     if spec.builtin:
-        raise ValueError(f"family {name!r} is a built-in and cannot be unregistered")
+        raise InputError(f"family {name!r} is a built-in and cannot be unregistered")
     del _FAMILIES[name]
     _FAMILY_SEQ.pop(name, None)
 
@@ -579,7 +581,7 @@ def get_family(name: str) -> FamilySpec:
     try:
         return _FAMILIES[name]
     except KeyError:
-        raise KeyError(_unknown_family(name)) from None
+        raise UnknownNameError(_unknown_family(name)) from None
 
 
 def family_of(metric: str) -> FamilySpec | None:

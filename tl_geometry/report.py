@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from tl_geometry.errors import InputError, UnknownNameError
+
 SCHEMA_VERSION = 1
 
 
@@ -70,14 +72,21 @@ class Row:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Row":
-        return cls(
-            model=d["model"],
-            hook=d.get("hook"),
-            layer=d.get("layer"),
-            metric=d["metric"],
-            value=_float(d["value"]),
-            extras=dict(d.get("extras") or {}),
-        )
+        """A row from :meth:`to_dict`'s form; InputError naming the problem for anything else."""
+        if not isinstance(d, Mapping):
+            raise InputError(f"a report row must be a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("model", "metric", "value") if k not in d]
+        if missing:
+            raise InputError(f"a report row lacks {missing}; a row has model, hook, layer, metric, value, extras")
+        try:
+            value = _float(d["value"])
+        except (TypeError, ValueError):
+            raise InputError(f"row {d['metric']!r}: value must be a number (or 'nan'/'inf'), got {d['value']!r}") from None
+        extras = d.get("extras") or {}
+        if not isinstance(extras, Mapping):
+            raise InputError(f"row {d['metric']!r}: extras must be a JSON object, got {type(extras).__name__}")
+        return cls(model=d["model"], hook=d.get("hook"), layer=d.get("layer"), metric=d["metric"], value=value,
+                   extras=dict(extras))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -199,7 +208,7 @@ class GeometryReport:
             and all(r.extras.get(k) == v for k, v in extras.items())
         ]
         if len(hits) != 1:
-            raise KeyError(
+            raise UnknownNameError(
                 f"expected one row for metric={metric!r} hook={hook!r} {extras or ''}, found {len(hits)}; "
                 f"metrics present: {sorted(self.metrics)}"
             )
@@ -222,8 +231,10 @@ class GeometryReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GeometryReport":
-        if "rows" not in d:
-            raise ValueError("not a GeometryReport dict: missing 'rows'")
+        if not isinstance(d, Mapping) or "rows" not in d:
+            raise InputError("not a GeometryReport dict: missing 'rows'")
+        if not isinstance(d["rows"], (list, tuple)):
+            raise InputError(f"a GeometryReport's 'rows' must be a list of row objects, got {type(d['rows']).__name__}")
         return cls(rows=tuple(Row.from_dict(r) for r in d["rows"]), provenance=dict(d.get("provenance") or {}))
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
@@ -299,7 +310,7 @@ class GeometryReport:
         spec = figure_for(family)
         fig = spec.draw(self)
         if fig is None:
-            raise ValueError(f"the report has no rows for the {family!r} figure ({spec.name}); "
+            raise InputError(f"the report has no rows for the {family!r} figure ({spec.name}); "
                              f"its metrics: {sorted(self.metrics)}")
         return fig
 

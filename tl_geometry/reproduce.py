@@ -50,6 +50,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from tl_geometry.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["FAMILIES", "SIZES", "STATUSES", "ReproRow", "Check", "CHECKS", "ReproduceResult", "reproduce",
@@ -95,9 +97,9 @@ class ReproRow:
 
     def __post_init__(self):
         if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+            raise InputError(f"status must be one of {STATUSES}, got {self.status!r}")
         if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+            raise InputError(f"family must be one of {FAMILIES}, got {self.family!r}")
 
     @property
     def delta(self) -> float | None:
@@ -137,7 +139,7 @@ def published_tolerance(text: str) -> tuple[float, float]:
     mant, _, exp = s.partition("e")
     value = float(s)
     if value == 0:
-        raise ValueError(f"cannot form a relative tolerance for a published 0 ({text!r})")
+        raise InputError(f"cannot form a relative tolerance for a published 0 ({text!r})")
     decimals = len(mant.split(".", 1)[1]) if "." in mant else 0
     unit = 10.0 ** (-decimals) * 10.0 ** (int(exp) if exp else 0)
     return value, unit / abs(value)
@@ -594,9 +596,8 @@ BEST_SHAPES = (
 
 @_check("interaction.shapes", "TinyGPT shapes: 1M parameter count, α* = depth/d_model of the best shapes (Table)")
 def _shapes(ctx: Context) -> list[ReproRow]:
-    from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
-
     from tl_geometry.experiments import shape_sweep as ss
+    from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
 
     n, how = ss.param_count(5, 120, preset="paper"), "paper (param_count)"
     rows = [_row("interaction.tinygpt_1M.params", "parameters of the best 1M shape, depth 5 / d_model 120 "
@@ -781,7 +782,7 @@ def _families(families: str | Sequence[str] | None) -> list[str]:
         return list(FAMILIES)
     bad = [f for f in fams if f not in FAMILIES]
     if bad:
-        raise ValueError(f"unknown family {bad[0]!r}; expected one of {', '.join(FAMILIES)} or 'all'")
+        raise InputError(f"unknown family {bad[0]!r}; expected one of {', '.join(FAMILIES)} or 'all'")
     return [f for f in FAMILIES if f in fams]
 
 
@@ -837,7 +838,7 @@ def reproduce(
     from tl_geometry.report import atomic_write_text
 
     if size not in SIZES:
-        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+        raise InputError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     fams = _families(families)
     check_device(device)
     todo = [c for c in CHECKS if c.family in fams]
@@ -845,13 +846,13 @@ def reproduce(
         known = {c.id for c in CHECKS}
         bad = [c for c in checks if c not in known]
         if bad:
-            raise ValueError(f"unknown check {bad[0]!r}; known: {', '.join(sorted(known))}")
+            raise InputError(f"unknown check {bad[0]!r}; known: {', '.join(sorted(known))}")
         todo = [c for c in todo if c.id in set(checks)]
         if not todo:
-            raise ValueError(f"none of the checks {list(checks)} is in the families {fams}")
+            raise InputError(f"none of the checks {list(checks)} is in the families {fams}")
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
+        raise InputError(f"--out {out} is a file; give a folder (it is created if missing)")
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS_NAME
     if fresh and results.exists():

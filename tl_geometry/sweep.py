@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
 
 logger = logging.getLogger(__name__)
@@ -80,17 +81,17 @@ class SweepJob:
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
-            raise ValueError(f"SweepJob.model must be a non-empty string, got {self.model!r}")
+            raise InputError(f"SweepJob.model must be a non-empty string, got {self.model!r}")
         if self.loader is not None and not (isinstance(self.loader, str) and _LOADER_RE.match(self.loader)):
-            raise ValueError(f"SweepJob.loader must look like 'package.module:function', got {self.loader!r}")
+            raise InputError(f"SweepJob.loader must look like 'package.module:function', got {self.loader!r}")
         for name in ("n_seqs", "seq_len"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"SweepJob.{name} must be a positive int, got {v!r}")
+                raise InputError(f"SweepJob.{name} must be a positive int, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"SweepJob.seed must be an int, got {self.seed!r}")
+            raise InputError(f"SweepJob.seed must be an int, got {self.seed!r}")
         if not isinstance(self.corpus, str):
-            raise ValueError(f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}")
+            raise InputError(f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,9 +106,9 @@ class SweepJob:
         if isinstance(job, Mapping):
             unknown = sorted(set(job) - set(_JOB_FIELDS))
             if unknown:
-                raise ValueError(f"unknown job fields {unknown}; accepted: {list(_JOB_FIELDS)}")
+                raise InputError(f"unknown job fields {unknown}; accepted: {list(_JOB_FIELDS)}")
             return cls(**dict(job))
-        raise TypeError(f"a job must be a SweepJob, a model name or a dict, got {type(job).__name__}")
+        raise InputTypeError(f"a job must be a SweepJob, a model name or a dict, got {type(job).__name__}")
 
 
 @dataclass(frozen=True)
@@ -160,15 +161,15 @@ def sweep_report(out: str | Path):
 def _resolve_loader(spec: str) -> Callable[[dict], Any]:
     """Import ``"package.module:function"`` (by name, never evaluated)."""
     if not _LOADER_RE.match(spec):
-        raise ValueError(f"loader must look like 'package.module:function', got {spec!r}")
+        raise InputError(f"loader must look like 'package.module:function', got {spec!r}")
     mod_name, fn_name = spec.split(":")
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import loader module {mod_name!r}: {exc}") from exc
+        raise InputError(f"cannot import loader module {mod_name!r}: {exc}") from exc
     fn = getattr(mod, fn_name, None)
     if not callable(fn):
-        raise ValueError(f"loader {spec!r}: {mod_name} has no callable {fn_name!r}")
+        raise InputError(f"loader {spec!r}: {mod_name} has no callable {fn_name!r}")
     return fn
 
 
@@ -183,12 +184,12 @@ def _load_model(job: dict, loader: Callable[[dict], Any] | None):
     ckpt = job.get("checkpoint")
     if ckpt is not None:
         if models.canonical_name(job["model"]) in models.ZOO:
-            raise ValueError(f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}")
+            raise InputError(f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}")
         # TransformerLens names checkpoints by training step (Pythia, Stanford CRFM): checkpoint_value.
         try:
             kwargs["checkpoint_value"] = int(ckpt)
         except (TypeError, ValueError):
-            raise ValueError(f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
+            raise InputError(f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
                              "use a loader for other checkpoint schemes") from None
     return models.load(job["model"], **kwargs)
 
@@ -338,33 +339,33 @@ def sweep(
     from tl_geometry.registry import get_metric
 
     if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        raise InputError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if isinstance(jobs, (str, SweepJob)) or isinstance(jobs, Mapping):
         jobs = [jobs]
     job_objs = [SweepJob.coerce(j) for j in jobs]
     if not job_objs:
-        raise ValueError("jobs is empty; pass at least one model name or SweepJob")
+        raise InputError("jobs is empty; pass at least one model name or SweepJob")
     if metrics is not None:
         if isinstance(metrics, str):
             metrics = [metrics]
         metrics = list(metrics)
         if not metrics:
-            raise ValueError("metrics is empty; pass metric names or None for all")
+            raise InputError("metrics is empty; pass metric names or None for all")
         for m in metrics:
             get_metric(m)  # unknown names fail now, not in every job
     options = {k: dict(v) for k, v in (options or {}).items()}
     if metrics is not None:
         extra = sorted(set(options) - set(metrics))
         if extra:
-            raise ValueError(f"options given for metrics not being run: {extra}")
+            raise InputError(f"options given for metrics not being run: {extra}")
     if num_cpus < 0 or num_gpus < 0:
-        raise ValueError(f"num_cpus and num_gpus must be >= 0, got {num_cpus}, {num_gpus}")
+        raise InputError(f"num_cpus and num_gpus must be >= 0, got {num_cpus}, {num_gpus}")
 
     params_list = [{**j.to_dict(), "metrics": metrics, "options": options} for j in job_objs]
     keys = [job_key(p) for p in params_list]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
-        raise ValueError(f"duplicate jobs in the sweep: {dup[:3]}")
+        raise InputError(f"duplicate jobs in the sweep: {dup[:3]}")
 
     rf = ResultsFile(out)
     finished = rf.finished_keys(include_errors=not retry_errors)

@@ -39,6 +39,8 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
+from tl_geometry.errors import InputError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -133,7 +135,7 @@ _KERNELS = {"sort": _sort_threads, "dense": _dense_threads, "pool": _pool_thread
 
 def _policy() -> str:
     if POLICY not in ("auto", "inherit"):
-        raise ValueError(f"TL_GEOMETRY_THREADS must be 'auto' or 'inherit', got {POLICY!r}")
+        raise InputError(f"TL_GEOMETRY_THREADS must be 'auto' or 'inherit', got {POLICY!r}")
     return POLICY
 
 
@@ -144,7 +146,7 @@ def kernel_threads(kind: str) -> int:
         ValueError: an unknown kind.
     """
     if kind not in _KERNELS:
-        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {sorted(_KERNELS)}")
+        raise InputError(f"unknown kernel kind {kind!r}; expected one of {sorted(_KERNELS)}")
     cap = torch.get_num_threads()
     if _policy() == "inherit":
         return cap
@@ -176,7 +178,7 @@ def limit_threads(n: int | None) -> Iterator[int]:
         ValueError: ``n`` < 1.
     """
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise ValueError(f"thread count must be a positive integer or None, got {n!r}")
+        raise InputError(f"thread count must be a positive integer or None, got {n!r}")
     prev = torch.get_num_threads()
     want = prev if n is None else min(n, prev)
     if want == prev:
@@ -219,7 +221,7 @@ def set_threads(n: int | None) -> int:
     if n is None:
         return torch.get_num_threads()
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"--threads must be a positive integer, got {n!r}")
+        raise InputError(f"--threads must be a positive integer, got {n!r}")
     torch.set_num_threads(n)
     return torch.get_num_threads()
 
@@ -250,7 +252,7 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list
         ValueError: ``workers`` < 1.
     """
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
     items = list(items)
     n = len(items)
     with limit_threads(1):  # also what new threads inherit (torch reads the process-wide value)

@@ -25,6 +25,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
+from tl_geometry.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -96,7 +98,7 @@ class CapacityRow:
         return asdict(self)
 
 
-class CorruptFileError(ValueError):
+class CorruptFileError(InputError):
     """A weights file that is truncated or not the format its name says (the message says which
     file, what was expected and what was found: sizes in bytes)."""
 
@@ -243,7 +245,7 @@ def check_weights_file(path: str | os.PathLike) -> int:
     elif p.suffix == ".safetensors":
         fmt, expected_of = "safetensors", _safetensors_expected_size
     else:
-        raise ValueError(f"{p}: expected a .gguf or .safetensors file, got {p.suffix or 'no suffix'!r}")
+        raise InputError(f"{p}: expected a .gguf or .safetensors file, got {p.suffix or 'no suffix'!r}")
     try:
         expected = expected_of(p, size)
     except _Truncated as t:
@@ -264,7 +266,7 @@ def check_weights_file(path: str | os.PathLike) -> int:
 def _files(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     if not paths:
-        raise ValueError("no checkpoint path given")
+        raise InputError("no checkpoint path given")
     out: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
@@ -273,11 +275,11 @@ def _files(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
             st = sorted(p.glob("*.safetensors"))
             gg = sorted(p.glob("*.gguf"))
             if not st and not gg:
-                raise ValueError(f"{p} holds no *.safetensors or *.gguf files")
+                raise InputError(f"{p} holds no *.safetensors or *.gguf files")
             out.extend(st or gg[:1])
         else:
             if p.suffix not in (".safetensors", ".gguf"):
-                raise ValueError(f"{p}: expected a .safetensors or .gguf file (or a directory), got {p.suffix!r}")
+                raise InputError(f"{p}: expected a .safetensors or .gguf file (or a directory), got {p.suffix!r}")
             out.append(p)
     for f in out:
         check_weights_file(f)
@@ -317,7 +319,7 @@ def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
         ValueError: no embedding tensor (the message names the tensors found), bad arguments.
     """
     if matrix not in ("embed", "unembed"):
-        raise ValueError(f"matrix must be 'embed' or 'unembed', got {matrix!r}")
+        raise InputError(f"matrix must be 'embed' or 'unembed', got {matrix!r}")
     files = _files(path)
     found: dict[str, tuple[Path, str, tuple[int, ...], str]] = {}
     for f in files:
@@ -336,7 +338,7 @@ def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
     tied = False
     if tensor is not None:
         if tensor not in found:
-            raise ValueError(f"tensor {tensor!r} not found; tensors: {_list(names)}")
+            raise InputError(f"tensor {tensor!r} not found; tensors: {_list(names)}")
         name = tensor
     else:
         name = _match(names, UNEMBED_PATTERNS) if matrix == "unembed" else None
@@ -344,10 +346,10 @@ def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
             name = _match(names, EMBED_PATTERNS)
             tied = matrix == "unembed"
         if name is None:
-            raise ValueError(f"no {matrix}ding tensor in {', '.join(map(str, files))}; tensors found: {_list(names)}")
+            raise InputError(f"no {matrix}ding tensor in {', '.join(map(str, files))}; tensors found: {_list(names)}")
     f, fmt, shape, dtype = found[name]
     if len(shape) != 2:
-        raise ValueError(f"tensor {name!r} has shape {shape}, expected 2-D (vocab, d_model)")
+        raise InputError(f"tensor {name!r} has shape {shape}, expected 2-D (vocab, d_model)")
     return EmbeddingSource(path=str(f), name=name, format=fmt, shape=(shape[0], shape[1]), dtype=dtype, tied=tied)
 
 

@@ -33,6 +33,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from tl_geometry.errors import InputError, InputTypeError
+
 logger = logging.getLogger(__name__)
 
 
@@ -52,7 +54,7 @@ def check_model(model: Any) -> None:
     """Raise TypeError unless ``model`` looks like a TransformerLens model."""
     missing = [a for a in ("cfg", "hooks", "hook_dict") if not hasattr(model, a)]
     if missing:
-        raise TypeError(
+        raise InputTypeError(
             f"expected a TransformerLens HookedTransformer or TransformerBridge, got "
             f"{type(model).__name__} (missing {', '.join(missing)}); load one with "
             "tl_geometry.models.load(name) or pass a model you built"
@@ -62,12 +64,12 @@ def check_model(model: Any) -> None:
 def resid_hooks(model: Any, kind: str = "post", layers: Iterable[int] | None = None) -> list[str]:
     """``blocks.{l}.hook_resid_{kind}`` for every layer (or ``layers``); kind in pre/mid/post."""
     if kind not in ("pre", "mid", "post"):
-        raise ValueError(f"kind must be 'pre', 'mid' or 'post', got {kind!r}")
+        raise InputError(f"kind must be 'pre', 'mid' or 'post', got {kind!r}")
     n = model.cfg.n_layers
     layers = range(n) if layers is None else list(layers)
     bad = [l for l in layers if not (0 <= int(l) < n)]
     if bad:
-        raise ValueError(f"layers {bad} out of range for a model with n_layers={n}")
+        raise InputError(f"layers {bad} out of range for a model with n_layers={n}")
     return [f"blocks.{int(l)}.hook_resid_{kind}" for l in layers]
 
 
@@ -122,23 +124,23 @@ def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
     if isinstance(hooks, str):
         hooks = [hooks]
     if callable(hooks) or not isinstance(hooks, Sequence):
-        raise TypeError(
+        raise InputTypeError(
             f"hooks must be a list of hook names (strings), got {type(hooks).__name__}; "
             "filters/lambdas are not accepted because TransformerBridge's canonical names differ"
         )
     hooks = list(hooks)
     if not hooks:
-        raise ValueError("hooks is empty; pass at least one hook name (e.g. 'blocks.0.hook_resid_post')")
+        raise InputError("hooks is empty; pass at least one hook name (e.g. 'blocks.0.hook_resid_post')")
     if not all(isinstance(h, str) for h in hooks):
-        raise TypeError(f"every hook name must be a string, got {[type(h).__name__ for h in hooks]}")
+        raise InputTypeError(f"every hook name must be a string, got {[type(h).__name__ for h in hooks]}")
     dup = sorted({h for h in hooks if hooks.count(h) > 1})
     if dup:
-        raise ValueError(f"duplicate hook names: {dup}")
+        raise InputError(f"duplicate hook names: {dup}")
     valid = model.hook_dict
     for h in hooks:
         if h not in valid:
             close = difflib.get_close_matches(h, list(valid), n=5, cutoff=0.5)
-            raise ValueError(
+            raise InputError(
                 f"unknown hook {h!r} for {type(model).__name__} with n_layers={model.cfg.n_layers}; "
                 f"closest valid names: {close or sorted(valid)[:5]}"
             )
@@ -160,11 +162,11 @@ def weight(model: Any, name: str, *, optional: bool = False) -> Tensor | None:
     except AttributeError:
         if optional:
             return None
-        raise ValueError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ...") from None
+        raise InputError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ...") from None
     if not isinstance(obj, Tensor):
         if optional:
             return None
-        raise TypeError(f"model.{name} is {type(obj).__name__}, not a tensor")
+        raise InputTypeError(f"model.{name} is {type(obj).__name__}, not a tensor")
     return obj.detach()
 
 
@@ -179,24 +181,24 @@ def model_device(model: Any) -> torch.device:
 def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
     """Validate a token batch: 2-D integer tensor, ids < d_vocab, length ≤ n_ctx."""
     if not isinstance(tokens, Tensor):
-        raise TypeError(
+        raise InputTypeError(
             f"tokens must be a torch integer tensor of shape (batch, pos), got {type(tokens).__name__}; "
             "build one with tl_geometry.corpus.tokens(model, ...)"
         )
     if tokens.ndim == 1:
         tokens = tokens[None]
     if tokens.ndim != 2:
-        raise ValueError(f"tokens must have shape (batch, pos), got {tuple(tokens.shape)}")
+        raise InputError(f"tokens must have shape (batch, pos), got {tuple(tokens.shape)}")
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}")
+        raise InputTypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}")
     if tokens.numel() == 0:
-        raise ValueError(f"tokens is empty (shape {tuple(tokens.shape)}); nothing to run")
+        raise InputError(f"tokens is empty (shape {tuple(tokens.shape)}); nothing to run")
     n_ctx = getattr(model.cfg, "n_ctx", None)
     if n_ctx is not None and tokens.shape[1] > n_ctx:
-        raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's n_ctx={n_ctx}; use seq_len <= {n_ctx}")
+        raise InputError(f"sequence length {tokens.shape[1]} exceeds the model's n_ctx={n_ctx}; use seq_len <= {n_ctx}")
     d_vocab = getattr(model.cfg, "d_vocab", None)
     if d_vocab is not None and (int(tokens.max()) >= d_vocab or int(tokens.min()) < 0):
-        raise ValueError(f"token ids must lie in [0, {d_vocab}); got range [{int(tokens.min())}, {int(tokens.max())}]")
+        raise InputError(f"token ids must lie in [0, {d_vocab}); got range [{int(tokens.min())}, {int(tokens.max())}]")
     return tokens
 
 
@@ -215,7 +217,7 @@ def valid_mask(
     mask = torch.ones(tokens.shape, dtype=torch.bool)
     if attention_mask is not None:
         if attention_mask.shape != tokens.shape:
-            raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}")
+            raise InputError(f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}")
         mask &= attention_mask.to("cpu").bool()
     if drop_bos:
         bos = bos_token_id(model)
@@ -313,13 +315,13 @@ def run_shared(
     """
     tokens = check_tokens(model, tokens)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     passes = list(passes)
     if not passes:
         return []
     for ps in passes:
         if not callable(getattr(ps, "update", None)):
-            raise TypeError("each pass needs an update(hook, acts) method (see tl_geometry.capture.Pass)")
+            raise InputTypeError("each pass needs an update(hook, acts) method (see tl_geometry.capture.Pass)")
     hook_lists = [validate_hooks(model, ps.hooks) for ps in passes]
     union = list(dict.fromkeys(h for hs in hook_lists for h in hs))
     valid = valid_mask(model, tokens, attention_mask, drop_bos)
@@ -420,10 +422,10 @@ def run(
     hooks = validate_hooks(model, hooks)
     tokens = check_tokens(model, tokens)
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
     update = consumer.update if hasattr(consumer, "update") else consumer
     if not callable(update):
-        raise TypeError("consumer must be callable(hook, acts) or have an update(hook, acts) method")
+        raise InputTypeError("consumer must be callable(hook, acts) or have an update(hook, acts) method")
     return run_shared(
         model, tokens, [FnPass(hooks, consumer, positions)], batch_size=batch_size, attention_mask=attention_mask,
         drop_bos=drop_bos, stop_early=stop_early, progress=progress, desc=desc,
@@ -443,11 +445,11 @@ def sample_positions(
     keep = valid_mask(model, tokens, attention_mask, drop_bos)
     n_valid = int(keep.sum())
     if n_valid == 0:
-        raise ValueError("no valid token positions after dropping BOS/padding")
+        raise InputError("no valid token positions after dropping BOS/padding")
     if max_points is None or max_points >= n_valid:
         return keep
     if max_points < 1:
-        raise ValueError(f"max_points must be >= 1, got {max_points}")
+        raise InputError(f"max_points must be >= 1, got {max_points}")
     gen = torch.Generator().manual_seed(int(seed))
     idx = keep.flatten().nonzero().squeeze(1)
     chosen = idx[torch.randperm(n_valid, generator=gen)[:max_points]]

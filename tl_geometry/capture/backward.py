@@ -22,6 +22,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from tl_geometry.capture.activations import _to_float, check_tokens, eval_mode, model_device, validate_hooks
+from tl_geometry.errors import InputError
 from tl_geometry.threads import per_step
 
 logger = logging.getLogger(__name__)
@@ -89,17 +90,17 @@ def gradients(
         logits = model(tokens)
         out = scalar_fn(logits)
         if not isinstance(out, Tensor) or out.numel() != 1:
-            raise ValueError("scalar_fn must return a scalar tensor")
+            raise InputError("scalar_fn must return a scalar tensor")
         names = list(acts)
         if not out.requires_grad:
-            raise ValueError(f"the scalar does not depend on any activation at {list(hooks)}")
+            raise InputError(f"the scalar does not depend on any activation at {list(hooks)}")
         grads = torch.autograd.grad(out, [acts[h] for h in names], allow_unused=True)
     result = {}
     for h, g in zip(names, grads):
         if g is None:
-            raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+            raise InputError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
         if not torch.isfinite(g).all():
-            raise ValueError(f"non-finite gradient at {h!r}")
+            raise InputError(f"non-finite gradient at {h!r}")
         result[h] = _to_float(g.detach())
     return result
 
@@ -118,16 +119,16 @@ def float32_model(model: Any) -> Any:
 def check_grad_hooks(hooks: Sequence[str]) -> None:
     bad = [h for h in hooks if h in _AFTER_UNEMBED or (h.startswith("unembed.") and h != "unembed.hook_in")]
     if bad:
-        raise ValueError(f"hooks {bad} lie past the unembedding: no logits depend on them; choose a hook before it")
+        raise InputError(f"hooks {bad} lie past the unembedding: no logits depend on them; choose a hook before it")
 
 
 def _check_acts(acts: dict, hooks: Sequence[str]) -> list[Tensor]:
     missing = [h for h in hooks if h not in acts]
     if missing:
-        raise ValueError(f"hooks {missing} never fired during the forward pass")
+        raise InputError(f"hooks {missing} never fired during the forward pass")
     for h in hooks:
         if acts[h].ndim != 3:
-            raise ValueError(f"gradients need (batch, pos, d) activations; {h!r} has shape {tuple(acts[h].shape)}")
+            raise InputError(f"gradients need (batch, pos, d) activations; {h!r} has shape {tuple(acts[h].shape)}")
     return [acts[h] for h in hooks]
 
 
@@ -172,7 +173,7 @@ def probe_gradients(
                 grads = torch.autograd.grad((u * logits).sum(), xs, retain_graph=p < n_probes - 1, allow_unused=True)
                 for h, g in zip(hooks, grads):
                     if g is None:
-                        raise ValueError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+                        raise InputError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
                     consumer(h, p, g[m])
 
 
@@ -199,7 +200,7 @@ def jacobian_grams(
                 logits = model(seq)
             a0 = _check_acts(acts, [h])[0].detach()
             if logits.numel() * a0.numel() > EXACT_MAX_ENTRIES:
-                raise ValueError(f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes")
+                raise InputError(f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes")
 
             def f(x: Tensor, h: str = h, seq: Tensor = seq) -> Tensor:
                 with model.hooks(fwd_hooks=_replace(h, x)):
@@ -211,7 +212,7 @@ def jacobian_grams(
             G = Gb if G is None else G + Gb
             n += int(keep.sum())
         if G is None:
-            raise ValueError("no valid token positions after dropping BOS/padding")
+            raise InputError("no valid token positions after dropping BOS/padding")
         out[h] = (G, n)
     return out
 
@@ -275,7 +276,7 @@ def output_gram(
             rows = [torch.autograd.grad(y[:, i].sum(), x, retain_graph=i < k - 1)[0] for i in range(k)]
         PJ = torch.stack(rows, 1).detach().flatten(2).double()  # (B, k, T·d)
         if not torch.isfinite(PJ).all():
-            raise ValueError(f"non-finite gradient at {hook!r}")
+            raise InputError(f"non-finite gradient at {hook!r}")
         G += torch.einsum("bkn,bln->kl", PJ, PJ)
         n_seq += batch.shape[0]
     return G, n_seq
@@ -292,7 +293,7 @@ def loss_gradient_grams(
 
     device = model_device(model)
     if tokens.shape[1] < 2:
-        raise ValueError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
+        raise InputError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
     sums: dict[str, Tensor] = {}
     n = 0
     for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False)):
@@ -310,12 +311,12 @@ def loss_gradient_grams(
             grads = torch.autograd.grad(loss, xs, allow_unused=True)
         for h, g in zip(hooks, grads):
             if g is None:
-                raise ValueError(f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding")
+                raise InputError(f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding")
             g = g.detach()[keep].double()
             if not torch.isfinite(g).all():
-                raise ValueError(f"non-finite gradient at {h!r}")
+                raise InputError(f"non-finite gradient at {h!r}")
             sums[h] = g.T @ g + sums.get(h, 0)
         n += int(keep.sum())
     if n == 0:
-        raise ValueError("no valid token positions after dropping BOS/padding and the last position")
+        raise InputError("no valid token positions after dropping BOS/padding and the last position")
     return sums, n

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from tl_geometry.errors import InputError
+
 
 def _parse_options(items: list[str] | None) -> dict:
     """``["pga.k=50", "agop.space=\\"output\\""]`` → ``{"pga": {"k": 50}, "agop": {"space": "output"}}``.
@@ -26,7 +28,7 @@ def _parse_options(items: list[str] | None) -> dict:
         key, sep, raw = item.partition("=")
         metric, dot, opt = key.partition(".")
         if not sep or not dot or not metric or not opt:
-            raise ValueError(f"--option must look like METRIC.NAME=VALUE (e.g. pga.k=50), got {item!r}")
+            raise InputError(f"--option must look like METRIC.NAME=VALUE (e.g. pga.k=50), got {item!r}")
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:

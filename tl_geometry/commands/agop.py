@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from tl_geometry.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
@@ -43,9 +45,9 @@ def run(args) -> int:
     from tl_geometry import capture
 
     if args.hooks and args.layers is not None:
-        raise ValueError("pass either --hooks or --layers, not both")
+        raise InputError("pass either --hooks or --layers, not both")
     if args.n_probes < 2 and not args.exact and args.space != "loss":
-        raise ValueError(f"--n-probes must be >= 2, got {args.n_probes}")
+        raise InputError(f"--n-probes must be >= 2, got {args.n_probes}")
     model = tg.models.load(args.model, device=args.device)
     tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
                               encoding=args.corpus_encoding)

@@ -19,6 +19,8 @@ import json
 import math
 from pathlib import Path
 
+from tl_geometry.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -105,7 +107,7 @@ def run(args) -> int:
     import tl_geometry as tg
 
     if not args.targets and not args.published:
-        raise ValueError("give at least one PATH_OR_MODEL, or --published for the paper's table")
+        raise InputError("give at least one PATH_OR_MODEL, or --published for the paper's table")
     records = []
     if args.published:
         records += [_record(name, "published", r.d_model, None, None, None, r.epsilon, args.form) for name, r in tg.published().items()]

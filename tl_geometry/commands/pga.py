@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from tl_geometry.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
@@ -52,17 +54,17 @@ def run(args) -> int:
     from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS
 
     if args.hooks and args.layers is not None:
-        raise ValueError("pass either --hooks or --layers, not both")
+        raise InputError("pass either --hooks or --layers, not both")
     if args.n_null < 2:
-        raise ValueError(f"--n-null must be >= 2, got {args.n_null}")
+        raise InputError(f"--n-null must be >= 2, got {args.n_null}")
     if any(c < 0 for c in args.ccr):
-        raise ValueError(f"--ccr levels must be >= 0, got {args.ccr}")
+        raise InputError(f"--ccr levels must be >= 0, got {args.ccr}")
     if args.max_points < 3:
-        raise ValueError(f"--max-points must be >= 3, got {args.max_points}")
+        raise InputError(f"--max-points must be >= 3, got {args.max_points}")
     processing = args.processing or ("none" if args.preset == "paper" else "tl")
     model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
-        raise ValueError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
+        raise InputError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
     tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
                               encoding=args.corpus_encoding)
     if args.hooks:

@@ -16,6 +16,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tl_geometry.errors import InputError
+
+if TYPE_CHECKING:
+    from tl_geometry.report import GeometryReport
 
 
 def add_parser(subparsers) -> None:
@@ -44,7 +50,7 @@ def combine(reports, paths) -> "GeometryReport":
     resolved = [str(Path(p).resolve()) for p in paths]
     twice = sorted({p for p in paths if resolved.count(str(Path(p).resolve())) > 1})
     if twice:
-        raise ValueError(f"report file(s) given more than once: {twice}")
+        raise InputError(f"report file(s) given more than once: {twice}")
     if len(reports) == 1:
         return reports[0]
     owner: dict[tuple[str, str], str] = {}
@@ -55,7 +61,7 @@ def combine(reports, paths) -> "GeometryReport":
             other = owner[clash[0]]
             metrics = sorted({m for _, m in clash})
             shown = ", ".join(metrics[:4]) + (f" and {len(metrics) - 4} more" if len(metrics) > 4 else "")
-            raise ValueError(
+            raise InputError(
                 f"{other} and {path} both hold {shown} for model {clash[0][0]}: they are separate runs of the "
                 f"same model and would be drawn as one; render each into its own --out "
                 f"(several reports are combined only when their models or metrics differ)"
@@ -98,7 +104,7 @@ def run(args) -> int:
     from tl_geometry.report import GeometryReport
 
     if args.dpi < 10:
-        raise ValueError(f"--dpi must be at least 10, got {args.dpi}")
+        raise InputError(f"--dpi must be at least 10, got {args.dpi}")
     check_out_dir(args.out, force=args.force, force_hint="--force")  # refuse before reading anything
     check_writable(args.out)
     reports = []
@@ -106,7 +112,7 @@ def run(args) -> int:
         try:
             reports.append(GeometryReport.from_json(path))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     report = combine(reports, list(args.reports))
     index = write_outputs(report, args.out, force=args.force, dpi=args.dpi, force_hint="--force")
     print(summary_table(report))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from tl_geometry.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="compute every metric on a model and write reports/<model>/")
@@ -41,11 +43,11 @@ def run(args) -> int:
     from tl_geometry.pipeline import run_report
 
     if args.n_seqs < 1 or args.seq_len < 2:
-        raise ValueError(f"--n-seqs must be >= 1 and --seq-len >= 2 (got {args.n_seqs}, {args.seq_len})")
+        raise InputError(f"--n-seqs must be >= 1 and --seq-len >= 2 (got {args.n_seqs}, {args.seq_len})")
     options: dict[str, dict] = {}
     for flag, value in (("--n-null", args.n_null), ("--n-probes", args.n_probes), ("--max-points", args.max_points)):
         if value is not None and value < 2:
-            raise ValueError(f"{flag} must be >= 2, got {value}")
+            raise InputError(f"{flag} must be >= 2, got {value}")
     from tl_geometry.pipeline import default_metrics
 
     running = list(args.metrics) if args.metrics else default_metrics()
@@ -58,7 +60,7 @@ def run(args) -> int:
             continue
         used = [m for m in families if m in running]  # a flag sets only the metrics being run
         if not used:
-            raise ValueError(f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})")
+            raise InputError(f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})")
         for m in used:
             options.setdefault(m, {})[option] = value
     from tl_geometry.models import display_name

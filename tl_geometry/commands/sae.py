@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from tl_geometry.errors import InputError, TLGeometryError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("sae", help="SAE widths from sae_lens vs the capacity bound")
@@ -26,7 +28,7 @@ def add_parser(subparsers) -> None:
                    help="read SAE configs from the local HF cache (default), the hub, or not at all")
     w.add_argument("--json", default=None, help="write every row as JSON to this path")
     w.add_argument("--all", action="store_true", help="print every SAE, not one line per release")
-    w.set_defaults(func=_clear_errors(_widths))
+    w.set_defaults(func=_widths)
 
     c = sub.add_parser("compare", help="SAE widths against the model's capacity bound (+ figure)")
     c.add_argument("--model", required=True, help="published-table name or a tl_geometry.models name")
@@ -38,22 +40,7 @@ def add_parser(subparsers) -> None:
     c.add_argument("--config", choices=("cache", "hub", "none"), default="cache")
     c.add_argument("--out", default=None, help="write the GeometryReport JSON here")
     c.add_argument("--figure", default=None, help="write the widths-vs-bound figure here (png/pdf/svg)")
-    c.set_defaults(func=_clear_errors(_compare))
-
-
-def _clear_errors(fn):
-    """sae_lens missing / hub unavailable become one-line ValueErrors (exit code 2)."""
-
-    def run(args) -> int:
-        from tl_geometry import sae
-
-        try:
-            return fn(args)
-        except (sae.SAELensNotInstalledError, sae.HubUnavailableError) as exc:
-            raise ValueError(str(exc)) from exc
-
-    run.__name__ = fn.__name__
-    return run
+    c.set_defaults(func=_compare)
 
 
 def _widths(args) -> int:
@@ -92,8 +79,8 @@ def _compare(args) -> int:
 
         try:
             target = models.load(args.model)
-        except Exception as exc:  # unknown to both the table and the zoo: one-line reason
-            raise ValueError(
+        except (TLGeometryError, OSError) as exc:  # unknown to both the table and the zoo: one-line reason
+            raise InputError(
                 f"{args.model!r} is neither in the published ε table nor loadable by tl_geometry.models "
                 f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})"
             ) from exc
@@ -111,11 +98,11 @@ def _compare(args) -> int:
 
     d_sae = {key(r): r.value for r in rep.filter("sae.d_sae").rows}
     shared = {key(r): r.value for r in rep.filter("sae.shared_ratio").rows}
-    by_release: dict[str, list] = {}
+    by_release: dict[str | None, list] = {}
     for r in rep.filter("sae.capacity_ratio").rows:
         by_release.setdefault(r.extras.get("release"), []).append(r)
     tied = next((r.extras.get("tied") for r in rep.filter("sae.shared_ratio").rows), None)
-    shared_head = {True: "max (V+d_sae)/k", False: "max (2V+d_sae)/k"}.get(tied, "max shared/k")
+    shared_head = "max (V+d_sae)/k" if tied is True else "max (2V+d_sae)/k" if tied is False else "max shared/k"
     print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {shared_head:>16}  verdict")
     for rel, rs in by_release.items():
         ratio = max((r.value for r in rs), default=float("nan"))

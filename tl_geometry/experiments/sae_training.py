@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from tl_geometry.errors import InputError
+
 __all__ = ["train_sae", "publish_to_cache", "SAE_FILES"]
 
 logger = logging.getLogger(__name__)
@@ -91,23 +93,23 @@ def train_sae(
         SAELensNotInstalledError: sae_lens missing.
     """
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
-        raise ValueError("tokens must be a 2-D integer tensor (n_seqs, seq_len) of token ids, "
+        raise InputError("tokens must be a 2-D integer tensor (n_seqs, seq_len) of token ids, "
                          f"got {type(tokens).__name__} {getattr(tokens, 'shape', '')}")
     hook_dict = getattr(model, "hook_dict", None)
     if hook_dict is None or not hasattr(model, "run_with_cache"):
-        raise ValueError(f"expected a TransformerLens HookedTransformer, got {type(model).__name__}")
+        raise InputError(f"expected a TransformerLens HookedTransformer, got {type(model).__name__}")
     if hook not in hook_dict:
         import difflib
 
-        raise ValueError(f"hook {hook!r} is not a hook of the model; closest: "
+        raise InputError(f"hook {hook!r} is not a hook of the model; closest: "
                          f"{difflib.get_close_matches(hook, list(hook_dict), n=3, cutoff=0.5)}")
     d_model = int(model.cfg.d_model)
     d_sae = int(d_sae) if d_sae is not None else int(expansion) * d_model
     for name, v in (("d_sae", d_sae), ("k", k), ("training_tokens", training_tokens), ("batch_tokens", batch_tokens)):
         if int(v) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v}")
+            raise InputError(f"{name} must be a positive integer, got {v}")
     if k >= d_sae:
-        raise ValueError(f"k must be smaller than d_sae, got k={k}, d_sae={d_sae}")
+        raise InputError(f"k must be smaller than d_sae, got k={k}, d_sae={d_sae}")
     out = Path(out)
     if _is_complete(out) and not overwrite:
         logger.info("SAE already trained at %s; pass overwrite=True to retrain", out)
@@ -193,9 +195,9 @@ def publish_to_cache(
     src = Path(sae_dir)
     missing = [f for f in SAE_FILES if not (src / f).is_file()]
     if missing:
-        raise ValueError(f"{str(src)!r} is not a saved SAE: missing {missing} (expected {list(SAE_FILES)})")
+        raise InputError(f"{str(src)!r} is not a saved SAE: missing {missing} (expected {list(SAE_FILES)})")
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise ValueError(f"repo_id must look like 'ORG/NAME', got {repo_id!r}")
+        raise InputError(f"repo_id must look like 'ORG/NAME', got {repo_id!r}")
     if sae_id is None:
         cfg = json.loads((src / "cfg.json").read_text())
         sae_id = (cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name") or src.name

@@ -48,6 +48,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
+from tl_geometry.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["SweepConfig", "Shape", "PRESETS", "tinygpt_config", "build_model", "param_count", "n_params",
@@ -72,7 +74,7 @@ PRESETS = ("paper", "library")
 
 def _check_preset(preset: str) -> str:
     if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+        raise InputError(f"preset must be one of {PRESETS}, got {preset!r}")
     return preset
 
 
@@ -142,28 +144,28 @@ class SweepConfig:
     def __post_init__(self):
         _check_preset(self.preset)
         if not self.budgets or min(self.budgets) <= 0:
-            raise ValueError(f"budgets must be positive numbers, got {self.budgets}")
+            raise InputError(f"budgets must be positive numbers, got {self.budgets}")
         if self.depths is not None and (not self.depths or min(self.depths) < 1):
-            raise ValueError(f"depths must be positive integers, got {self.depths}")
+            raise InputError(f"depths must be positive integers, got {self.depths}")
         for k in ("max_depth", "d_head", "n_ctx", "steps", "batch_size", "n_agop_seqs", "eval_every"):
             if int(getattr(self, k)) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
+                raise InputError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.eval_seqs is not None and int(self.eval_seqs) < 1:
-            raise ValueError(f"eval_seqs must be >= 1 or None (every window), got {self.eval_seqs}")
+            raise InputError(f"eval_seqs must be >= 1 or None (every window), got {self.eval_seqs}")
         if self.bytes_per_param is not None and self.bytes_per_param <= 0:
-            raise ValueError(f"bytes_per_param must be positive, got {self.bytes_per_param}")
+            raise InputError(f"bytes_per_param must be positive, got {self.bytes_per_param}")
         if not (0 < self.test_fraction < 0.5) or self.warmup < 0 or self.lr <= 0:
-            raise ValueError("need 0 < test_fraction < 0.5, warmup >= 0 and lr > 0")
+            raise InputError("need 0 < test_fraction < 0.5, warmup >= 0 and lr > 0")
         if self.warmup >= 1 and self.warmup != int(self.warmup):
-            raise ValueError(f"warmup is a fraction (< 1) or a whole number of steps (>= 1), got {self.warmup}")
+            raise InputError(f"warmup is a fraction (< 1) or a whole number of steps (>= 1), got {self.warmup}")
         if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ValueError(f"grad_clip must be positive or None, got {self.grad_clip}")
+            raise InputError(f"grad_clip must be positive or None, got {self.grad_clip}")
         if self.patience is not None and int(self.patience) < 1:
-            raise ValueError(f"patience must be >= 1 or None (no early stopping), got {self.patience}")
+            raise InputError(f"patience must be >= 1 or None (no early stopping), got {self.patience}")
         if self.max_train_factor < 1:
-            raise ValueError(f"max_train_factor must be >= 1, got {self.max_train_factor}")
+            raise InputError(f"max_train_factor must be >= 1, got {self.max_train_factor}")
         if self.agop_split not in ("test", "train"):
-            raise ValueError(f"agop_split must be 'test' or 'train', got {self.agop_split!r}")
+            raise InputError(f"agop_split must be 'test' or 'train', got {self.agop_split!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -192,8 +194,8 @@ def tinygpt_config(n_layers: int, d_model: int, *, d_head: int = 4, n_ctx: int =
 
     _check_preset(preset)
     if d_model % d_head:
-        raise ValueError(f"d_model={d_model} is not a multiple of d_head={d_head}")
-    extra = {"initializer_range": 0.02} if preset == "paper" else {}
+        raise InputError(f"d_model={d_model} is not a multiple of d_head={d_head}")
+    extra: dict[str, Any] = {"initializer_range": 0.02} if preset == "paper" else {}
     return HookedTransformerConfig(
         n_layers=int(n_layers), d_model=int(d_model), d_head=int(d_head), n_heads=int(d_model) // int(d_head),
         d_mlp=4 * int(d_model), d_vocab=int(d_vocab), n_ctx=int(n_ctx), act_fn="gelu",
@@ -255,7 +257,7 @@ def param_count(depth: int, width: int, *, preset: str = "paper", n_ctx: int = 2
     _check_preset(preset)
     d, L, V = int(width), int(depth), int(d_vocab)
     if d < 1 or L < 1 or V < 1 or int(n_ctx) < 1:
-        raise ValueError(f"depth, width, n_ctx and d_vocab must be >= 1, got {depth}, {width}, {n_ctx}, {d_vocab}")
+        raise InputError(f"depth, width, n_ctx and d_vocab must be >= 1, got {depth}, {width}, {n_ctx}, {d_vocab}")
     if preset == "paper":
         return V * d + int(n_ctx) * d + L * (12 * d * d + 4 * d) + 2 * d + d * V
     return V * d + int(n_ctx) * d + L * (12 * d * d + 13 * d) + 2 * d + d * V + V
@@ -361,10 +363,10 @@ def shapes_for_budget(budget: float, depths: Sequence[int] | None = None, *, max
     lo, _ = _width_range(_check_preset(preset), int(d_head))
     if width_for_budget(budget, 1, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, preset=preset) is None:
         need = param_count(1, lo, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
-        raise ValueError(f"budget {budget:g} is too small for even depth 1 (needs >= {need} parameters at d_model={lo})")
+        raise InputError(f"budget {budget:g} is too small for even depth 1 (needs >= {need} parameters at d_model={lo})")
     cells = grid([budget], list(range(1, max_depth + 1)) if depths is None else depths, preset=preset, d_head=d_head,
                  n_ctx=n_ctx, d_vocab=d_vocab)
-    return [(s.depth, s.d_model) for s in cells]
+    return [(s.depth, s.d_model) for s in cells if s.d_model is not None]  # grid() keeps runnable shapes only
 
 
 def paper_base_steps(budget: float, *, bytes_per_param: float = 60.0, n_ctx: int = 256, batch_size: int = 64,
@@ -375,9 +377,9 @@ def paper_base_steps(budget: float, *, bytes_per_param: float = 60.0, n_ctx: int
 
 def byte_data(source: str = "pydoc+shakespeare", *, test_fraction: float = 0.1) -> tuple[Tensor, Tensor]:
     """(train, test) uint8→long byte tensors of real text; the test split is the last fraction."""
-    from tl_geometry import corpus
-
     from pathlib import Path
+
+    from tl_geometry import corpus
 
     names = [s for s in source.split("+") if s]
     parts = []
@@ -394,11 +396,11 @@ def byte_data(source: str = "pydoc+shakespeare", *, test_fraction: float = 0.1) 
         else:
             parts += _hf_texts(s)
     if not parts:
-        raise ValueError(f"source {source!r} gave no text")
+        raise InputError(f"source {source!r} gave no text")
     data = torch.frombuffer(bytearray("\n\n".join(parts).encode("utf-8")), dtype=torch.uint8).long()
     n_test = int(len(data) * test_fraction)
     if n_test < 2 or len(data) - n_test < 2:
-        raise ValueError(f"source {source!r} has only {len(data)} bytes")
+        raise InputError(f"source {source!r} has only {len(data)} bytes")
     return data[:-n_test], data[-n_test:]
 
 
@@ -406,18 +408,18 @@ def _hf_texts(name: str) -> list[str]:
     try:
         import datasets
     except ImportError:
-        raise ValueError(f"unknown text source {name!r}: not pydoc/shakespeare/a file, and `datasets` is not installed") from None
+        raise InputError(f"unknown text source {name!r}: not pydoc/shakespeare/a file, and `datasets` is not installed") from None
     try:
         ds = datasets.load_dataset(name, split="train")
     except Exception as exc:  # offline, unknown name, ...
-        raise ValueError(f"could not load text source {name!r} as a Hugging Face dataset: {type(exc).__name__}: {exc}") from None
+        raise InputError(f"could not load text source {name!r} as a Hugging Face dataset: {type(exc).__name__}: {exc}") from None
     col = "text" if "text" in ds.column_names else ds.column_names[0]
     return [t for t in ds[col] if t]
 
 
 def _windows(data: Tensor, n: int, length: int, gen: torch.Generator) -> Tensor:
     if len(data) <= length:
-        raise ValueError(f"text of {len(data)} bytes is shorter than a window of {length + 1}")
+        raise InputError(f"text of {len(data)} bytes is shorter than a window of {length + 1}")
     starts = torch.randint(0, len(data) - length, (n,), generator=gen)
     return torch.stack([data[s : s + length] for s in starts.tolist()])
 
@@ -429,7 +431,7 @@ def _eval_windows(data: Tensor, n: int | None, length: int, *, shifted: bool = F
     k = (len(data) - 1) // length if shifted else len(data) // length
     k = k if n is None else min(int(n), k)
     if k < 1:
-        raise ValueError(f"split of {len(data)} bytes is shorter than one window of {span}")
+        raise InputError(f"split of {len(data)} bytes is shorter than one window of {span}")
     if shifted:
         return data[: k * length + 1].unfold(0, span, length)
     return data[: k * length].view(k, length)
@@ -501,7 +503,7 @@ def train_run(params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tenso
         batch = _windows(train, p["batch_size"], span, gen).to(device)
         loss = _loss(model, batch, shifted=paper)
         if not torch.isfinite(loss):
-            raise ValueError(f"training diverged (loss {float(loss)}) for depth {L}, d_model {d}")
+            raise InputError(f"training diverged (loss {float(loss)}) for depth {L}, d_model {d}")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip:
@@ -613,7 +615,7 @@ def shape_sweep(cfg: SweepConfig = SweepConfig(), results: Any = "shape_sweep.js
             val = None
             if cfg.patience:
                 if len(train) < 2 * len(test):
-                    raise ValueError(f"source {cfg.source!r} is too short for a validation split")
+                    raise InputError(f"source {cfg.source!r} is too short for a validation split")
                 train, val = train[: -len(test)], train[-len(test):]
             data.update(train=train, test=test, val=val)
         return train_run(params, data["train"], data["test"], data["val"], device=cfg.device)
@@ -645,7 +647,7 @@ def plot_sweep(records: Sequence[Mapping[str, Any]], path: Any = None):
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
 
     if not records:
-        raise ValueError("no sweep records to plot")
+        raise InputError("no sweep records to plot")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
     a1.axvspan(*EFFICIENT_INTERVAL, color="0.85", label="efficient interval")
     for b in sorted({r["params"]["budget"] for r in records}):

@@ -49,6 +49,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from tl_geometry.errors import InputError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["ToyConfig", "ToyResult", "toy_data", "toy_agop", "train_toy", "toy_sweep", "summarize",
@@ -106,23 +108,23 @@ class ToyConfig:
 
     def __post_init__(self):
         if self.n_features < 2 or self.n_hidden < 1:
-            raise ValueError(f"need n_features >= 2 and n_hidden >= 1, got {self.n_features}, {self.n_hidden}")
+            raise InputError(f"need n_features >= 2 and n_hidden >= 1, got {self.n_features}, {self.n_hidden}")
         if not (0.0 <= self.sparsity < 1.0):
-            raise ValueError(f"sparsity must lie in [0, 1), got {self.sparsity}")
+            raise InputError(f"sparsity must lie in [0, 1), got {self.sparsity}")
         if self.steps < 1 or self.n_test < 1 or self.lr <= 0:
-            raise ValueError(f"steps, n_test and lr must be positive, got {self.steps}, {self.n_test}, {self.lr}")
+            raise InputError(f"steps, n_test and lr must be positive, got {self.steps}, {self.n_test}, {self.lr}")
         if not (0.0 <= self.warmup < 1.0):
-            raise ValueError(f"warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+            raise InputError(f"warmup is a fraction of the steps in [0, 1), got {self.warmup}")
         if self.init not in _INITS:
-            raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
+            raise InputError(f"init must be one of {_INITS}, got {self.init!r}")
         if self.warmup_start is not None and not (0.0 < self.warmup_start <= 1.0):
-            raise ValueError(f"warmup_start must be None or in (0, 1], got {self.warmup_start}")
+            raise InputError(f"warmup_start must be None or in (0, 1], got {self.warmup_start}")
         if self.batch_size is not None and (isinstance(self.batch_size, bool) or int(self.batch_size) < 1):
-            raise ValueError(f"batch_size must be None (full batch) or a positive integer, got {self.batch_size!r}")
+            raise InputError(f"batch_size must be None (full batch) or a positive integer, got {self.batch_size!r}")
         if (self.data_seed is None) != (self.test_seed is None):
-            raise ValueError(f"data_seed and test_seed are set together or not at all, got {self.data_seed}, {self.test_seed}")
+            raise InputError(f"data_seed and test_seed are set together or not at all, got {self.data_seed}, {self.test_seed}")
         if not isinstance(self.preset, str) or not self.preset:
-            raise ValueError(f"preset must be a non-empty name, got {self.preset!r}")
+            raise InputError(f"preset must be a non-empty name, got {self.preset!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -207,7 +209,7 @@ def toy_data(n: int, n_features: int, sparsity: float, *, generator: torch.Gener
     ``generate_batch`` does (so the same generator yields their numbers); otherwise values first.
     """
     if n < 1:
-        raise ValueError(f"need at least one sample, got {n}")
+        raise InputError(f"need at least one sample, got {n}")
     if mask_first:
         mask = torch.rand(n, n_features, generator=generator) <= 1.0 - sparsity
         x = torch.rand(n, n_features, generator=generator) * mask
@@ -261,7 +263,7 @@ def train_toy(n_train: int, cfg: ToyConfig = CPU_TOY) -> ToyResult:
     from tl_geometry.metrics.interaction import aofe, offdiag_pearson, weighted_mean_cos2
 
     if int(n_train) < 1:
-        raise ValueError(f"n_train must be >= 1, got {n_train}")
+        raise InputError(f"n_train must be >= 1, got {n_train}")
     T = int(n_train)
     W = torch.empty(cfg.n_hidden, cfg.n_features)
     if cfg.data_seed is None:  # ours: one generator for data, test set, init and minibatches
@@ -330,10 +332,10 @@ def toy_sweep(
 
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
-        raise ValueError(f"sizes must be a non-empty list of positive integers, got {sizes}")
+        raise InputError(f"sizes must be a non-empty list of positive integers, got {sizes}")
     seeds = [int(cfg.seed)] if seeds is None else [int(s) for s in seeds]
     if not seeds:
-        raise ValueError("seeds must name at least one seed")
+        raise InputError("seeds must name at least one seed")
     ov = overrides(cfg)
     jobs = [{"experiment": "toy", "n_train": s, **dataclasses.replace(cfg, seed=k).to_dict()} for s in sizes for k in seeds]
 
@@ -407,10 +409,10 @@ def run(preset: str = "paper", *, sizes: Sequence[int] | None = None, seeds: Ite
         ('cpu', {'steps': 5, 'n_test': 20}, 4)
     """
     if preset not in PRESETS:
-        raise ValueError(f"unknown toy preset {preset!r}; accepted: {', '.join(PRESETS)}")
+        raise InputError(f"unknown toy preset {preset!r}; accepted: {', '.join(PRESETS)}")
     bad = sorted(set(changes) - {f.name for f in dataclasses.fields(ToyConfig)} | ({"preset", "seed"} & set(changes)))
     if bad:
-        raise ValueError(f"unknown or reserved ToyConfig fields {bad}; change any of "
+        raise InputError(f"unknown or reserved ToyConfig fields {bad}; change any of "
                          f"{[f.name for f in dataclasses.fields(ToyConfig) if f.name not in ('preset', 'seed')]} "
                          "(pass seeds=... for seeds)")
     cfg = dataclasses.replace(PRESETS[preset], **changes)
@@ -426,7 +428,7 @@ def plot_toy(records: Sequence[Mapping[str, Any]], path: Any = None):
     import matplotlib.pyplot as plt
 
     if not records:
-        raise ValueError("no toy records to plot")
+        raise InputError("no toy records to plot")
     summ = summarize(records)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax2 = ax.twinx()

@@ -14,6 +14,7 @@ import numpy as np
 from torch import Tensor
 
 from tl_geometry import capture
+from tl_geometry.errors import InputError
 from tl_geometry.metrics.capacity import SimilarityStats, similarity_stats
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
@@ -41,7 +42,7 @@ def embedding_epsilon(model_or_matrix: Any, *, matrix: str = "W_E", **options: A
     if isinstance(model_or_matrix, (Tensor, np.ndarray)):
         return similarity_stats(model_or_matrix, **options)
     if matrix not in ("W_E", "W_U"):
-        raise ValueError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
+        raise InputError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
     w = capture.weight(model_or_matrix, matrix)
     return similarity_stats(w.T if matrix == "W_U" else w, **options)
 
@@ -91,7 +92,7 @@ def _check_matrices(matrices: Sequence[str]) -> list[str]:
         matrices = [matrices]
     bad = [m for m in matrices if m not in _MATRICES]
     if bad or not matrices:
-        raise ValueError(f"matrices must be a non-empty subset of {_MATRICES}, got {list(matrices)}")
+        raise InputError(f"matrices must be a non-empty subset of {_MATRICES}, got {list(matrices)}")
     return list(matrices)
 
 
@@ -129,7 +130,7 @@ def epsilon_metric(
     ``extras["histogram_rows"]`` says how many.
     """
     if histogram_rows is not None and (not isinstance(histogram_rows, int) or histogram_rows < 0 or histogram_rows == 1):
-        raise ValueError(f"histogram_rows must be None, 0 or an integer >= 2, got {histogram_rows!r}")
+        raise InputError(f"histogram_rows must be None, 0 or an integer >= 2, got {histogram_rows!r}")
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
@@ -163,9 +164,9 @@ def capacity_metric(
     from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate
 
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
+        raise InputError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
+        raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
@@ -191,7 +192,7 @@ def epsilon_activations_plan(
     of positions at every hook (capture), then ε per hook (``finish``). Arguments as
     :func:`epsilon_activations_metric`."""
     if tokens is None:
-        raise ValueError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
+        raise InputError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
     hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
     sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
 

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from torch import Tensor
 
 from tl_geometry import capture
+from tl_geometry.errors import InputError
 from tl_geometry.metrics.interaction import (
     EFFICIENT_INTERVAL,
     AGOPAccumulator,
@@ -103,14 +104,14 @@ def agop(
     """
     capture.check_model(model)
     if space not in SPACES:
-        raise ValueError(f"space must be one of {tuple(SPACES)}, got {space!r}")
+        raise InputError(f"space must be one of {tuple(SPACES)}, got {space!r}")
     if space != "loss" and not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
-        raise ValueError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
+        raise InputError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
     if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
     tokens = capture.check_tokens(model, tokens)
     if projection_seed is not None and space != "output":
-        raise ValueError(f"projection_seed applies to space='output' only, got space={space!r}")
+        raise InputError(f"projection_seed applies to space='output' only, got space={space!r}")
     if hooks is None:
         if space == "input":
             hooks = capture.resid_hooks(model, "pre")
@@ -121,10 +122,10 @@ def agop(
     hooks = capture.validate_hooks(model, hooks)
     capture.check_grad_hooks(hooks)
     if space == "output" and len(hooks) != 1:
-        raise ValueError(f"output space takes one hook (the input embeddings), got {len(hooks)}")
+        raise InputError(f"output space takes one hook (the input embeddings), got {len(hooks)}")
     mask = capture.valid_mask(model, tokens)
     if not mask.any():
-        raise ValueError("no valid token positions after dropping BOS/padding")
+        raise InputError("no valid token positions after dropping BOS/padding")
     work = capture.float32_model(model)
     with capture.eval_mode(work):
         if space == "output":
@@ -175,7 +176,7 @@ def nfa(
     n = model.cfg.n_layers
     layers = list(range(n)) if layers is None else [int(l) for l in layers]
     if not layers or any(not 0 <= l < n for l in layers):
-        raise ValueError(f"layers must be a non-empty subset of range({n}), got {layers}")
+        raise InputError(f"layers must be a non-empty subset of range({n}), got {layers}")
     hooks = [f"blocks.{l}.ln2.hook_normalized" for l in layers]
     res = agop(model, tokens, hooks=hooks, n_probes=n_probes, seed=seed, exact=exact, batch_size=batch_size, progress=progress)
     W_in = capture.weight(model, "W_in")
@@ -251,7 +252,7 @@ def agop_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
 def wtw_aofe_metric(model, tokens=None, *, hooks=None, matrix: str = "W_E") -> GeometryReport:
     """AOFE ratio of WᵀW / n for W_E (vocab × d; or W_U transposed): row wtw.aofe_ratio."""
     if matrix not in ("W_E", "W_U"):
-        raise ValueError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
+        raise InputError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
     W = capture.weight(model, matrix)
     W = W.T if matrix == "W_U" else W
     a = wtw_aofe(W)
@@ -276,7 +277,7 @@ def depth_width_metric(model, tokens=None, *, hooks=None) -> GeometryReport:
 def nfa_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
     """Per layer: nfa.corr (vs AGOP) and nfa.corr_sqrt (vs AGOP^(1/2)) at blocks.{l}.ln2.hook_normalized."""
     if hooks is not None:
-        raise ValueError("nfa chooses its own hooks (blocks.{l}.ln2.hook_normalized); pass layers=[...] instead")
+        raise InputError("nfa chooses its own hooks (blocks.{l}.ln2.hook_normalized); pass layers=[...] instead")
     res = nfa(model, tokens, **options)
     rows = []
     for h, c in res.items():

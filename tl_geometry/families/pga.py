@@ -13,11 +13,17 @@ import warnings
 from typing import Any, Sequence
 
 from tl_geometry import capture
-from tl_geometry.models import processing_name, processing_of
+from tl_geometry.errors import InputError
 from tl_geometry.metrics.pga import (
-    DEFAULT_MAX_PAIRS, check_n_points, haar_bases, pc1_overlap, pga_profile, readout_basis,
+    DEFAULT_MAX_PAIRS,
+    check_n_points,
+    haar_bases,
+    pc1_overlap,
+    pga_profile,
+    readout_basis,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
+from tl_geometry.models import processing_name, processing_of
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
@@ -27,7 +33,7 @@ logger = logging.getLogger(__name__)
 def _ccr_list(ccr: int | Sequence[int]) -> list[int]:
     ccrs = [ccr] if isinstance(ccr, int) else list(ccr)
     if not ccrs or not all(isinstance(c, int) and c >= 0 for c in ccrs):
-        raise ValueError(f"ccr must be a non-negative int or a list of them, got {ccr!r}")
+        raise InputError(f"ccr must be a non-negative int or a list of them, got {ccr!r}")
     return sorted(set(ccrs))
 
 
@@ -100,7 +106,7 @@ def pga_plan(
     """The "pga" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample of positions at
     every hook (capture), then the profile per hook (``finish``). Arguments as :func:`pga`."""
     if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+        raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if isinstance(model, str):
         from tl_geometry import models
 
@@ -110,7 +116,7 @@ def pga_plan(
         check_paper_model(model)
     d = int(model.cfg.d_model)
     if not isinstance(k, int) or not 1 <= k < d:
-        raise ValueError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
+        raise InputError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
     ccrs = _ccr_list(ccr)
     if hooks is None:
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
@@ -218,7 +224,7 @@ def spectral_plan(
     every hook over every valid position (capture), then the spectrum (``finish``). Arguments as
     :func:`spectral`."""
     if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+        raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     capture.check_model(model)
     if hooks is None:
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")

@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tl_geometry.errors import InputError, InputTypeError
+
 __all__ = [
     "FORMS",
     "capacity",
@@ -69,23 +71,23 @@ __all__.append("CapacityWarning")
 
 def _constants(form: str, overrides: dict) -> dict[str, float]:
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
+        raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     params = dict(FORMS[form])
     if form in ("jl", "jl_random"):
         params["C"] = overrides.get("C") if overrides.get("C") is not None else params["C"]
         extra = [k for k, v in overrides.items() if v is not None and k != "C"]
         if extra:
-            raise ValueError(f"form {form!r} has only the constant C; got overrides for {extra}")
+            raise InputError(f"form {form!r} has only the constant C; got overrides for {extra}")
     else:
         for k, v in overrides.items():
             if v is None:
                 continue
             if k not in params:
-                raise ValueError(f"form {form!r} has constants {sorted(params)}; got an override for {k!r}")
+                raise InputError(f"form {form!r} has constants {sorted(params)}; got an override for {k!r}")
             params[k] = float(v)
     for k, v in params.items():
         if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"constant {k} must be a positive finite number, got {v}")
+            raise InputError(f"constant {k} must be a positive finite number, got {v}")
     return params
 
 
@@ -96,10 +98,10 @@ def _scalar_or_array(x: np.ndarray, scalar: bool):
 def _numeric(x, name: str, accepted: str) -> np.ndarray:
     """``x`` as a float64 array, refusing what numpy would silently convert (str, bool, objects)."""
     if isinstance(x, (str, bytes, bool, np.bool_)):
-        raise TypeError(f"{name} must be {accepted}, got {type(x).__name__} {x!r}")
+        raise InputTypeError(f"{name} must be {accepted}, got {type(x).__name__} {x!r}")
     arr = np.asarray(x)
     if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be {accepted}, got an array of dtype {arr.dtype}")
+        raise InputTypeError(f"{name} must be {accepted}, got an array of dtype {arr.dtype}")
     return arr.astype(np.float64)
 
 
@@ -107,14 +109,14 @@ def _check_eps(eps) -> np.ndarray:
     """ε as a float64 array; every entry must lie in (0, 1)."""
     eps = _numeric(eps, "eps", "a number in (0, 1) or an array of them")
     if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps >= 1):
-        raise ValueError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
+        raise InputError(f"eps must lie in (0, 1), got {eps if eps.ndim else float(eps)}")
     return eps
 
 
 def _check_d(d) -> np.ndarray:
     d = _numeric(d, "d", "a positive number (the dimension) or an array of them")
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
-        raise ValueError(f"d must be positive (the dimension), got {d if d.ndim else float(d)}")
+        raise InputError(f"d must be positive (the dimension), got {d if d.ndim else float(d)}")
     return d
 
 
@@ -229,12 +231,12 @@ def capacity_epsilon(k, d, *, form: str = "full", below: str = "nan", C=None, a=
     """
     params = _constants(form, {"C": C, "a": a, "b": b, "c": c})
     if below not in ("nan", "zero"):
-        raise ValueError(f"below must be 'nan' or 'zero', got {below!r}")
+        raise InputError(f"below must be 'nan' or 'zero', got {below!r}")
     scalar = np.ndim(k) == 0 and np.ndim(d) == 0
     d = _check_d(d)
     k = _numeric(k, "k", "a number >= 1 (a count of directions) or an array of them")
     if not np.all(np.isfinite(k)) or np.any(k < 1):
-        raise ValueError(f"k must be >= 1 (a number of directions), got {k if k.ndim else float(k)}")
+        raise InputError(f"k must be >= 1 (a number of directions), got {k if k.ndim else float(k)}")
     k, d = np.broadcast_arrays(k, d)
     if form in ("jl", "jl_random"):
         arg = np.log(k)
@@ -360,22 +362,22 @@ class CapacityEstimate:
 
 def _real(x, name: str, accepted: str) -> float:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, Real):
-        raise TypeError(f"{name} must be {accepted}, got {type(x).__name__} {x!r}")
+        raise InputTypeError(f"{name} must be {accepted}, got {type(x).__name__} {x!r}")
     x = float(x)
     if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {x}")
+        raise InputError(f"{name} must be finite, got {x}")
     return x
 
 
 def _dimension(d) -> int:
     if isinstance(d, (bool, np.bool_)) or not isinstance(d, Real):
-        raise TypeError(f"d must be a positive integer (the dimension), got {type(d).__name__} {d!r}")
+        raise InputTypeError(f"d must be a positive integer (the dimension), got {type(d).__name__} {d!r}")
     if not isinstance(d, Integral):
         if not (math.isfinite(float(d)) and float(d).is_integer()):
-            raise ValueError(f"d must be a positive integer (the dimension), got {d!r}")
+            raise InputError(f"d must be a positive integer (the dimension), got {d!r}")
     d = int(d)
     if d < 1:
-        raise ValueError(f"d must be a positive integer (the dimension), got {d}")
+        raise InputError(f"d must be a positive integer (the dimension), got {d}")
     return d
 
 
@@ -443,26 +445,26 @@ def capacity_estimate(
         ('indeterminate', None, 'class1')
     """
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
+        raise InputError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
+        raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     d = _dimension(d)
     if (mean is None) != (std is None):
-        raise ValueError("give both mean and std (μ and σ of the pairwise cosines), or neither")
+        raise InputError("give both mean and std (μ and σ of the pairwise cosines), or neither")
     if mean is not None:
         mean = _real(mean, "mean", "a number (μ)")
         std = _real(std, "std", "a number >= 0 (σ)")
         if std < 0:
-            raise ValueError(f"std must be >= 0, got {std}")
+            raise InputError(f"std must be >= 0, got {std}")
         if epsilon is None:
             epsilon = mean + 2 * std
         elif not math.isclose(_real(epsilon, "epsilon", "a number"), mean + 2 * std, rel_tol=1e-9, abs_tol=1e-12):
-            raise ValueError(f"epsilon = {epsilon} is not mean + 2 std = {mean + 2 * std}")
+            raise InputError(f"epsilon = {epsilon} is not mean + 2 std = {mean + 2 * std}")
     if epsilon is None:
-        raise ValueError("give epsilon, or mean and std")
+        raise InputError("give epsilon, or mean and std")
     epsilon = _real(epsilon, "epsilon", "a number (ε = μ + 2σ)")
     if epsilon >= 1:
-        raise ValueError(f"epsilon must be < 1 (a cosine bound), got {epsilon}")
+        raise InputError(f"epsilon must be < 1 (a cosine bound), got {epsilon}")
     cls = model_class_of(epsilon)
     eps3 = None if mean is None else mean + 3 * std
     common = dict(d=d, epsilon=epsilon, form=form, preset=preset, model_class=cls, mean=mean, std=std,
@@ -519,13 +521,13 @@ def min_n(k, epsilon, *, form: str = "full") -> int:
         1039
     """
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
+        raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     k = _real(k, "k", "a number >= 1 (a count of directions)")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InputError(f"k must be >= 1, got {k}")
     epsilon = _real(epsilon, "epsilon", "a number in (0, 1)")
     if not 0 < epsilon < 1:
-        raise ValueError(f"epsilon must lie in (0, 1), got {epsilon}")
+        raise InputError(f"epsilon must lie in (0, 1), got {epsilon}")
     hi = max(1, math.ceil(k))
     if _epsilon_of(k, hi, form) > epsilon:
         return hi

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tl_geometry.errors import InputError
+
 _EPS = 1e-30
 
 
@@ -263,7 +265,7 @@ class RankedReference:
             return float("nan")
         m = self.n
         if y.shape[-1] != m:
-            raise ValueError(f"y has {y.shape[-1]} values but the reference has {m}")
+            raise InputError(f"y has {y.shape[-1]} values but the reference has {m}")
         if self.pos is not None and _packable(y):
             p, vn = _packed_order(y.detach().numpy(), self.pos, self.order)  # reference positions in y's order
             p <<= 1

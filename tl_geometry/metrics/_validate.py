@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from tl_geometry.errors import InputError
+
 
 def reject_meta(x: Tensor, name: str) -> None:
     """Raise ValueError for a tensor that holds no data (``meta`` device).
@@ -12,7 +14,7 @@ def reject_meta(x: Tensor, name: str) -> None:
     a RuntimeError from ``.item()``.
     """
     if isinstance(x, Tensor) and x.is_meta:
-        raise ValueError(
+        raise InputError(
             f"{name} is on the 'meta' device (a shape without data); move it to a real device "
             "first, e.g. x.to('cpu') or x.to('cuda')"
         )

@@ -30,23 +30,9 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from tl_geometry.metrics._validate import reject_meta
 
-from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
-    CLASS1_ABOVE,
-    CLASS2_BELOW,
-    FORMS,
-    PRESETS,
-    CapacityEstimate,
-    capacity_estimate,
-    min_n,
-    model_class_of,
-    CapacityWarning,
-    capacity,
-    capacity_epsilon,
-    log10_capacity,
-    sensitivity,
-)
+from tl_geometry.errors import InputError, InputTypeError
+
 # the published table is data, not math: it lives in tl_geometry.hosts; re-exported for tg.published()
 from tl_geometry.hosts import (  # noqa: F401  (re-exported)
     PublishedEpsilon,
@@ -55,6 +41,22 @@ from tl_geometry.hosts import (  # noqa: F401  (re-exported)
     published_epsilon,
     published_rows,
 )
+from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
+    CLASS1_ABOVE,
+    CLASS2_BELOW,
+    FORMS,
+    PRESETS,
+    CapacityEstimate,
+    CapacityWarning,
+    capacity,
+    capacity_epsilon,
+    capacity_estimate,
+    log10_capacity,
+    min_n,
+    model_class_of,
+    sensitivity,
+)
+from tl_geometry.metrics._validate import reject_meta
 
 logger = logging.getLogger(__name__)
 
@@ -132,17 +134,17 @@ def _as_matrix(vectors: Any) -> Tensor:
     """Validate the input: a 2-D floating tensor/array with finite entries."""
     if isinstance(vectors, np.ndarray):
         if not np.issubdtype(vectors.dtype, np.floating):
-            raise TypeError(f"vectors must be floating point, got numpy dtype {vectors.dtype}")
+            raise InputTypeError(f"vectors must be floating point, got numpy dtype {vectors.dtype}")
         vectors = torch.from_numpy(np.ascontiguousarray(vectors))
     if not isinstance(vectors, Tensor):
-        raise TypeError(f"vectors must be a torch tensor or numpy array, got {type(vectors).__name__}")
+        raise InputTypeError(f"vectors must be a torch tensor or numpy array, got {type(vectors).__name__}")
     reject_meta(vectors, "vectors")
     if vectors.ndim != 2:
-        raise ValueError(f"expected 2-D vectors (n, d) with one vector per row, got shape {tuple(vectors.shape)}")
+        raise InputError(f"expected 2-D vectors (n, d) with one vector per row, got shape {tuple(vectors.shape)}")
     if not vectors.dtype.is_floating_point:
-        raise TypeError(f"vectors must be floating point (float16/bfloat16/32/64), got {vectors.dtype}")
+        raise InputTypeError(f"vectors must be floating point (float16/bfloat16/32/64), got {vectors.dtype}")
     if vectors.shape[1] < 1:
-        raise ValueError(f"vectors have d = 0 columns (shape {tuple(vectors.shape)})")
+        raise InputError(f"vectors have d = 0 columns (shape {tuple(vectors.shape)})")
     return vectors.detach()
 
 
@@ -208,13 +210,13 @@ class SimilarityAccumulator:
             self.s = torch.zeros(xb.shape[1], dtype=torch.float64, device=device)
             self.gram = torch.zeros(xb.shape[1], xb.shape[1], dtype=torch.float64, device=device)
         elif xb.shape[1] != self.s.shape[0]:
-            raise ValueError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.s.shape[0]}")
+            raise InputError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.s.shape[0]}")
         if xb.dtype in (torch.float16, torch.bfloat16):
             self.low_precision = str(xb.dtype)
         xb = xb.to(device=self.s.device, dtype=torch.float64)
         if not torch.isfinite(xb).all():
             bad = self.n_total + int((~torch.isfinite(xb)).any(1).nonzero()[0, 0])
-            raise ValueError(f"vectors contain NaN or inf (first at row {bad})")
+            raise InputError(f"vectors contain NaN or inf (first at row {bad})")
         norms = xb.norm(dim=1)
         nz = norms > 0
         ub = xb[nz] / norms[nz, None]
@@ -234,7 +236,7 @@ class SimilarityAccumulator:
         if self.s is None or n < 2:
             hint = (f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
                     if self.low_precision and self.n_total > n else "")
-            raise ValueError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
+            raise InputError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
         pairs = n * (n - 1)
         mean = (float(self.s @ self.s) - self.diag1) / pairs
         second = (float((self.gram * self.gram).sum()) - self.diag2) / pairs
@@ -290,11 +292,11 @@ def similarity_stats(
     """
     x = _as_matrix(vectors)
     if not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        raise InputError(f"block_size must be a positive integer, got {block_size!r}")
     if histogram and (not isinstance(histogram_bins, int) or histogram_bins < 1):
-        raise ValueError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
+        raise InputError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
     if top_n < 0:
-        raise ValueError(f"top_n must be >= 0, got {top_n}")
+        raise InputError(f"top_n must be >= 0, got {top_n}")
     keep_rows = histogram or top_n > 0
     acc = SimilarityAccumulator()
     units: list[Tensor] = []

@@ -31,9 +31,10 @@ import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.threads import kernel_threads, limit_threads
-
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +82,14 @@ class AOFE:
 
 def _check_square(G: Any, name: str = "G") -> Tensor:
     if not isinstance(G, Tensor):
-        raise TypeError(f"{name} must be a torch tensor, got {type(G).__name__}")
+        raise InputTypeError(f"{name} must be a torch tensor, got {type(G).__name__}")
     reject_meta(G, name)
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
-        raise ValueError(f"{name} must be a square 2-D matrix, got shape {tuple(G.shape)}")
+        raise InputError(f"{name} must be a square 2-D matrix, got shape {tuple(G.shape)}")
     if G.shape[0] < 2:
-        raise ValueError(f"{name} must be at least 2 × 2 (no off-diagonal entries in {tuple(G.shape)})")
+        raise InputError(f"{name} must be at least 2 × 2 (no off-diagonal entries in {tuple(G.shape)})")
     if not torch.isfinite(G).all():
-        raise ValueError(f"{name} has non-finite entries")
+        raise InputError(f"{name} has non-finite entries")
     return G
 
 
@@ -119,7 +120,7 @@ def aofe(G: Float[Tensor, "d d"]) -> AOFE:
     S = 0.5 * (G + G.T)
     frob2 = (S * S).sum()
     if frob2 == 0:
-        raise ValueError("G is all zero; the AOFE ratio is undefined")
+        raise InputError("G is all zero; the AOFE ratio is undefined")
     diag2 = (torch.diagonal(S) ** 2).sum()
     off = frob2 - diag2
     return AOFE(aofe=off, ratio=off / frob2, frobenius2=frob2)
@@ -132,7 +133,7 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     couples different coordinates.
     """
     if not isinstance(W, Tensor) or W.ndim != 2:
-        raise ValueError(f"W must be a 2-D tensor (rows are vectors), got {getattr(W, 'shape', type(W).__name__)}")
+        raise InputError(f"W must be a 2-D tensor (rows are vectors), got {getattr(W, 'shape', type(W).__name__)}")
     W = W.detach().to(torch.float64)
     return aofe(W.T @ W / W.shape[0])
 
@@ -147,12 +148,12 @@ def projection_matrix(d_out: int, d_in: int, *, seed: int = 0, convention: str =
     theirs did). ``"library"`` (ours): a CPU generator seeded with ``seed + 7919``, moved to ``device``.
     """
     if d_out < 2 or d_in < 1:
-        raise ValueError(f"projection needs d_out >= 2 and d_in >= 1, got {d_out}, {d_in}")
+        raise InputError(f"projection needs d_out >= 2 and d_in >= 1, got {d_out}, {d_in}")
     if convention == "paper":
         g = torch.Generator(device=device).manual_seed(int(seed))
         return torch.randn(d_out, d_in, generator=g, device=device) / d_out**0.5
     if convention != "library":
-        raise ValueError(f"convention must be 'paper' or 'library', got {convention!r}")
+        raise InputError(f"convention must be 'paper' or 'library', got {convention!r}")
     g = torch.Generator().manual_seed(int(seed) + 7919)
     return (torch.randn(d_out, d_in, generator=g) / d_out**0.5).to(device)
 
@@ -211,17 +212,17 @@ class AGOPAccumulator:
 
     def __init__(self, n_probes: int, n_groups: int | None = None):
         if int(n_probes) < 2:
-            raise ValueError(f"n_probes must be >= 2 to estimate a standard error, got {n_probes}")
+            raise InputError(f"n_probes must be >= 2 to estimate a standard error, got {n_probes}")
         self.n_probes = int(n_probes)
         self.n_groups = min(self.n_probes, 8 if n_groups is None else int(n_groups))
         if self.n_groups < 2:
-            raise ValueError(f"n_groups must be >= 2, got {n_groups}")
+            raise InputError(f"n_groups must be >= 2, got {n_groups}")
         self.sums: dict[str, Tensor] = {}
         self.n_positions: dict[str, int] = {}
 
     def update(self, key: str, probe: int, g: Float[Tensor, "n d"]) -> None:
         if not torch.isfinite(g).all():
-            raise ValueError(f"non-finite gradient at {key!r}")
+            raise InputError(f"non-finite gradient at {key!r}")
         g = g.detach().float()
         if key not in self.sums:
             self.sums[key] = torch.zeros(self.n_groups, g.shape[1], g.shape[1], dtype=torch.float32, device=g.device)
@@ -233,7 +234,7 @@ class AGOPAccumulator:
     def compute(self, key: str) -> tuple[Float[Tensor, "d d"], HookAGOP]:
         S, N, P, K = self.sums[key].double(), self.n_positions[key], self.n_probes, self.n_groups
         if N == 0:
-            raise ValueError(f"no positions accumulated at {key!r}")
+            raise InputError(f"no positions accumulated at {key!r}")
         n_k = torch.tensor([len(range(k, P, K)) for k in range(K)], dtype=torch.float64, device=S.device)
         G = S.sum(0) / (P * N)
         G_k = S / (n_k[:, None, None] * N)
@@ -314,7 +315,7 @@ def _pearson(x: Tensor, y: Tensor) -> float:
     x, y = x - x.mean(), y - y.mean()
     den = x.norm() * y.norm()
     if den == 0:
-        raise ValueError("Pearson correlation undefined: constant off-diagonal entries")
+        raise InputError("Pearson correlation undefined: constant off-diagonal entries")
     return float((x * y).sum() / den)
 
 
@@ -330,12 +331,12 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
         ValueError: shapes disagree, fewer than 3 dimensions (≤ 1 pair), non-finite entries.
     """
     if not isinstance(W_in, Tensor) or W_in.ndim != 2:
-        raise ValueError(f"W_in must be a 2-D tensor (d_model × d_mlp), got {getattr(W_in, 'shape', None)}")
+        raise InputError(f"W_in must be a 2-D tensor (d_model × d_mlp), got {getattr(W_in, 'shape', None)}")
     G = _check_square(G)
     if W_in.shape[0] != G.shape[0]:
-        raise ValueError(f"W_in has {W_in.shape[0]} input rows but G is {tuple(G.shape)}")
+        raise InputError(f"W_in has {W_in.shape[0]} input rows but G is {tuple(G.shape)}")
     if G.shape[0] < 3:
-        raise ValueError("need d >= 3 for a correlation over off-diagonal pairs")
+        raise InputError("need d >= 3 for a correlation over off-diagonal pairs")
     W = W_in.detach().double()
     gram = W @ W.T
     Gs = 0.5 * (G.double() + G.double().T)
@@ -368,7 +369,7 @@ def offdiag_pearson(A: Float[Tensor, "d d"], B: Float[Tensor, "d d"]) -> float:
     """
     A, B = _check_square(A, "A"), _check_square(B, "B")
     if A.shape != B.shape:
-        raise ValueError(f"A and B must have the same shape, got {tuple(A.shape)} and {tuple(B.shape)}")
+        raise InputError(f"A and B must have the same shape, got {tuple(A.shape)} and {tuple(B.shape)}")
     off = ~torch.eye(A.shape[0], dtype=torch.bool, device=A.device)
     return _pearson(A.detach()[off].double(), B.detach()[off].double())
 
@@ -403,7 +404,7 @@ def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
     d = torch.diagonal(G)
     den = d.sum() ** 2 - (d**2).sum()
     if not den > 0:
-        raise ValueError("weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
+        raise InputError("weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
                          "(G needs at least two positive diagonal entries)")
     return ((G**2).sum() - (d**2).sum()) / den
 
@@ -464,15 +465,15 @@ def loss_correlations(
 
     y = np.asarray(loss, dtype=np.float64).ravel()
     if not metrics:
-        raise ValueError("metrics must map at least one name to per-run values")
+        raise InputError("metrics must map at least one name to per-run values")
     s = None if sizes is None else np.asarray(sizes, dtype=np.float64).ravel()
     if s is not None and s.shape != y.shape:
-        raise ValueError(f"sizes has {s.size} entries but loss has {y.size}")
+        raise InputError(f"sizes has {s.size} entries but loss has {y.size}")
     out = []
     for name, vals in metrics.items():
         x = np.asarray(vals, dtype=np.float64).ravel()
         if x.shape != y.shape:
-            raise ValueError(f"metric {name!r} has {x.size} values but loss has {y.size}")
+            raise InputError(f"metric {name!r} has {x.size} values but loss has {y.size}")
         keep = np.isfinite(x) & np.isfinite(y)
         regimes = [("all", keep)]
         if s is not None and large_from is not None:
@@ -496,11 +497,11 @@ def depth_width_ratio(model_or_cfg: Any) -> float:
     get = cfg.get if isinstance(cfg, Mapping) else (lambda k: getattr(cfg, k, None))
     n_layers, d_model = get("n_layers"), get("d_model")
     if n_layers is None or d_model is None:
-        raise ValueError(f"need n_layers and d_model; {type(model_or_cfg).__name__} has neither a cfg nor those fields")
+        raise InputError(f"need n_layers and d_model; {type(model_or_cfg).__name__} has neither a cfg nor those fields")
     if isinstance(n_layers, bool) or isinstance(d_model, bool) or int(n_layers) != n_layers or int(d_model) != d_model:
-        raise ValueError(f"n_layers and d_model must be integers, got {n_layers!r}, {d_model!r}")
+        raise InputError(f"n_layers and d_model must be integers, got {n_layers!r}, {d_model!r}")
     if n_layers < 1 or d_model < 1:
-        raise ValueError(f"n_layers and d_model must be >= 1, got {n_layers}, {d_model}")
+        raise InputError(f"n_layers and d_model must be >= 1, got {n_layers}, {d_model}")
     return int(n_layers) / int(d_model)
 
 

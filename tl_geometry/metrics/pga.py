@@ -25,12 +25,13 @@ from typing import Any, Sequence
 import torch
 from jaxtyping import Float
 from torch import Tensor
-from tl_geometry.metrics._validate import reject_meta
 
+from tl_geometry.errors import InputError
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
-from tl_geometry.threads import kernel_threads, limit_threads, parallel_map, pool_threads
+from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
+from tl_geometry.threads import kernel_threads, limit_threads, parallel_map, pool_threads
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def check_n_points(n: int, k: int) -> None:
     """Raise ValueError when ``n`` points are too few for PGA with a k-dimensional readout."""
     need = min_points(k)
     if n < need:
-        raise ValueError(
+        raise InputError(
             f"PGA needs at least max(k + 1, {MIN_POINTS}) = {need} points for k={k}, got N={n}; "
             f"sample more positions (max_points / more tokens) or use a smaller k"
         )
@@ -101,14 +102,14 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
         (torch.Size([8, 3]), True)
     """
     if not isinstance(W_U, Tensor) or W_U.ndim != 2:
-        raise ValueError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
+        raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
     reject_meta(W_U, "W_U")
     d, v = W_U.shape
     if not isinstance(k, int) or not 1 <= k < d or k > v:
-        raise ValueError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
+        raise InputError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
     W = W_U.detach().to(torch.float64)
     if not torch.isfinite(W).all():
-        raise ValueError("W_U contains NaN or inf")
+        raise InputError("W_U contains NaN or inf")
     G = W @ W.T
     with limit_threads(kernel_threads("dense") if G.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         evals, evecs = torch.linalg.eigh(G)
@@ -124,7 +125,7 @@ def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) ->
     i-th basis does not depend on how many are drawn.
     """
     if not 1 <= k <= d:
-        raise ValueError(f"need 1 <= k <= d, got k={k}, d={d}")
+        raise InputError(f"need 1 <= k <= d, got k={k}, d={d}")
     g = torch.Generator().manual_seed(int(seed))
     out = torch.empty(n, d, k, dtype=torch.float64)
     for i in range(n):
@@ -176,11 +177,11 @@ class PGAScore:
 def _check_H(H: Tensor, name: str = "H") -> Tensor:
     reject_meta(H, name)
     if not isinstance(H, Tensor) or H.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D tensor (N, d), got {getattr(H, 'shape', type(H))}")
+        raise InputError(f"{name} must be a 2-D tensor (N, d), got {getattr(H, 'shape', type(H))}")
     if H.shape[0] < 3:
-        raise ValueError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
+        raise InputError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
     if not torch.isfinite(H).all():
-        raise ValueError(f"{name} contains NaN or inf activations")
+        raise InputError(f"{name} contains NaN or inf activations")
     return H.detach()
 
 
@@ -195,7 +196,7 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     Hc = H - H.mean(0, keepdim=True)
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
-        raise ValueError("activations are constant across points (zero variance after centering); PGA is undefined")
+        raise InputError("activations are constant across points (zero variance after centering); PGA is undefined")
     with limit_threads(kernel_threads("dense") if Hc.device.type == "cpu" else None):  # fewer if the cores are busy
         _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
     return Hc, S, Vh, int((S > S[0] * tol).sum())
@@ -206,7 +207,7 @@ def _remove_top(Hc: Tensor, Vh: Tensor, rank: int, c: int) -> Tensor:
     if c == 0:
         return Hc
     if c >= rank:
-        raise ValueError(f"ccr={c} removes all variance (centered H has numerical rank {rank})")
+        raise InputError(f"ccr={c} removes all variance (centered H has numerical rank {rank})")
     P = Vh[:c]
     return Hc - (Hc @ P.T) @ P
 
@@ -221,27 +222,27 @@ def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
 
 def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | None) -> tuple[Tensor, int]:
     if not isinstance(readout, Tensor) or readout.ndim != 2:
-        raise ValueError(f"readout must be a 2-D (d, k) basis, got {getattr(readout, 'shape', type(readout))}")
+        raise InputError(f"readout must be a 2-D (d, k) basis, got {getattr(readout, 'shape', type(readout))}")
     if readout.shape[0] != d:
-        raise ValueError(
+        raise InputError(
             f"readout basis has d={readout.shape[0]} rows but H has d={d} columns; "
             "the W_U/readout shape does not match the activations"
         )
     k = readout.shape[1]
     if not 1 <= k < d:
-        raise ValueError(f"k must satisfy 1 <= k < d={d}, got k={k}")
+        raise InputError(f"k must satisfy 1 <= k < d={d}, got k={k}")
     if not torch.isfinite(readout).all():
-        raise ValueError("readout contains NaN or inf")
+        raise InputError("readout contains NaN or inf")
     if not _orthonormal(readout):
-        raise ValueError("readout must have orthonormal columns; build it with readout_basis(W_U, k)")
+        raise InputError("readout must have orthonormal columns; build it with readout_basis(W_U, k)")
     if null_bases is not None:
         if null_bases.ndim != 3 or tuple(null_bases.shape[1:]) != (d, k):
-            raise ValueError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
+            raise InputError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
         if not _orthonormal(null_bases):
-            raise ValueError("null_bases must be orthonormal (n_null, d, k) bases, e.g. haar_bases(d, k, n_null)")
+            raise InputError("null_bases must be orthonormal (n_null, d, k) bases, e.g. haar_bases(d, k, n_null)")
         n_null = null_bases.shape[0]
     if n_null < 2:
-        raise ValueError(f"n_null must be >= 2 (the null std needs two subspaces), got {n_null}")
+        raise InputError(f"n_null must be >= 2 (the null std needs two subspaces), got {n_null}")
     return readout.to(torch.float64), n_null
 
 
@@ -286,14 +287,14 @@ def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
     with limit_threads(kernel_threads("sort") if Hx.device.type == "cpu" else None):  # sorts, as the nulls
         ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
         if ref.ss == 0.0:
-            raise ValueError("all pairwise distances of H are equal; the rank correlation is undefined")
+            raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
         rho = ref.spearman(cosine_similarities(Hx @ readout, pairs))
     nulls = _null_rhos(ref, Hx, pairs, bases, batch)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
-        raise ValueError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
+        raise InputError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
     if std == 0.0:
-        raise ValueError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
+        raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     d, k = readout.shape
     return PGAScore(rho, mean, std, (rho - mean) / std, nulls, Hx.shape[0], pairs.n_pairs,
                     pairs.subsampled, ccr, k, d, seed)
@@ -326,7 +327,7 @@ def pga_profile(
     check_n_points(N, readout.shape[1])
     ccrs = [int(c) for c in ccrs]
     if not ccrs or any(c < 0 for c in ccrs):
-        raise ValueError(f"ccr levels must be non-negative integers, got {ccrs}")
+        raise InputError(f"ccr levels must be non-negative integers, got {ccrs}")
     if null_bases is None:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
     readout = readout.to(H.device)

@@ -19,6 +19,7 @@ from typing import Any
 
 from torch import Tensor
 
+from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._pairs import pair_pass
 
 __all__ = ["cosine_exceedance", "DecoderEpsilon", "shared_directions"]
@@ -43,17 +44,17 @@ def cosine_exceedance(
         (1, 3)
     """
     if not isinstance(vectors, Tensor) or vectors.ndim != 2:
-        raise ValueError(f"expected a 2-D tensor (n, d), got {getattr(vectors, 'shape', type(vectors).__name__)}")
+        raise InputError(f"expected a 2-D tensor (n, d), got {getattr(vectors, 'shape', type(vectors).__name__)}")
     if not (0.0 <= float(threshold) <= 1.0) or math.isnan(float(threshold)):
-        raise ValueError(f"threshold must lie in [0, 1] (a |cos| level), got {threshold}")
+        raise InputError(f"threshold must lie in [0, 1] (a |cos| level), got {threshold}")
     if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+        raise InputError(f"block_size must be >= 1, got {block_size}")
     x = vectors.detach().float()
     norms = x.norm(dim=1)
     u = x[norms > 0] / norms[norms > 0, None]
     n = u.shape[0]
     if n < 2:
-        raise ValueError(f"need at least 2 non-zero rows, got {n}")
+        raise InputError(f"need at least 2 non-zero rows, got {n}")
     res = pair_pass(u, above=float(threshold), block=block_size)  # the package's one pair engine
     return int(res.n_above), res.n_pairs
 
@@ -108,5 +109,5 @@ def shared_directions(d_vocab: int, d_sae: int, *, tied: bool) -> int:
         434944
     """
     if not isinstance(tied, bool):
-        raise TypeError(f"tied must be True or False, got {tied!r}")
+        raise InputTypeError(f"tied must be True or False, got {tied!r}")
     return (1 if tied else 2) * int(d_vocab) + int(d_sae)

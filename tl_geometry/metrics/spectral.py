@@ -43,6 +43,8 @@ from typing import Any
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from tl_geometry.errors import InputError
 from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.threads import kernel_threads, limit_threads
 
@@ -114,15 +116,15 @@ class StreamingCovariance:
     def update(self, x: Float[Tensor, "n d"]) -> None:
         """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
         if not isinstance(x, Tensor) or x.ndim != 2:
-            raise ValueError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
+            raise InputError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
         reject_meta(x, "activations")
         if self.mean is not None and x.shape[1] != self.mean.shape[0]:
-            raise ValueError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
+            raise InputError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
         if x.shape[0] == 0:
             return
         x = x.detach().to(torch.float64)
         if not torch.isfinite(x).all():
-            raise ValueError("activations contain NaN or inf")
+            raise InputError("activations contain NaN or inf")
         nb = x.shape[0]
         mb = x.mean(0)
         xc = x - mb
@@ -139,7 +141,8 @@ class StreamingCovariance:
     def compute(self) -> Float[Tensor, "d d"]:
         """The unbiased covariance (ddof = 1)."""
         if self.n < 2:
-            raise ValueError(f"need at least 2 points for a covariance, got {self.n}")
+            raise InputError(f"need at least 2 points for a covariance, got {self.n}")
+        assert self.m2 is not None  # n >= 2: update() has run
         return self.m2 / (self.n - 1)
 
     def spectral(self, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
@@ -157,15 +160,15 @@ def spectral_from_covariance(
             ``fit_range`` outside the kept ranks / with fewer than 2 ranks.
     """
     if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-        raise ValueError(f"covariance must be a square 2-D tensor, got {getattr(cov, 'shape', type(cov))}")
+        raise InputError(f"covariance must be a square 2-D tensor, got {getattr(cov, 'shape', type(cov))}")
     cov = cov.detach().to(torch.float64)
     if not torch.isfinite(cov).all():
-        raise ValueError("covariance contains NaN or inf")
+        raise InputError("covariance contains NaN or inf")
     d = cov.shape[0]
     with limit_threads(kernel_threads("dense") if cov.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
-        raise ValueError("covariance is zero (constant activations); spectral metrics are undefined")
+        raise InputError("covariance is zero (constant activations); spectral metrics are undefined")
     lam = lam[lam > lam[0] * _REL_CUTOFF]
     n = lam.numel()
     rankme = _entropy_rank(lam.sqrt())
@@ -176,7 +179,7 @@ def spectral_from_covariance(
     else:
         lo, hi = int(fit_range[0]), int(fit_range[1])
         if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
-            raise ValueError(
+            raise InputError(
                 f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n_kept+1={n + 1} with >= 2 ranks"
             )
     if hi - lo >= 2:
@@ -219,10 +222,10 @@ def power_law_fit(
     lo, hi = int(fit_range[0]), int(fit_range[1])
     n = eigenvalues.numel()
     if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
-        raise ValueError(f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n+1={n + 1} with >= 2 ranks")
+        raise InputError(f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n+1={n + 1} with >= 2 ranks")
     lam = eigenvalues.detach().to(torch.float64)[lo - 1 : hi - 1]
     if not bool((lam > 0).all()):
-        raise ValueError("power_law_fit needs positive eigenvalues over the fit range")
+        raise InputError("power_law_fit needs positive eigenvalues over the fit range")
     i = torch.arange(lo, hi, dtype=torch.float64)
     x, y = torch.log(i), torch.log(lam)
     w = 1.0 / i if weighted else torch.ones_like(i)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from tl_geometry.errors import TLGeometryError
+
 __all__ = ["SAELensNotInstalledError"]
 
 
-class SAELensNotInstalledError(ImportError):
+class SAELensNotInstalledError(ImportError, TLGeometryError):
     """sae_lens is needed and missing (install the ``sae`` extra)."""
 
 

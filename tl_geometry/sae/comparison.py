@@ -8,6 +8,7 @@ import math
 import os
 from typing import Any, Literal, Sequence
 
+from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.hosts import HostEpsilon, find_host, host_epsilon
 from tl_geometry.metrics.sae import shared_directions
 from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
@@ -96,15 +97,15 @@ def compare(
     from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate
 
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
+        raise InputError(f"unknown preset {preset!r}; accepted: {list(PRESETS)}")
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
+        raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     if isinstance(model_or_name, (int, float)):
-        raise TypeError(f"expected a model or a model name, got {type(model_or_name).__name__}")
+        raise InputTypeError(f"expected a model or a model name, got {type(model_or_name).__name__}")
     he = host_epsilon(model_or_name)
     eps, source = he.epsilon, he.source
     if tied is not None and not isinstance(tied, bool):
-        raise TypeError(f"tied must be None, True or False, got {tied!r}")
+        raise InputTypeError(f"tied must be None, True or False, got {tied!r}")
     is_name = isinstance(model_or_name, str)
     d_model = he.d_model
     host_name = (he.published_as or model_or_name) if is_name else model_name(model_or_name)
@@ -161,7 +162,7 @@ def compare(
             s = _load_ref(label)
         W = _decoder(s)
         if W.shape[1] != d_model:
-            raise ValueError(f"SAE {label or i} has d_in = {W.shape[1]}, but the host's d_model = {d_model}")
+            raise InputError(f"SAE {label or i} has d_in = {W.shape[1]}, but the host's d_model = {d_model}")
         if not is_name:
             _check_sae_on_model(s, W, model_or_name)
         entry = {"d_sae": int(W.shape[0]), "release": "local", "sae_id": label or f"sae[{i}]",
@@ -294,7 +295,7 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
             if w.d_sae:
                 points.setdefault(w.release, []).append(float(w.d_sae))
     if not points and bound is None:
-        raise ValueError("nothing to plot: no SAE widths and no capacity bound")
+        raise InputError("nothing to plot: no SAE widths and no capacity bound")
     if ax is None:
         fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(points) + 3), 4.5))
     else:

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import Tensor
 
+from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.hosts import host_epsilon
 from tl_geometry.metrics.sae import DecoderEpsilon, cosine_exceedance
 
@@ -18,7 +19,7 @@ def _decoder(sae: Any) -> Tensor:
         return sae.detach()
     W = getattr(sae, "W_dec", None)
     if not isinstance(W, Tensor):
-        raise TypeError(f"expected a sae_lens SAE (with W_dec) or a (d_sae, d_in) tensor, got {type(sae).__name__}")
+        raise InputTypeError(f"expected a sae_lens SAE (with W_dec) or a (d_sae, d_in) tensor, got {type(sae).__name__}")
     return W.detach()
 
 
@@ -31,13 +32,13 @@ def _sae_hook(sae: Any) -> str | None:
 def _check_sae_on_model(sae: Any, W_dec: Tensor, model: Any) -> None:
     d_model = int(model.cfg.d_model)
     if W_dec.shape[1] != d_model:
-        raise ValueError(
+        raise InputError(
             f"SAE d_in = {W_dec.shape[1]} does not match the model's d_model = {d_model}; "
             "this SAE was trained on another model or hook"
         )
     hook = None if isinstance(sae, Tensor) else _sae_hook(sae)
     if hook is not None and hook not in model.hook_dict:
-        raise ValueError(
+        raise InputError(
             f"SAE hook {hook!r} is not a hook of the model (n_layers={model.cfg.n_layers}); "
             f"closest: {difflib.get_close_matches(hook, list(model.hook_dict), n=3, cutoff=0.5)}"
         )
@@ -74,7 +75,7 @@ def decoder_epsilon(
 
     W = _decoder(sae)
     if W.ndim != 2:
-        raise ValueError(f"decoder must be 2-D (d_sae, d_in), got shape {tuple(W.shape)}")
+        raise InputError(f"decoder must be 2-D (d_sae, d_in), got shape {tuple(W.shape)}")
     if host is not None and not isinstance(host, (str, int, float)):
         _check_sae_on_model(sae, W, host)
     stats = similarity_stats(W, progress=False)
@@ -83,11 +84,11 @@ def decoder_epsilon(
     he = host_epsilon(host)
     eps = he.epsilon
     if he.d_model is not None and he.d_model != W.shape[1]:
-        raise ValueError(
+        raise InputError(
             f"SAE d_in = {W.shape[1]} does not match the host's d_model = {he.d_model} "
             f"({he.published_as or 'host'})"
         )
     if not 0 <= eps <= 1:
-        raise ValueError(f"host ε must lie in [0, 1], got {eps}")
+        raise InputError(f"host ε must lie in [0, 1], got {eps}")
     n_above, n_pairs = cosine_exceedance(W, eps, block_size=block_size)
     return DecoderEpsilon(stats, eps, he.source, n_pairs, n_above, n_above / n_pairs)

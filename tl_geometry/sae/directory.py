@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from tl_geometry import hub
+from tl_geometry.errors import InputError
 from tl_geometry.hosts import close_names, find_host, normalize_name, published_hosts
 from tl_geometry.hub import HubUnavailableError
 from tl_geometry.report import model_name
@@ -136,7 +137,7 @@ def _check_releases(directory: dict, releases: str | Sequence[str] | None) -> li
         releases = [releases]
     for r in releases:
         if r not in directory:
-            raise ValueError(
+            raise InputError(
                 f"unknown sae_lens release {r!r}; close matches: {_close(r, directory)} "
                 f"({len(directory)} releases; list them with tl_geometry.sae.widths())"
             )
@@ -176,14 +177,14 @@ def widths(
         HubUnavailableError: ``config="hub"`` while offline or unreachable.
     """
     if config not in ("cache", "hub", "none"):
-        raise ValueError(f"config must be 'cache', 'hub' or 'none', got {config!r}")
+        raise InputError(f"config must be 'cache', 'hub' or 'none', got {config!r}")
     directory = _directory()
     rels = _check_releases(directory, releases)
     keys = None if model is None else _model_keys(model)
     if isinstance(model, str) and keys is not None:
         models = {v.model for v in directory.values()}
         if not any(_norm_model(m) in keys for m in models):
-            raise ValueError(
+            raise InputError(
                 f"no SAE for model {model!r} in sae_lens's directory; close matches: "
                 f"{_close(model, sorted(models))}"
             )

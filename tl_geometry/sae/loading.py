@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from tl_geometry import hub
+from tl_geometry.errors import InputError
 from tl_geometry.hub import HubUnavailableError
 from tl_geometry.sae._lens import _sae_lens
 from tl_geometry.sae.directory import _check_releases, _close, _directory, _is_repo_id
@@ -58,10 +59,10 @@ def load(
     """
     if path is not None:
         if release is not None or sae_id is not None:
-            raise ValueError("pass either path=... or release=... and sae_id=..., not both")
+            raise InputError("pass either path=... or release=... and sae_id=..., not both")
         p = Path(path)
         if not p.is_dir() or not (p / "cfg.json").is_file():
-            raise ValueError(f"no SAE at {str(p)!r}: expected a directory with cfg.json (written by sae.save_model)")
+            raise InputError(f"no SAE at {str(p)!r}: expected a directory with cfg.json (written by sae.save_model)")
         _sae_lens()
         from sae_lens import SAE
 
@@ -71,7 +72,7 @@ def load(
             check_weights_file(f)  # truncated/corrupt: CorruptFileError with the sizes, not a safetensors trace
         return SAE.load_from_disk(p, device=device, dtype=dtype)
     if release is None or sae_id is None:
-        raise ValueError("pass release=... and sae_id=... (a sae_lens pretrained SAE), or path=... (a saved SAE)")
+        raise InputError("pass release=... and sae_id=... (a sae_lens pretrained SAE), or path=... (a saved SAE)")
     directory = _directory()
     if release not in directory and _is_repo_id(release):
         # not a sae_lens release: a Hugging Face repository (e.g. one laid out by
@@ -81,7 +82,7 @@ def load(
         _check_releases(directory, release)
         ids = directory[release].saes_map
         if sae_id not in ids:
-            raise ValueError(
+            raise InputError(
                 f"unknown sae_id {sae_id!r} in release {release!r}; close matches: {_close(sae_id, ids)} "
                 f"({len(ids)} ids in the release)"
             )
@@ -122,6 +123,6 @@ def _load_ref(ref: str):
     repo, sep, sae_id = ref.partition(":")
     if sep and sae_id and _is_repo_id(repo):
         return load(repo, sae_id)
-    raise ValueError(f"no SAE at {ref!r}: expected a directory saved by sae_lens (cfg.json + "
+    raise InputError(f"no SAE at {ref!r}: expected a directory saved by sae_lens (cfg.json + "
                      "sae_weights.safetensors) or REPO:SAE_ID of a cached repository "
                      "(e.g. local/my-saes:blocks.3.hook_resid_post)")
