@@ -156,8 +156,8 @@ def optimized_packing(
 
     _check_kd(k, d)
     sched = paper_schedule(k, d)
-    steps = sched["steps"] if steps is None else int(steps)
-    if steps < 1:
+    n_steps = int(sched["steps"] if steps is None else steps)
+    if n_steps < 1:
         raise InputError(f"steps must be >= 1, got {steps}")
     lr = sched["lr"] if lr is None else float(lr)
     p = sched["p"] if p is None else p
@@ -170,8 +170,8 @@ def optimized_packing(
     opt = torch.optim.Adam([X], lr=lr)
     eps = math.nan
     with torch.no_grad():
-        for step in tqdm(range(steps), desc=f"packing k={k} d={d}", disable=not progress, leave=False):
-            last = step == steps - 1
+        for step in tqdm(range(n_steps), desc=f"packing k={k} d={d}", disable=not progress, leave=False):
+            last = step == n_steps - 1
             X.grad, worst = packing_grad(X, p, with_max=last)
             if last:
                 # the paper reads ε at its last step, before that step's update
@@ -184,6 +184,8 @@ def optimized_packing(
 
 def _weight_(G: Tensor, p: float) -> Tensor:
     """In place: G ← G·|G|^(p−2) (= ∂|G|^p/∂G / p); |G|^q by repeated squaring for integer p."""
+    if p < 2:  # |G|^(p−2) is infinite at the zeroed diagonal: sign(G)·|G|^(p−1), 0 there
+        return G.copy_(G.sign().mul_(G.abs().pow_(p - 1)))  # (p = 1 used to loop forever below)
     if not float(p).is_integer():
         return G.mul_(G.abs().pow_(p - 2))
     q = int(p) - 2
@@ -197,6 +199,7 @@ def _weight_(G: Tensor, p: float) -> Tensor:
         e >>= 1
         if e:
             base = base.mul_(base) if acc is not base else base * base
+    assert acc is not None  # q >= 1 sets at least one factor
     return G.mul_(acc)
 
 
