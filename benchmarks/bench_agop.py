@@ -54,7 +54,7 @@ def naive(model, tokens, hooks, n_probes, seed=0):
     acc = {h: torch.zeros(model.cfg.d_model, model.cfg.d_model) for h in hooks}
     with capture.grad_capture(model, hooks) as acts, torch.enable_grad():
         logits = model(tokens)
-        for p in range(n_probes):
+        for _ in range(n_probes):
             u = torch.randn(logits.shape, generator=gen)
             for h in hooks:
                 (g,) = torch.autograd.grad((u * logits).sum(), acts[h], retain_graph=True)

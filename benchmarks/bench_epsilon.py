@@ -14,7 +14,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 
 CASE = r'''
 import json, resource, sys, time, torch

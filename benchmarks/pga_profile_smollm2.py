@@ -150,7 +150,7 @@ def table(out: Path, args, data) -> None:
         row.append(f"{t['alpha_req']:.2f} / {t['alpha_req_reptrix']:.2f}" if t else "")
         print(f"| {_label(h)} | " + " | ".join(row) + " |")
     ov = overlaps(data, args.k)
-    print("readout overlaps (top-%d):" % args.k, {k: round(v, 4) for k, v in ov.items()})
+    print(f"readout overlaps (top-{args.k}):", {k: round(v, 4) for k, v in ov.items()})
     cpu = sum(r.get("cpu_s", 0) for r in recs)
     print(f"scored {len(recs)} (model, hook) units; CPU {cpu:.0f} s; peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")

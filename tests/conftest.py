@@ -1,7 +1,6 @@
 """Shared fixtures. Unit tests use tiny random models only; never the network."""
 
 import os
-import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -9,8 +8,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-
 from tiny_models import make_tiny_bridge, make_tiny_model, tiny_config  # noqa: E402,F401
 
 

@@ -125,7 +125,7 @@ class ConvergenceScore:
     null_mean: float
     null_std: float
     z: float
-    null_rhos: Float[Tensor, "n_null"]
+    null_rhos: Float[Tensor, " n_null"]
     n_texts: int
     k: int
 

@@ -196,5 +196,6 @@ def tokens(
     stream = torch.tensor(ids[: n_chunks * body], dtype=torch.long).view(n_chunks, body)
     out = stream[chosen]
     if prepend_bos:
+        assert bos is not None  # refused above
         out = torch.cat([torch.full((n_seqs, 1), bos, dtype=torch.long), out], dim=1)
     return out

@@ -84,7 +84,7 @@ def _partial_note(report: GeometryReport) -> str | None:
         "interrupted": "the run was interrupted before every metric finished.",
         "running": "the run had not finished when this was written.",
         "partial": "some metrics failed.",
-    }.get(status, "the run was interrupted or some metrics failed.")
+    }.get(str(status), "the run was interrupted or some metrics failed.")
     text = f"This report is partial: {why}"
     missing = prov.get("missing_metrics") or prov.get("missing") or []
     if missing:

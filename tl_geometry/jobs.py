@@ -195,7 +195,7 @@ def run_jobs(
             logger.warning("%s: removed %d torn line(s) left by an interrupted run", rf.path, removed)
         finished = rf.finished_keys(include_errors=not retry_errors)
     todo = [j for j in jobs if job_key(j) not in finished]
-    if len(todo) < len(jobs):
+    if rf is not None and len(todo) < len(jobs):
         logger.info("%s: %d of %d jobs already finished; resuming", rf.path, len(jobs) - len(todo), len(jobs))
 
     def record(params, status, result) -> dict:

@@ -359,7 +359,7 @@ def from_hf(
         warnings.simplefilter("ignore", UserWarning)
         model.load_and_process_state_dict(state_dict, **flags)
     model.to(dev)
-    model._tl_geometry_name = name or cfg.model_name
+    model._tl_geometry_name = name or cfg.model_name  # type: ignore[assignment]  # torch's stub: Module attrs are Tensor | Module
     _record_processing(model, pname, flags)
     return model.eval()
 
@@ -500,7 +500,7 @@ def random_like(model: Any, *, seed: int = 0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         rand = HookedTransformer(cfg, tokenizer=getattr(model, "tokenizer", None))
-    rand._tl_geometry_name = f"{model_name_of(model)}-random-init"
+    rand._tl_geometry_name = f"{model_name_of(model)}-random-init"  # type: ignore[assignment]  # as above
     return rand.eval()
 
 

@@ -26,6 +26,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable
 
 from tl_geometry.errors import InputError
@@ -156,6 +157,7 @@ class OutputLock:
         self._fd: int | None = None
 
     def acquire(self) -> "OutputLock":
+        fcntl: ModuleType | None
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX

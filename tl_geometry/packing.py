@@ -67,7 +67,9 @@ def max_abs_cos(U: Tensor, *, block: int | None = None) -> float:
     U = torch.nn.functional.normalize(U.float() if U.dtype == torch.float16 and U.device.type == "cpu" else U, dim=1)
     n = U.shape[0]
     block = block or max(1, min(n, 2**13))
-    return float(pair_pass(U, max_abs=True, block=block).max_abs)
+    worst = pair_pass(U, max_abs=True, block=block).max_abs
+    assert worst is not None  # max_abs=True
+    return float(worst)
 
 
 @torch.no_grad()

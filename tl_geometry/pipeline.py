@@ -246,7 +246,9 @@ def run_report(
         cfg = config_for(model)
         if cfg is not None:
             check_memory(cfg, limit_bytes=None if max_memory_gb is None else int(max_memory_gb * 2**30))
-    out_dir = lock = work = None
+    out_dir: Path | None = None
+    work: Path | None = None
+    lock = None
     created = False
     if out is not None:
         out_dir, created, lock = outdir.prepare(out, force=force, force_hint=force_hint)
@@ -298,7 +300,7 @@ def run_report(
                     _write_progress(current("running"), work)
             bar.close()
         except KeyboardInterrupt:
-            if work is not None:
+            if work is not None and out_dir is not None:  # work lies in out_dir
                 _write_progress(current("interrupted"), work)
                 if (out_dir / "report.json").exists():
                     logger.warning(
@@ -318,7 +320,7 @@ def run_report(
         prov["timings_s"] = timings
         prov["total_s"] = round(time.perf_counter() - t0, 2)
         report = current("partial" if errors else "complete")
-        if work is not None:
+        if work is not None and out_dir is not None:
             render_into(report, work, figures=figures)
             outdir.promote(work, out_dir, owned_figures=figure_files())
         finished = True
@@ -328,6 +330,6 @@ def run_report(
             if not finished and work is not None and not any(work.iterdir()):
                 work.rmdir()
             lock.release()
-            if not finished and work is not None and not work.exists():
+            if not finished and work is not None and out_dir is not None and not work.exists():
                 outdir.cleanup_created(out_dir, created)
 

@@ -44,8 +44,8 @@ __all__ = [
     "figure_specs",
     "figure_for",
     "save_figures",
-    "FIGURES",
-    "FAMILY_FIGURES",
+    "FIGURES",  # noqa: F822  (module __getattr__ below)
+    "FAMILY_FIGURES",  # noqa: F822  (module __getattr__ below)
 ]
 
 def _plt():
@@ -307,7 +307,7 @@ def plot_pga(report: GeometryReport):
         by_ccr: dict[int, list[Row]] = {}
         for r in zrows:
             by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
-        allx = []
+        allx: list[float] = []
         for ccr in sorted(by_ccr):
             xs, ys = _by_layer(by_ccr[ccr], n)
             allx.extend(xs)
@@ -344,7 +344,7 @@ _SPECTRAL = (
     ("spectral.condition_number", "condition number λ_max/λ_min", True),
 )
 #: A second definition drawn on the same panel when present: metric → (companion, labels).
-_SPECTRAL_COMPANION = {
+_SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
     "spectral.rankme": ("spectral.rankme_eig", "singular values (Garrido et al.)", "eigenvalues (rankme_eig)"),
     "spectral.alpha_req": ("spectral.alpha_req_reptrix", "least squares, all ranks", "reptrix: 1/i-weighted, ranks 11–100"),
 }
@@ -364,8 +364,8 @@ def plot_spectral(report: GeometryReport):
         xs, ys = _by_layer(_rows(report, metric), n)
         companion = _SPECTRAL_COMPANION.get(metric)
         other = _rows(report, companion[0]) if companion else []
-        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green", label=companion[1] if other else None)
-        if other:
+        ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green", label=companion[1] if companion and other else None)
+        if companion and other:
             ox, oy = _by_layer(other, n)
             ax.plot(ox, oy, marker="s", ms=3, color="tab:olive", ls="--", label=companion[2])
             ax.legend(fontsize=7)
@@ -391,7 +391,7 @@ def plot_aofe(report: GeometryReport):
     plt = _plt()
     n = _n_layers(report)
     fig, ax = plt.subplots(figsize=(8, 4.4))
-    allx = []
+    allx: list[float] = []
     by_space: dict[str, list[Row]] = {}
     for r in rows:
         by_space.setdefault(str(r.extras.get("space", "input")), []).append(r)
@@ -427,8 +427,9 @@ def _sae_layer(row: Row) -> float:
     if row.layer is not None:
         return float(row.layer)
     ex = row.extras
-    if ex.get("hook_name") and layer_of(ex["hook_name"]) is not None:
-        return float(layer_of(ex["hook_name"]))
+    hook_layer = layer_of(ex["hook_name"]) if ex.get("hook_name") else None
+    if hook_layer is not None:
+        return float(hook_layer)
     m = re.search(r"(?:layer|blocks|l)[_.\-]?(\d+)", str(ex.get("sae_id", "")))
     return float(m.group(1)) if m else math.nan
 

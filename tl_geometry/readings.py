@@ -20,7 +20,7 @@ Our choices (the papers do not phrase their results this way):
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from tl_geometry.hosts import PublishedHost, published_hosts
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
@@ -321,12 +321,12 @@ def read_interaction(report: GeometryReport) -> list[str]:
         out.append(f"WᵀW AOFE ratio (weights only): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} matrices.")
     dw = _one(report, "depth_width.ratio")
     if dw is not None:
-        lo, hi = dw.extras.get("interval") or EFFICIENT_INTERVAL
-        inside = dw.extras.get("in_interval", lo <= dw.value <= hi)
-        where = "inside" if inside else ("above" if dw.value > hi else "below")
+        low, high = dw.extras.get("interval") or EFFICIENT_INTERVAL
+        inside = dw.extras.get("in_interval", low <= dw.value <= high)
+        where = "inside" if inside else ("above" if dw.value > high else "below")
         out.append(
             f"R_D/W = n_layers / d_model = {_fmt(dw.value)}: {where} the efficient interval "
-            f"[{lo}, {hi}] found on byte-level TinyGPT (best shapes α* = 0.023–0.047 for 1M–10M parameters)."
+            f"[{low}, {high}] found on byte-level TinyGPT (best shapes α* = 0.023–0.047 for 1M–10M parameters)."
         )
     return out
 
@@ -370,12 +370,12 @@ def read_sae(report: GeometryReport) -> list[str]:
     return out
 
 
-def section_readers() -> dict[str, object]:
+def section_readers() -> dict[str, Callable[[Any], list[str]]]:
     """``{section title: read}`` of every registered family that declares a reading, in section
     order (:func:`tl_geometry.registry.families`; each family's ``read`` and ``title``)."""
     from tl_geometry import registry
 
-    return {fam.section: fam.read for fam in registry.families() if fam.read is not None}
+    return {fam.section: fam.read for fam in registry.families() if callable(fam.read)}  # Lazy or function
 
 
 def __getattr__(name: str):

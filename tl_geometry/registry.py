@@ -182,7 +182,7 @@ def register_metric(
             needs=needs,
             description=description or (doc[0] if doc else ""),
             builtin=builtin,
-            source=_LOADING_PLUGIN or getattr(fn, "__module__", "?"),
+            source=_LOADING_PLUGIN or str(getattr(fn, "__module__", None) or "?"),
             plan=plan,
         )
         return fn
@@ -284,7 +284,7 @@ class Lazy:
 
     def resolve(self) -> Callable:
         module, attr = self.ref.split(":")
-        obj = importlib.import_module(module)
+        obj: Any = importlib.import_module(module)
         for part in attr.split("."):
             obj = getattr(obj, part)
         return obj
@@ -356,7 +356,7 @@ class FigureSpec:
     """
 
     name: str
-    draw: Callable[[Any], Any]
+    draw: Callable[[Any], Any] | str  # a str becomes a Lazy in __post_init__
     caption: str = ""
     rows: tuple[str, ...] = ()
 
@@ -404,7 +404,7 @@ class FamilySpec:
     metrics: tuple[str, ...] = ()
     rows: tuple[RowSpec, ...] = ()
     figures: tuple[FigureSpec, ...] = ()
-    read: Callable[[Any], list[str]] | None = None
+    read: Callable[[Any], list[str]] | str | None = None  # a str becomes a Lazy in __post_init__
     plot: str | None = None
     order: float = 100.0
     builtin: bool = False

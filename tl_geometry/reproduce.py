@@ -558,7 +558,7 @@ def _plot_pga(profiles, path, name):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for i, (preset, (z, used)) in enumerate(profiles.items()):
+    for i, (preset, (z, _used)) in enumerate(profiles.items()):
         for c, style in ((1, "-"), (5, ":")):
             if c not in z:
                 continue
@@ -726,7 +726,7 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
     k, V, tied = float(ex["capacity"]), int(ex["d_vocab"]), ex.get("tied")
     d_sae = int(next(r.value for r in rep.rows if r.metric == "sae.d_sae" and r.hook == top.hook
                      and r.extras.get("sae_id") == ex.get("sae_id") and r.extras.get("release") == ex.get("release")))
-    counted = {True: "V (tied)", False: "2V (untied)"}.get(tied, "unknown")
+    counted = "V (tied)" if tied is True else "2V (untied)" if tied is False else "unknown"
     sizes = {"release": ex.get("release"), "sae_id": ex.get("sae_id"), "d_sae": d_sae, "d_vocab": V, "capacity": k,
              "tied": tied, "tied_source": ex.get("tied_source")}
     return [_published_row(
@@ -889,18 +889,18 @@ def reproduce(
         if "key" in rec:
             latest[rec["key"]] = rec
     rows: list[ReproRow] = []
-    per_check = {}
+    per_check: dict[str, float | None] = {}
     for j in jobs:
-        rec = latest.get(job_key(j))
-        if rec is None:
+        done = latest.get(job_key(j))
+        if done is None:
             continue
-        c = by_id[j["check"]]
-        if rec.get("status") != "ok":
+        c = by_id[str(j["check"])]
+        if done.get("status") != "ok":
             per_check[c.id] = None
-            rows.append(_row(c.id, c.title, None, None, None, status="error", note=str(rec.get("error", "failed"))))
+            rows.append(_row(c.id, c.title, None, None, None, status="error", note=str(done.get("error", "failed"))))
             continue
-        per_check[c.id] = rec.get("seconds")
-        rows += [ReproRow.from_dict(r) for r in rec["rows"]]
+        per_check[c.id] = done.get("seconds")
+        rows += [ReproRow.from_dict(r) for r in done["rows"]]
     import tl_geometry
 
     meta = {

@@ -278,7 +278,7 @@ def run_job(
             corpus=job["corpus"],
             checkpoint=job.get("checkpoint"),
         )
-        result = {
+        result: dict[str, Any] = {
             "rows": [r.to_dict() for r in report.rows],
             "provenance": dict(report.provenance),
         }

@@ -285,8 +285,9 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list
             _in_pool.flag = False
             wait(futures)  # the running items finish before torch's setting is restored
         for f in futures:
-            if f.exception() is not None:
-                raise f.exception()
+            exc = f.exception()
+            if exc is not None:
+                raise exc
         return results
 
 

@@ -2,7 +2,6 @@
 
 import pytest
 
-import tl_geometry as tg
 from tl_geometry.jobs import read_records
 from tl_geometry.sweep import sweep, sweep_report
 

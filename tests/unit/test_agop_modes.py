@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import tl_geometry as tg
-from tl_geometry.families.interaction import SPACES
 from tl_geometry.experiments.shape_sweep import build_model
+from tl_geometry.families.interaction import SPACES
 from tl_geometry.metrics.interaction import projection_matrix
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -111,7 +111,7 @@ def test_loss_space_against_per_sequence_jacobian(paper_tiny, toks):
 
         def summed_ce(x):
             logits = from_embeddings(m, x)[0]
-            return F.cross_entropy(logits[:-1], tok[0, 1:], reduction="sum")
+            return F.cross_entropy(logits[:-1], tok[0, 1:], reduction="sum")  # noqa: B023  (called in this iteration)
 
         g = torch.autograd.functional.jacobian(summed_ce, embed(m, tok))[0].double()  # (T, d)
         assert torch.count_nonzero(g[-1]) == 0  # the last position predicts nothing

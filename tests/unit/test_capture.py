@@ -3,7 +3,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import tl_geometry as tg
 from tl_geometry import capture
 
 

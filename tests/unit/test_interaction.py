@@ -7,11 +7,10 @@ import types
 import numpy as np
 import pytest
 import torch
+from tiny_models import make_tiny_model
 
 import tl_geometry as tg
 from tl_geometry.metrics.interaction import AGOPAccumulator, projection_matrix
-
-from tiny_models import make_tiny_model
 
 HOOKS = ["blocks.1.hook_resid_pre", "blocks.2.hook_resid_pre"]
 
@@ -39,7 +38,7 @@ def ref_agop_exact(model, tokens, hook):
 
         def keep(act, hook):
             a = act.detach().clone().requires_grad_(True)
-            store["a"] = a
+            store["a"] = a  # noqa: B023  (called in this iteration)
             return a
 
         logits = model.run_with_hooks(tokens[b : b + 1], fwd_hooks=[(hook, keep)])[0]  # (T, V)
@@ -248,7 +247,7 @@ def test_output_space_exact_reference_and_probes(tiny_model, tiny_tokens):
 
         def keep(act, hook):
             a = act.detach().clone().requires_grad_(True)
-            store["a"] = a
+            store["a"] = a  # noqa: B023  (called in this iteration)
             return a
 
         y = tiny_model.run_with_hooks(tok[b : b + 1], fwd_hooks=[(h, keep)])[0, -1] @ P.T

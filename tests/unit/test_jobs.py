@@ -1,7 +1,6 @@
 """jobs.py: the crash-safe JSON-lines results file shared by sweeps (packing, shape, models)."""
 
 import json
-import os
 
 import pytest
 

@@ -1,7 +1,6 @@
 import pytest
 import torch
 
-import tl_geometry as tg
 from tl_geometry import models
 
 

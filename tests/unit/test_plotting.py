@@ -4,9 +4,9 @@ import logging
 import math
 
 import numpy as np
+import pytest
 
 import tl_geometry as tg
-import pytest
 
 pytest.importorskip("matplotlib")
 
@@ -68,7 +68,7 @@ def test_pga_one_line_per_ccr_in_layer_order(full_report):
     # slow reference: sort the rows of CCR 1 by position (embed=-1, final=n_layers) by hand
     pos = {"hook_embed": -1, "ln_final.hook_normalized": N_LAYERS}
     rows = [r for r in full_report.rows if r.metric == "pga.z" and r.extras["ccr"] == 1]
-    ref = sorted(((pos.get(r.hook, r.layer), r.value) for r in rows))
+    ref = sorted((pos.get(r.hook, r.layer), r.value) for r in rows)
     line = labelled["CCR-1"]
     np.testing.assert_allclose(line.get_xdata(), [x for x, _ in ref])
     np.testing.assert_allclose(line.get_ydata(), [y for _, y in ref])

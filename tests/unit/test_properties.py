@@ -14,13 +14,12 @@ the same cases, so a failure in CI reproduces locally.
 import math
 import warnings
 
-import numpy as np
+import _sweep_helpers as H
 import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import _sweep_helpers as H
 import tl_geometry as tg
 from tl_geometry import capture
 

@@ -4,7 +4,7 @@ import math
 import pytest
 
 import tl_geometry as tg
-from tl_geometry.report import GeometryReport, Row, layer_of
+from tl_geometry.report import GeometryReport, layer_of
 
 
 def _report():

@@ -10,7 +10,6 @@
 """
 
 import ast
-import sys
 import warnings
 from pathlib import Path
 

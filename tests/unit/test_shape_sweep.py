@@ -5,10 +5,9 @@ import json
 import pytest
 import torch
 
+from tl_geometry.experiments import shape_sweep as ss
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
-
-from tl_geometry.experiments import shape_sweep as ss
 
 
 @pytest.fixture

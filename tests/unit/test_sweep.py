@@ -1,15 +1,14 @@
 """tl_geometry.sweep: resumable multi-model sweeps, local and Ray executors."""
 
 import gc
-import json
 import os
 import sys
 import weakref
 
+import _sweep_helpers as H
 import pytest
 
-import _sweep_helpers as H
-from tl_geometry.jobs import job_key, read_records
+from tl_geometry.jobs import read_records
 from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report
 
 JOBS = [

@@ -1,6 +1,5 @@
 """``tl-geometry sweep models``: the CLI over tl_geometry.sweep."""
 
-import json
 
 import pytest
 

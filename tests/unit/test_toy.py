@@ -3,14 +3,12 @@
 import dataclasses
 
 import numpy as np
-
 import pytest
 import torch
 
+from tl_geometry.experiments import toy_superposition as toy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
-
-from tl_geometry.experiments import toy_superposition as toy
 
 
 def test_toy_data_sparsity_and_norm():

@@ -27,7 +27,7 @@ import contextlib
 import difflib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence, overload, runtime_checkable
 
 import torch
 from jaxtyping import Float, Int
@@ -147,6 +147,10 @@ def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
     return hooks
 
 
+@overload
+def weight(model: Any, name: str, *, optional: Literal[False] = False) -> Tensor: ...
+@overload
+def weight(model: Any, name: str, *, optional: bool) -> Tensor | None: ...
 def weight(model: Any, name: str, *, optional: bool = False) -> Tensor | None:
     """A weight of the model by TL name, detached: ``"W_E"``, ``"W_U"``, ``"W_in"``, or a dotted
     path such as ``"blocks.3.ln2.w"``.
@@ -263,8 +267,12 @@ class Pass(Protocol):
         update: ``update(hook, acts)`` with acts (n_kept, d) float32/64 in (batch, pos) order.
     """
 
-    hooks: Sequence[str]
-    positions: Tensor | None
+    # read-only in the protocol, so a pass may hold a list and a tensor (never None) there
+    @property
+    def hooks(self) -> Sequence[str]: ...
+
+    @property
+    def positions(self) -> Tensor | None: ...
 
     def update(self, hook: str, acts: Float[Tensor, "n d"]) -> Any: ...
 

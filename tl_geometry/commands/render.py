@@ -90,8 +90,8 @@ def combine(reports, paths) -> "GeometryReport":
     if known and prov["status"] != "complete":
         prov["missing_metrics"] = sorted({m for rep in reports for m in rep.provenance.get("missing_metrics") or []})
         prov["partial_sources"] = [p for p, s in zip(paths, statuses) if s not in (None, "complete")]
-    for k in ("timings_s", "total_s", "load_s"):  # one run's numbers would be read as the page's
-        prov.pop(k, None)
+    for field in ("timings_s", "total_s", "load_s"):  # one run's numbers would be read as the page's
+        prov.pop(field, None)
     return GeometryReport(rows=merged.rows, provenance=prov)
 
 

@@ -520,7 +520,7 @@ def train_run(params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tenso
                 best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
             else:
                 stale += 1
-            if steps_run >= base and stale >= int(patience):
+            if patience is not None and steps_run >= base and stale >= int(patience):  # val_win implies patience
                 stopped = True
                 break
     if best_state is not None:
@@ -568,6 +568,7 @@ def _jobs(cfg: SweepConfig) -> list[tuple[Shape, dict]]:
     for budget in cfg.budgets:
         shapes_for_budget(budget, depths, d_head=cfg.d_head, n_ctx=cfg.n_ctx, preset=cfg.preset)  # too small → raise
         for s in grid([budget], depths, preset=cfg.preset, d_head=cfg.d_head, n_ctx=cfg.n_ctx):
+            assert s.d_model is not None  # grid() without include_skipped: runnable shapes only
             job = {"experiment": "shape_sweep", "budget": float(budget), "n_layers": s.depth, "d_model": s.d_model,
                    **common, "steps": _steps(cfg, budget, s.depth, s.d_model)}
             out.append((s, job))

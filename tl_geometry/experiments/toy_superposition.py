@@ -272,6 +272,7 @@ def train_toy(n_train: int, cfg: ToyConfig = CPU_TOY) -> ToyResult:
         X_test = toy_data(cfg.n_test, cfg.n_features, cfg.sparsity, generator=g)
         gm = g
     else:  # the paper's: data fixed per size, the model seed drives init and minibatches
+        assert cfg.data_seed is not None and cfg.test_seed is not None  # set together (ToyConfig checks)
         X = toy_data(T, cfg.n_features, cfg.sparsity, generator=torch.Generator().manual_seed(cfg.data_seed + T),
                      mask_first=True)
         X_test = toy_data(cfg.n_test, cfg.n_features, cfg.sparsity,

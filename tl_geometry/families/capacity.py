@@ -106,6 +106,7 @@ def _histogram(model, matrix: str, rows: int | None, bins: int, seed: int) -> di
         gen = torch.Generator().manual_seed(int(seed))
         w = w[torch.randperm(w.shape[0], generator=gen)[:rows].sort().values.to(w.device)]
     st = similarity_stats(w, histogram=True, histogram_bins=bins, progress=False)
+    assert st.histogram is not None  # histogram=True
     counts, edges = st.histogram
     return {"histogram": {"counts": counts.tolist(), "edges": edges.tolist()}, "histogram_rows": int(w.shape[0])}
 

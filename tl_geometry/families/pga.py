@@ -42,7 +42,7 @@ def _ccr_list(ccr: int | Sequence[int]) -> list[int]:
 #: ``hidden_states`` (embeddings, each block's output, the last entry after the final norm).
 #: "library" (default): the model as loaded (TransformerLens's processing by default) at every
 #: ``blocks.{l}.hook_resid_post``.
-PRESETS = {
+PRESETS: dict[str, dict[str, str | None]] = {
     "paper": {"processing": "none", "hooks": "hidden_states"},
     "library": {"processing": None, "hooks": "resid_post"},
 }

@@ -74,7 +74,8 @@ def _constants(form: str, overrides: dict) -> dict[str, float]:
         raise InputError(f"unknown form {form!r}; expected one of {sorted(FORMS)}")
     params = dict(FORMS[form])
     if form in ("jl", "jl_random"):
-        params["C"] = overrides.get("C") if overrides.get("C") is not None else params["C"]
+        if overrides.get("C") is not None:
+            params["C"] = overrides["C"]
         extra = [k for k, v in overrides.items() if v is not None and k != "C"]
         if extra:
             raise InputError(f"form {form!r} has only the constant C; got overrides for {extra}")

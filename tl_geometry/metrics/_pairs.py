@@ -85,7 +85,7 @@ def pair_pass(
             continue
         S.clamp_(-1.0, 1.0)
         upper = torch.ones_like(S, dtype=torch.bool).triu(1) if a == b else None  # pairs i < j of a diagonal block
-        if counts is not None:
+        if counts is not None and bins:
             h = torch.histc(S, bins=bins, min=-1.0, max=1.0).double()
             if a == b:  # diagonal block: both orders already present; remove the self-pairs
                 h -= torch.histc(S.diagonal(), bins=bins, min=-1.0, max=1.0).double()

@@ -87,12 +87,12 @@ def unit_rows(Y: Tensor) -> Tensor:
 def cosine_similarities(Y: Tensor, pairs: Pairs, chunk: int = 1 << 20) -> Tensor:
     """Cosine similarities of the rows of ``Y`` (N, k) at ``pairs``, in the order of :class:`Pairs`."""
     U = unit_rows(Y)
-    if pairs.i is not None:
-        out = []
+    if pairs.i is not None and pairs.j is not None:  # sampled pairs: i and j are set together
+        parts = []
         for s in range(0, pairs.n_pairs, chunk):
             i, j = pairs.i[s : s + chunk].to(U.device), pairs.j[s : s + chunk].to(U.device)
-            out.append((U.index_select(0, i) * U.index_select(0, j)).sum(-1))
-        return torch.cat(out)
+            parts.append((U.index_select(0, i) * U.index_select(0, j)).sum(-1))
+        return torch.cat(parts)
     n, bs = U.shape[0], pairs.block
     out = torch.empty(pair_count(n), dtype=U.dtype, device=U.device)
     off = 0
@@ -191,8 +191,8 @@ def _rank_order(x: Tensor) -> tuple[Tensor | None, Tensor]:
     """The stable sorting permutation of ``x`` and, where ``x`` may have ties, a vector in sorted
     order whose equal neighbours are exactly the ties (None: no ties)."""
     if _packable(x):
-        o, ties = _order(x)
-        o = torch.from_numpy(o)
+        o_np, ties = _order(x)
+        o = torch.from_numpy(o_np)
         return ((x.detach() + 0.0).index_select(0, o) if ties else None), o
     return _sort(x)
 

@@ -202,7 +202,9 @@ class SimilarityAccumulator:
         self.n = self.n_total = 0
         self.low_precision: str | None = None  # "torch.float16" / "torch.bfloat16" when seen (ZeroRowsWarning)
 
-    def update(self, block: Float[Tensor, "b d"] | np.ndarray, *, return_unit: bool = False) -> Tensor | None:
+    def update(
+        self, block: Float[Tensor, "b d"] | np.ndarray, *, return_unit: bool = False
+    ) -> tuple[Tensor, Tensor] | None:
         """Add rows. Returns the kept unit rows (float64) and their indices when ``return_unit``."""
         xb = _as_matrix(block)
         device = self.device or (xb.device if xb.device.type != "mps" else torch.device("cpu"))  # mps: no float64
@@ -237,6 +239,7 @@ class SimilarityAccumulator:
             hint = (f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
                     if self.low_precision and self.n_total > n else "")
             raise InputError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
+        assert self.gram is not None  # set with self.s
         pairs = n * (n - 1)
         mean = (float(self.s @ self.s) - self.diag1) / pairs
         second = (float((self.gram * self.gram).sum()) - self.diag2) / pairs
@@ -302,7 +305,9 @@ def similarity_stats(
     units: list[Tensor] = []
     kept: list[Tensor] = []
     for start in range(0, x.shape[0], block_size):
-        ub, idx = acc.update(x[start : start + block_size], return_unit=True)
+        unit = acc.update(x[start : start + block_size], return_unit=True)
+        assert unit is not None  # return_unit=True
+        ub, idx = unit
         kept.append(idx)
         if keep_rows:
             units.append(ub.float())
@@ -320,6 +325,6 @@ def similarity_stats(
     )
     return replace(
         stats,
-        histogram=(counts.cpu(), edges.cpu()) if histogram else None,
+        histogram=(counts.cpu(), edges.cpu()) if counts is not None and edges is not None else None,
         top_pairs=tuple((int(kept_idx[i]), int(kept_idx[j]), c) for i, j, c in top_list),
     )

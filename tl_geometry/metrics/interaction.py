@@ -23,7 +23,6 @@ the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 

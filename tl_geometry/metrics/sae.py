@@ -56,6 +56,7 @@ def cosine_exceedance(
     if n < 2:
         raise InputError(f"need at least 2 non-zero rows, got {n}")
     res = pair_pass(u, above=float(threshold), block=block_size)  # the package's one pair engine
+    assert res.n_above is not None  # above= was given
     return int(res.n_above), res.n_pairs
 
 

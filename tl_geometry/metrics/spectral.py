@@ -82,7 +82,7 @@ class SpectralMetrics:
     n_kept: int
     d: int
     n_points: int
-    eigenvalues: Float[Tensor, "n_kept"]
+    eigenvalues: Float[Tensor, " n_kept"]
     rankme_eig: float = float("nan")
     alpha_req_r2: float = float("nan")
     alpha_req_reptrix: float = float("nan")
@@ -132,6 +132,7 @@ class StreamingCovariance:
         if self.mean is None:
             self.n, self.mean, self.m2 = nb, mb, m2b
             return
+        assert self.m2 is not None  # set together with self.mean
         n = self.n + nb
         delta = (mb - self.mean.to(mb.device)).to(self.mean.device)
         self.m2 = self.m2 + m2b.to(self.m2.device) + torch.outer(delta, delta) * (self.n * nb / n)
@@ -199,7 +200,7 @@ def _entropy_rank(x: Tensor) -> float:
 
 
 def power_law_fit(
-    eigenvalues: Float[Tensor, "n"], fit_range: tuple[int, int], *, weighted: bool = False
+    eigenvalues: Float[Tensor, " n"], fit_range: tuple[int, int], *, weighted: bool = False
 ) -> tuple[float, float]:
     """(α, R²) of the power law log λ_i ≈ c − α log i over ranks ``fit_range``.
 

@@ -168,8 +168,7 @@ def compare(
         entry = {"d_sae": int(W.shape[0]), "release": "local", "sae_id": label or f"sae[{i}]",
                  "hook_name": _sae_hook(s), "width_source": "config", "sae_model": None}
         if decoder_stats:
-            de = decoder_epsilon(W, host=eps)
-            entry["decoder"] = de
+            entry["decoder"] = decoder_epsilon(W, host=eps)
         entries.append(entry)
 
     common = {"epsilon_source": source, "epsilon": eps, "capacity": k, "d_model": d_model, "d_vocab": d_vocab,
@@ -210,7 +209,7 @@ def compare(
                          "extras": {**extras, "decoder_epsilon": de.epsilon, "status": dec.status,
                                     "reason": dec.reason, "decoder_class": dec.model_class,
                                     "d_sae_over_k": e["d_sae"] / dec.k if dec.is_count else None}})
-    prov = {"sae_n": len(entries), "sae_n_unknown_width": sum(n_unknown.values()),
+    prov: dict[str, Any] = {"sae_n": len(entries), "sae_n_unknown_width": sum(n_unknown.values()),
             "sae_unknown_by_release": n_unknown, "capacity_form": form, "capacity_preset": preset,
             "epsilon_source": source}
     if is_name:
@@ -301,8 +300,8 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     else:
         fig = ax.figure
     names = sorted(points, key=lambda r: (min(points[r]), r))
-    for i, r in enumerate(names):
-        ys = sorted(set(points[r]))
+    for i, release in enumerate(names):
+        ys = sorted(set(points[release]))
         ax.scatter([i] * len(ys), ys, s=18, color="C0", zorder=3)
     ax.set_yscale("log")
     ax.set_xlim(-0.6, max(len(names), 1) - 0.4)
