@@ -11,6 +11,21 @@ import torch  # noqa: E402
 from tiny_models import make_tiny_bridge, make_tiny_model, tiny_config  # noqa: E402,F401
 
 
+#: Fixtures that build a ``HookedTransformer`` (TransformerLens < 4), here or in a test module. A
+#: test using one, directly or through another fixture, or ``any_tiny_model[hooked]``, is marked
+#: ``needs_hooked`` below; the TL-4 lane (ci/tl4/run.sh) deselects that marker. A test that builds
+#: one itself (``make_tiny_model``, ``tiny_config``, ``make_byte_model``) carries
+#: ``@pytest.mark.needs_hooked``; without it, it fails on TL 4 with an ImportError saying so.
+HOOKED_FIXTURES = frozenset({"tiny_model", "byte_model", "wide_model", "class2_model"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if HOOKED_FIXTURES.intersection(getattr(item, "fixturenames", ())) or params.get("any_tiny_model") == "hooked":
+            item.add_marker(pytest.mark.needs_hooked)
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     """A 3-layer, d_model=32, d_vocab=101 random HookedTransformer (no tokenizer)."""

@@ -6,15 +6,18 @@ conftest.py files (tests/ and tests/integration/) the name ``conftest`` is ambig
 
 import warnings
 
-import pytest
 import torch
 
 
 def _hooked_transformer_classes():
     try:
         from transformer_lens import HookedTransformer, HookedTransformerConfig
-    except ImportError:  # TransformerLens 4 removed them; bridge tests still run (ci/tl4)
-        pytest.skip("needs HookedTransformer (TransformerLens < 4)")
+    except ImportError as exc:  # TransformerLens 4 removed them; bridge tests still run (ci/tl4)
+        raise ImportError(
+            "this test builds a HookedTransformer, which TransformerLens 4 removed: mark it "
+            "@pytest.mark.needs_hooked (users of the tiny_model fixture are marked by tests/conftest.py), "
+            "and the TL-4 lane deselects it"
+        ) from exc
     return HookedTransformer, HookedTransformerConfig
 
 

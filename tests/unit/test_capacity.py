@@ -457,6 +457,7 @@ def test_epsilon_and_capacity_metrics(tiny_model):
         tg.get_metric("epsilon")(tiny_model, histogram_rows=1)
 
 
+@pytest.mark.needs_hooked
 def test_capacity_metric_counts_a_class2_embedding():
     from tiny_models import make_tiny_model
 

@@ -131,6 +131,7 @@ def test_gradients_scalar_independent_of_hooks(tiny_model, tiny_tokens):
     assert _no_hooks_left(tiny_model)
 
 
+@pytest.mark.needs_hooked
 def test_eval_mode_restored(tiny_tokens):
     from tiny_models import make_tiny_model
 

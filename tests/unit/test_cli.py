@@ -41,6 +41,7 @@ def test_argparse_errors_exit_2(capsys):
     assert e.value.code == 2
 
 
+@pytest.mark.needs_hooked
 def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
     from tiny_models import tiny_config
     from tl_geometry import pipeline

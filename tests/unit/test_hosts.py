@@ -68,6 +68,7 @@ def test_host_epsilon_sources():
         hosts.host_epsilon("gpt2-small")
 
 
+@pytest.mark.needs_hooked
 def test_host_epsilon_measures_a_model():
     from tiny_models import make_tiny_model
 

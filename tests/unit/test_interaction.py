@@ -207,6 +207,7 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model):
     assert ex[HOOKS[0]].ratio_debiased == ex[HOOKS[0]].ratio
 
 
+@pytest.mark.needs_hooked
 def test_agop_drops_bos(monkeypatch):
     from tl_geometry.capture import activations
 
@@ -260,6 +261,7 @@ def test_output_space_exact_reference_and_probes(tiny_model, tiny_tokens):
     assert err / float(ex.matrices[h].norm()) < 0.15 and err < 3 * est[h].stderr
 
 
+@pytest.mark.needs_hooked
 def test_agop_train_mode_restored():
     model = make_tiny_model()
     tok = torch.randint(0, 101, (2, 6), generator=torch.Generator().manual_seed(0))
@@ -270,6 +272,7 @@ def test_agop_train_mode_restored():
     torch.testing.assert_close(res.matrices[HOOKS[0]], ref.matrices[HOOKS[0]])
 
 
+@pytest.mark.needs_hooked
 def test_agop_bf16_model_computed_in_float32():
     model = make_tiny_model(dtype=torch.bfloat16)
     ref = make_tiny_model()
@@ -304,6 +307,7 @@ def test_agop_tokens_longer_than_n_ctx(tiny_model):
         tg.agop(tiny_model, torch.zeros(1, 65, dtype=torch.long), n_probes=2, progress=False)
 
 
+@pytest.mark.needs_hooked
 def test_agop_non_finite_gradient():
     model = make_tiny_model()
     with torch.no_grad():

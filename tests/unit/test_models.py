@@ -55,6 +55,7 @@ def test_aliases_and_zoo_file():
     assert models.zoo_file().suffix == ".gguf"
 
 
+@pytest.mark.needs_hooked
 def test_memory_estimate_scales(tiny_model):
     small = models.estimate_memory_bytes(tiny_model.cfg)
     from tiny_models import tiny_config

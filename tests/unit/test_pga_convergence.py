@@ -112,6 +112,7 @@ def test_probe_accuracy_per_layer(tiny_model, tiny_tokens):
 
 
 # ----------------------------------------------------------------------------- trajectories
+@pytest.mark.needs_hooked
 def test_trajectory_table_resume_and_heatmap(tmp_path, tiny_tokens):
     from tiny_models import make_tiny_model
 

@@ -26,6 +26,7 @@ def tiny_cfg(source, **kw):
     return ss.SweepConfig(**base)
 
 
+@pytest.mark.needs_hooked
 @pytest.mark.parametrize("L, d, n_ctx", [(1, 8, 16), (3, 12, 64), (2, 20, 256)])
 def test_n_params_matches_model(L, d, n_ctx):
     import warnings
