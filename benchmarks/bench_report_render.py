@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.helpers
 
 
 def main() -> None:
@@ -22,8 +22,7 @@ def main() -> None:
     p.add_argument("--dpi", type=int, default=110)
     args = p.parse_args()
 
-    import synthetic_report as sr
-
+    from tests import helpers as sr
     from tl_geometry import plotting
     from tl_geometry.html import write_outputs
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 torch.set_num_threads(1)
-HELPERS = str(Path(__file__).resolve().parents[1] / "tests" / "unit")  # _sweep_helpers: tiny-model loader
+HELPERS = str(Path(__file__).resolve().parents[1])  # the repository root: tests.helpers has the tiny-model loader
 sys.path.insert(0, HELPERS)
 
 from tl_geometry.jobs import ResultsFile, job_key  # noqa: E402
@@ -71,7 +71,7 @@ def bench_resume(n: int = 2000) -> None:
 def bench_executors(n_jobs: int = 4) -> None:
     from tl_geometry.sweep import sweep
 
-    jobs = [dict(model=f"tiny-L2-d64-{i}", corpus="random", n_seqs=4, seq_len=16, loader="_sweep_helpers:tiny_loader")
+    jobs = [dict(model=f"tiny-L2-d64-{i}", corpus="random", n_seqs=4, seq_len=16, loader="tests.helpers:tiny_loader")
             for i in range(n_jobs)]
     metrics = ["shape", "epsilon", "spectral"]
     with tempfile.TemporaryDirectory() as d:

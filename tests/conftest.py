@@ -8,8 +8,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from tiny_models import make_tiny_bridge, make_tiny_model, tiny_config  # noqa: E402,F401
 
+from tests.helpers import make_tiny_bridge, make_tiny_model  # noqa: E402
 
 #: Fixtures that build a ``HookedTransformer`` (TransformerLens < 4), here or in a test module. A
 #: test using one, directly or through another fixture, or ``any_tiny_model[hooked]``, is marked

@@ -459,7 +459,7 @@ def test_epsilon_and_capacity_metrics(tiny_model):
 
 @pytest.mark.needs_hooked
 def test_capacity_metric_counts_a_class2_embedding():
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     model = make_tiny_model(d_model=1024, d_head=32, n_heads=2, d_mlp=32, n_layers=1, d_vocab=101)
     st = tg.embedding_epsilon(model)

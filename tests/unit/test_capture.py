@@ -133,7 +133,7 @@ def test_gradients_scalar_independent_of_hooks(tiny_model, tiny_tokens):
 
 @pytest.mark.needs_hooked
 def test_eval_mode_restored(tiny_tokens):
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     m = make_tiny_model().train()
     capture.collect(m, tiny_tokens, ["hook_embed"], progress=False)

@@ -43,7 +43,7 @@ def test_argparse_errors_exit_2(capsys):
 
 @pytest.mark.needs_hooked
 def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
-    from tiny_models import tiny_config
+    from tests.helpers import tiny_config
     from tl_geometry import pipeline
 
     big = tiny_config(n_layers=80, d_model=8192, d_head=128, n_heads=64, d_mlp=28672, d_vocab=128256, n_ctx=128)
@@ -118,7 +118,7 @@ def _saved(tmp_path, name, report):
 
 def test_render_refuses_two_runs_of_the_same_model(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from synthetic_report import make_report
+    from tests.helpers import make_report
 
     full = _saved(tmp_path, "full.json", make_report(families=("activations",), n_layers=4, seed=0, status="complete"))
     fast = _saved(tmp_path, "fast.json", make_report(families=("activations",), n_layers=4, seed=1, fast=True))
@@ -134,7 +134,7 @@ def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, cap
     pytest.importorskip("matplotlib")
     import json
 
-    from synthetic_report import make_report
+    from tests.helpers import make_report
 
     act = _saved(tmp_path, "act.json", make_report(families=("activations",), corpus="pydoc", status="complete"))
     sae = _saved(tmp_path, "sae.json", make_report(families=("sae",), corpus="shakespeare", status="interrupted",

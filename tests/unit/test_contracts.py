@@ -160,9 +160,9 @@ def test_contract_fails_on_a_declared_row_never_emitted(tiny_model):
 
 
 def test_the_rendering_tests_synthetic_rows_are_declared():
-    """tests/unit/synthetic_report.py stands in for real reports in the figure/HTML tests: its row
-    names and per-hook/per-model shape must be declared ones (its extras are a subset)."""
-    from synthetic_report import make_report
+    """tests/helpers.py's synthetic reports stand in for real reports in the figure/HTML tests: their row
+    names and per-hook/per-model shape must be declared ones (their extras are a subset)."""
+    from tests.helpers import make_report
 
     report = make_report()
     declared = registry.declared_rows()

@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL a real sweep process in the middle of a job, resume, check exactly-once.
 
-The sweep runs in a subprocess (``python -c``) with the ``_sweep_helpers:tiny_loader`` loader,
+The sweep runs in a subprocess (``python -c``) with the ``tests.helpers:tiny_loader`` loader,
 which hangs on the job named by ``TLG_HANG_ON`` after writing a marker file. We SIGKILL the
 process while it hangs (mid-job, after earlier jobs were recorded), then resume with the same
 results file and no hang.
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import _sweep_helpers as H
+from tests import helpers as H
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -23,7 +23,7 @@ MODELS = ["tiny-L1", "tiny-L2", "tiny-L1-b", "tiny-L2-b"]
 SCRIPT = """
 import sys, json
 from tl_geometry.sweep import sweep
-jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="_sweep_helpers:tiny_loader")
+jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader")
         for m in json.loads(sys.argv[1])]
 s = sweep(jobs, metrics=["shape", "epsilon"], out=sys.argv[2], progress=False)
 print(json.dumps(s.to_dict()))
@@ -32,7 +32,7 @@ print(json.dumps(s.to_dict()))
 
 def _env(tmp_path, **extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [H.HERE, env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [H.ROOT, env.get("PYTHONPATH", "")] if p)
     env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TLG_LOAD_LOG=str(tmp_path / "loads.log"))
     env.pop("TLG_HANG_ON", None)
     env.update(extra)
@@ -73,7 +73,7 @@ def test_sigkill_mid_job_then_resume_is_exactly_once(tmp_path, monkeypatch):
     # resume (in this process: a fresh process was just exercised by the killed run)
     from tl_geometry.sweep import sweep
 
-    jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="_sweep_helpers:tiny_loader") for m in MODELS]
+    jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader") for m in MODELS]
     monkeypatch.setenv("TLG_LOAD_LOG", str(tmp_path / "loads.log"))
     monkeypatch.delenv("TLG_HANG_ON", raising=False)
     summary = sweep(jobs, metrics=["shape", "epsilon"], out=out, progress=False)

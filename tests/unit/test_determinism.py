@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-import _sweep_helpers as H
 import tl_geometry as tg
+from tests import helpers as H
 from tl_geometry.report import GeometryReport
 
 # Small options so every metric runs in well under a second on the tiny model (d_model = 16).
@@ -29,7 +29,7 @@ SCRIPT = """
 import sys, json, torch
 torch.set_num_threads(1)
 sys.path.insert(0, sys.argv[1])
-import test_determinism as T
+import tests.unit.test_determinism as T
 print(T.report_json(int(sys.argv[2])))
 """
 
@@ -43,7 +43,7 @@ def _registered(names):
 
 def report_json(seed: int) -> str:
     """report.json text of every metric on the tiny model with ``seed`` (timing fields dropped)."""
-    model = H.tiny_model(2, 16)
+    model = H.portable_tiny_model(2, 16)
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, model.cfg.d_vocab, (3, 12), generator=g)
     metrics = _registered(METRICS)
@@ -73,7 +73,7 @@ def test_same_seed_is_byte_identical_across_runs_and_processes(tmp_path, one_thr
     assert a == b
     # a fresh interpreter with a different hash seed (set/dict order, lazy init) gives the same bytes
     env = dict(os.environ, PYTHONHASHSEED="12345", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, H.HERE, "0"], env=env, capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, H.ROOT, "0"], env=env, capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     c = proc.stdout.decode().strip()
     assert c == a.strip()
@@ -105,7 +105,7 @@ def test_other_seed_changes_sampled_quantities_only(one_thread):
 def test_sweep_is_deterministic(tmp_path, one_thread):
     from tl_geometry.sweep import sweep
 
-    jobs = [dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=10, seed=3, loader="_sweep_helpers:tiny_loader")]
+    jobs = [dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=10, seed=3, loader="tests.helpers:tiny_loader")]
     metrics = _registered(["shape", "epsilon", "pga"])
     opts = {"pga": {"k": 3, "n_null": 5, "max_points": 16, "progress": False}}
     for name in ("a", "b"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiny_models import load_script
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -70,7 +70,7 @@ def test_host_epsilon_sources():
 
 @pytest.mark.needs_hooked
 def test_host_epsilon_measures_a_model():
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     model = make_tiny_model()
     he = hosts.host_epsilon(model)

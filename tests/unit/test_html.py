@@ -8,8 +8,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from synthetic_report import make_report  # noqa: E402
-
+from tests.helpers import make_report  # noqa: E402
 from tl_geometry import plotting  # noqa: E402
 from tl_geometry.html import OutputExistsError, render_markdown, write_html, write_outputs  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
@@ -170,7 +169,7 @@ def test_no_banner_when_status_complete(tmp_path):
 
 
 def _screenshot_module():
-    from tiny_models import load_script
+    from tests.helpers import load_script
 
     return load_script("screenshot_report")
 

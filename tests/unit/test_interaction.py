@@ -7,9 +7,9 @@ import types
 import numpy as np
 import pytest
 import torch
-from tiny_models import make_tiny_model
 
 import tl_geometry as tg
+from tests.helpers import make_tiny_model
 from tl_geometry.metrics.interaction import AGOPAccumulator, projection_matrix
 
 HOOKS = ["blocks.1.hook_resid_pre", "blocks.2.hook_resid_pre"]

@@ -10,7 +10,7 @@ import gc
 import pytest
 import torch
 
-import _sweep_helpers as H
+from tests import helpers as H
 from tl_geometry import capture
 
 psutil = pytest.importorskip("psutil")
@@ -22,7 +22,7 @@ D, LAYERS, SEQ, BATCH = 128, 3, 32, 32
 def model():
     n = torch.get_num_threads()
     torch.set_num_threads(1)  # small matmuls: one thread is faster and steadier on a shared 2-core box
-    yield H.tiny_model(LAYERS, D)
+    yield H.portable_tiny_model(LAYERS, D)
     torch.set_num_threads(n)
 
 

@@ -58,7 +58,7 @@ def test_aliases_and_zoo_file():
 @pytest.mark.needs_hooked
 def test_memory_estimate_scales(tiny_model):
     small = models.estimate_memory_bytes(tiny_model.cfg)
-    from tiny_models import tiny_config
+    from tests.helpers import tiny_config
 
     big = models.estimate_memory_bytes(tiny_config(d_model=64, d_head=16, d_mlp=128, n_layers=6))
     assert 0 < small < big

@@ -8,9 +8,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from synthetic_report import make_report  # noqa: E402
-
 import tl_geometry as tg  # noqa: E402
+from tests.helpers import make_report  # noqa: E402
 from tl_geometry import plotting  # noqa: E402
 from tl_geometry.html import write_outputs  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402

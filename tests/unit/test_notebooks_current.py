@@ -7,7 +7,8 @@ tests/integration/test_notebooks.py executes them again.
 from pathlib import Path
 
 import pytest
-from tiny_models import load_script  # noqa: E402
+
+from tests.helpers import load_script  # noqa: E402
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -114,7 +114,7 @@ def test_probe_accuracy_per_layer(tiny_model, tiny_tokens):
 # ----------------------------------------------------------------------------- trajectories
 @pytest.mark.needs_hooked
 def test_trajectory_table_resume_and_heatmap(tmp_path, tiny_tokens):
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     models = {"step0": make_tiny_model(seed=1), "step1": make_tiny_model(seed=2)}
     opts = dict(k=4, n_null=4, ccr=[0, 1], max_points=40)

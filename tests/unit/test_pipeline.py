@@ -5,7 +5,7 @@ import os
 import pytest
 
 import tl_geometry as tg
-from tiny_models import make_byte_model
+from tests.helpers import make_byte_model
 from tl_geometry.pipeline import run_report
 
 
@@ -109,7 +109,7 @@ def test_failed_metric_is_marked_in_every_file(byte_model, broken_metrics, tmp_p
 _KILL_SCRIPT = r"""
 import os, sys, time
 import tl_geometry as tg
-from tiny_models import make_byte_model
+from tests.helpers import make_byte_model
 from tl_geometry.pipeline import run_report
 
 @tg.register_metric("_t_hang", needs="weights")
@@ -140,7 +140,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
     script.write_text(_KILL_SCRIPT)
     ready = tmp_path / "ready"
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, str(script), str(out), str(ready)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

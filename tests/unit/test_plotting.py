@@ -10,8 +10,7 @@ import tl_geometry as tg
 
 pytest.importorskip("matplotlib")
 
-from synthetic_report import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
-
+from tests.helpers import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
 from tl_geometry import plotting, readings  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
 

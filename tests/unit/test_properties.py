@@ -14,13 +14,13 @@ the same cases, so a failure in CI reproduces locally.
 import math
 import warnings
 
-import _sweep_helpers as H
 import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tl_geometry as tg
+from tests import helpers as H
 from tl_geometry import capture
 
 FAST = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -297,7 +297,7 @@ def _n_hooks(model) -> int:
 
 
 def _models():
-    out = [("tiny", H.tiny_model(2, 16))]
+    out = [("tiny", H.portable_tiny_model(2, 16))]
     try:
         from transformer_lens.model_bridge import TransformerBridge  # noqa: F401
 

@@ -15,9 +15,10 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from synthetic_report import make_report  # noqa: E402
-from tiny_models import load_script  # noqa: E402
-
+from tests.helpers import (
+    load_script,  # noqa: E402
+    make_report,  # noqa: E402
+)
 from tl_geometry.html import write_outputs  # noqa: E402
 from tl_geometry.readings import sections  # noqa: E402
 

@@ -3,7 +3,7 @@
 import pytest
 
 import tl_geometry as tg
-from tiny_models import make_byte_model
+from tests.helpers import make_byte_model
 from tl_geometry import pipeline
 
 

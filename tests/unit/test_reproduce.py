@@ -251,7 +251,7 @@ def test_api_bad_size(tmp_path):
 
 def test_docs_section_from_a_run(tiny_run):
     """scripts/reproduce_docs.py turns reproduce.json into the docs section (Table 1 folded)."""
-    from tiny_models import load_script
+    from tests.helpers import load_script
 
     mod = load_script("reproduce_docs")
     data = json.loads((tiny_run.out / "reproduce.json").read_text())

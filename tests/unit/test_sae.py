@@ -68,7 +68,7 @@ def directory():
 @pytest.fixture(scope="module")
 def wide_model():
     """A random model whose W_E ε is below 0.2 (d_model 256: ε ≈ 2/√256 = 0.125)."""
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     return make_tiny_model(d_model=256, d_head=64, n_heads=4, d_mlp=64, n_layers=2, d_vocab=101)
 
@@ -76,7 +76,7 @@ def wide_model():
 @pytest.fixture(scope="module")
 def class2_model():
     """A random model whose W_E ε is below 0.1, Class 2 (d_model 1024: ε ≈ 2/√1024 = 0.0625)."""
-    from tiny_models import make_tiny_model
+    from tests.helpers import make_tiny_model
 
     return make_tiny_model(d_model=1024, d_head=32, n_heads=2, d_mlp=32, n_layers=2, d_vocab=101)
 

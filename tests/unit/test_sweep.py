@@ -5,15 +5,15 @@ import os
 import sys
 import weakref
 
-import _sweep_helpers as H
 import pytest
 
+from tests import helpers as H
 from tl_geometry.jobs import read_records
 from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report
 
 JOBS = [
-    dict(model="tiny-L1", corpus="random", n_seqs=2, seq_len=8, loader="_sweep_helpers:tiny_loader"),
-    dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=8, loader="_sweep_helpers:tiny_loader"),
+    dict(model="tiny-L1", corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader"),
+    dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader"),
 ]
 
 
@@ -84,7 +84,7 @@ def test_model_is_freed_after_each_job(tmp_path):
     refs = []
 
     def loader(job):
-        m = H.tiny_model(1)
+        m = H.portable_tiny_model(1)
         refs.append(weakref.ref(m))
         return m
 
@@ -99,7 +99,7 @@ def test_python_callable_loader_and_plain_names(tmp_path):
 
     def loader(job):
         seen.append(job)
-        return H.tiny_model(1)
+        return H.portable_tiny_model(1)
 
     sweep(["m1", SweepJob("m2", corpus="random", n_seqs=1, seq_len=4)], metrics=["shape"],
           out=tmp_path / "r.jsonl", loader=loader, progress=False)
@@ -153,8 +153,8 @@ def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray", reason="ray not installed (optional extra tl-geometry[ray])")
-    # workers import the "_sweep_helpers:tiny_loader" loader by name
-    path = os.pathsep.join([H.HERE, os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
+    # workers import the "tests.helpers:tiny_loader" loader by name
+    path = os.pathsep.join([H.ROOT, os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
     yield ray

@@ -8,7 +8,7 @@ from tl_geometry.commands._sweep_models import _parse_options
 from tl_geometry.jobs import read_records
 
 BASE = ["sweep", "models", "--metrics", "shape", "--corpus", "random", "--n-seqs", "2", "--seq-len", "8",
-        "--loader", "_sweep_helpers:tiny_loader"]
+        "--loader", "tests.helpers:tiny_loader"]
 
 
 def test_models_sweep_runs_resumes_and_reports_failures(tmp_path, capsys):
