@@ -22,6 +22,7 @@ Errors a caller can fix are :class:`tl_geometry.errors.TLGeometryError` (bad inp
 
 __version__ = "0.1.0"
 
+from tl_geometry.errors import InputError, InputTypeError, TLGeometryError, UnknownNameError  # noqa: E402
 from tl_geometry.report import GeometryReport, Row  # noqa: E402
 from tl_geometry.registry import (  # noqa: E402
     FamilySpec,
@@ -119,6 +120,8 @@ from tl_geometry import registry as _registry  # noqa: E402
 _registry._end_builtin_phase()  # metrics registered from here on are not built-ins
 
 __all__ = [
+    # errors a caller can fix (input errors are also ValueError / TypeError / KeyError)
+    "TLGeometryError", "InputError", "InputTypeError", "UnknownNameError",
     # reports and the registry
     "GeometryReport", "Row", "analyze", "get_metric", "list_metrics", "load_plugins", "register_metric",
     "unregister_metric",
