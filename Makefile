@@ -50,29 +50,17 @@ unit: install-dev
 integration: install-dev
 	$(BIN)/python -m pytest -q tests/integration
 
-# What `make check` lints. Files under FORMAT_CHECKED are also held to `ruff format --check`.
-# FORMAT_CHECKED is empty for now: the tree has not been through `ruff format` yet, and doing
-# that on one branch while others edit the same files would conflict everywhere. The one-time
-# whole-tree `ruff format` (and `ruff check --fix` for LINT_DEFERRED) is run separately, after
-# which FORMAT_CHECKED becomes $(LINT_PATHS) and LINT_DEFERRED becomes empty.
-LINT_PATHS     := tl_geometry tests benchmarks scripts
-FORMAT_CHECKED ?=
-# Rules whose fixes rewrite imports across the whole tree (isort order, typing → collections.abc,
-# quoted annotations): configured in pyproject.toml, applied with that one-time pass.
-LINT_DEFERRED  ?= I001,UP035,UP037
+# What `make check` lints and holds to `ruff format --check` (the whole tree: formatted once, kept so).
+LINT_PATHS := tl_geometry tests benchmarks scripts
 
 lint: install-dev
-	$(BIN)/ruff check $(if $(strip $(LINT_DEFERRED)),--extend-ignore $(LINT_DEFERRED)) $(LINT_PATHS)
-ifneq ($(strip $(FORMAT_CHECKED)),)
-	$(BIN)/ruff format --check $(FORMAT_CHECKED)
-else
-	@echo "ruff format --check: skipped, FORMAT_CHECKED is empty (see the Makefile)"
-endif
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: install-dev
 	$(BIN)/mypy
 
-## check: ruff (lint; format on FORMAT_CHECKED) and mypy over tl_geometry (pyproject [tool.mypy])
+## check: ruff (lint and format --check, the whole tree) and mypy over tl_geometry (pyproject [tool.mypy])
 check: lint typecheck
 
 ## all: check, the full test suite, then the TransformerLens 4 lane

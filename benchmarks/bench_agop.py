@@ -99,8 +99,12 @@ def main() -> None:
     ap.add_argument("--n-probes", type=int, default=64)
     ap.add_argument("--naive-probes", type=int, default=2, help="0 skips the naive comparison")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--interleaved", type=int, default=0,
-                    help="only time N alternating probes of both ways (fair under a changing load) and exit")
+    ap.add_argument(
+        "--interleaved",
+        type=int,
+        default=0,
+        help="only time N alternating probes of both ways (fair under a changing load) and exit",
+    )
     ap.add_argument("--out", default="benchmarks/out/agop.json")
     args = ap.parse_args()
     if args.threads:
@@ -112,22 +116,31 @@ def main() -> None:
     t_load = time.perf_counter() - t0
     tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
     hooks = tg.capture.resid_hooks(model, "pre")
-    print(f"SmolLM2 loaded in {t_load:.1f}s; tokens {tuple(tokens.shape)}; {len(hooks)} hooks; "
-          f"{args.n_probes} probes; torch threads {torch.get_num_threads()}", flush=True)
+    print(
+        f"SmolLM2 loaded in {t_load:.1f}s; tokens {tuple(tokens.shape)}; {len(hooks)} hooks; "
+        f"{args.n_probes} probes; torch threads {torch.get_num_threads()}",
+        flush=True,
+    )
 
     if args.interleaved:
         ours, nv = interleaved(model, tokens, hooks, args.interleaved)
         med = lambda x: sorted(x)[len(x) // 2]  # noqa: E731
-        print(f"interleaved, {args.interleaved} rounds: ours {[round(x, 1) for x in ours]} s/probe, "
-              f"naive {[round(x, 1) for x in nv]} s/probe; median ratio {med(nv) / med(ours):.1f}x; "
-              f"per-round ratios {[round(b / a, 1) for a, b in zip(ours, nv)]}", flush=True)
+        print(
+            f"interleaved, {args.interleaved} rounds: ours {[round(x, 1) for x in ours]} s/probe, "
+            f"naive {[round(x, 1) for x in nv]} s/probe; median ratio {med(nv) / med(ours):.1f}x; "
+            f"per-round ratios {[round(b / a, 1) for a, b in zip(ours, nv)]}",
+            flush=True,
+        )
         return
     with PeakRSS() as mem:
         t0 = time.perf_counter()
         res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, batch_size=args.n_seqs, seed=0)
         t_ours = time.perf_counter() - t0
-    print(f"ours: {t_ours:.1f}s ({t_ours / args.n_probes:.2f}s/probe); RSS {mem.start / 2**30:.2f} → peak "
-          f"{mem.peak / 2**30:.2f} GiB (+{(mem.peak - mem.start) / 2**30:.2f})", flush=True)
+    print(
+        f"ours: {t_ours:.1f}s ({t_ours / args.n_probes:.2f}s/probe); RSS {mem.start / 2**30:.2f} → peak "
+        f"{mem.peak / 2**30:.2f} GiB (+{(mem.peak - mem.start) / 2**30:.2f})",
+        flush=True,
+    )
 
     t_naive = naive_est = speedup = None
     mem_n = None
@@ -142,22 +155,36 @@ def main() -> None:
         t_fwd = time.perf_counter() - t0
         per_probe_naive = (t_naive - t_fwd) / args.naive_probes
         naive_est = t_fwd + per_probe_naive * args.n_probes
-        print(f"naive (one backward per hook per probe): {t_naive:.1f}s for {args.naive_probes} probes "
-              f"→ {naive_est:.0f}s extrapolated to {args.n_probes}; peak +{(mem_n.peak - mem_n.start) / 2**30:.2f} GiB", flush=True)
+        print(
+            f"naive (one backward per hook per probe): {t_naive:.1f}s for {args.naive_probes} probes "
+            f"→ {naive_est:.0f}s extrapolated to {args.n_probes}; peak +{(mem_n.peak - mem_n.start) / 2**30:.2f} GiB",
+            flush=True,
+        )
         print(f"speed-up of one backward for all hooks: {naive_est / t_ours:.1f}x", flush=True)
         speedup = naive_est / t_ours
     print(f"{'layer':>5} {'AOFE ratio':>11} {'± se':>8} {'debiased':>9} {'trace':>11} {'rel se(G)':>9}")
     for h in hooks:
         s = res[h]
-        print(f"{h.split('.')[1]:>5} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.ratio_debiased:>9.4f} {s.trace:>11.4g} "
-              f"{s.rel_stderr:>9.3f}")
+        print(
+            f"{h.split('.')[1]:>5} {s.ratio:>11.4f} {s.ratio_stderr:>8.4f} {s.ratio_debiased:>9.4f} {s.trace:>11.4g} "
+            f"{s.rel_stderr:>9.3f}"
+        )
     out = {
-        "tokens": list(tokens.shape), "n_hooks": len(hooks), "n_probes": args.n_probes, "threads": torch.get_num_threads(),
-        "load_s": t_load, "ours_s": t_ours, "ours_peak_rss_gib": mem.peak / 2**30,
-        "ours_extra_rss_gib": (mem.peak - mem.start) / 2**30, "naive_probes": args.naive_probes, "naive_s": t_naive,
-        "naive_extrapolated_s": naive_est, "speedup": speedup,
+        "tokens": list(tokens.shape),
+        "n_hooks": len(hooks),
+        "n_probes": args.n_probes,
+        "threads": torch.get_num_threads(),
+        "load_s": t_load,
+        "ours_s": t_ours,
+        "ours_peak_rss_gib": mem.peak / 2**30,
+        "ours_extra_rss_gib": (mem.peak - mem.start) / 2**30,
+        "naive_probes": args.naive_probes,
+        "naive_s": t_naive,
+        "naive_extrapolated_s": naive_est,
+        "speedup": speedup,
         "stats": {h: res[h].to_dict() for h in hooks},
-        "depth_width_ratio": tg.depth_width_ratio(model), "wtw_aofe_ratio": float(tg.wtw_aofe(model.W_E).ratio),
+        "depth_width_ratio": tg.depth_width_ratio(model),
+        "wtw_aofe_ratio": float(tg.wtw_aofe(model.W_E).ratio),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))

@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 
-CASE = r'''
+CASE = r"""
 import json, resource, sys, time, torch
 torch.set_num_threads({threads})
 import tl_geometry as tg
@@ -41,7 +41,7 @@ dt = time.perf_counter() - t
 cpu = time.process_time() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps(dict(eps=eps, seconds=dt, cpu_seconds=cpu, peak_mb=peak / 1024, input_mb={n} * {d} * 4 / 2**20, before_mb=base / 1024)))
-'''
+"""
 
 
 def run(kind, n, d, threads):
@@ -62,10 +62,14 @@ def main():
 
     print(f"threads={args.threads}")
     ours = run("ours", 20000, 256, args.threads)
-    print(f"20000 x 256   ours : {ours['seconds']:.3f} s (CPU {ours['cpu_seconds']:.2f} s), peak RSS {ours['peak_mb']:.0f} MB, eps={ours['eps']:.9f}")
+    print(
+        f"20000 x 256   ours : {ours['seconds']:.3f} s (CPU {ours['cpu_seconds']:.2f} s), peak RSS {ours['peak_mb']:.0f} MB, eps={ours['eps']:.9f}"
+    )
     if not args.skip_naive:
         naive = run("naive", 20000, 256, args.threads)
-        print(f"20000 x 256   paper: {naive['seconds']:.3f} s (CPU {naive['cpu_seconds']:.2f} s), peak RSS {naive['peak_mb']:.0f} MB, eps={naive['eps']:.9f}")
+        print(
+            f"20000 x 256   paper: {naive['seconds']:.3f} s (CPU {naive['cpu_seconds']:.2f} s), peak RSS {naive['peak_mb']:.0f} MB, eps={naive['eps']:.9f}"
+        )
         print(f"  speed-up {naive['seconds'] / ours['seconds']:.1f}x, |Δε| = {abs(naive['eps'] - ours['eps']):.2e}")
     if not args.skip_large:
         big = run("ours", 262144, 640, args.threads)

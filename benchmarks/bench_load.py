@@ -48,4 +48,6 @@ if __name__ == "__main__":
     print(f"transformers GGUF load (floor): {hf['seconds']:.1f} s, peak {hf['peak_gib']:.2f} GiB")
     print(f"tg.models.load('smollm2-135m'):  {tl['seconds']:.1f} s, peak {tl['peak_gib']:.2f} GiB")
     print(f"forward 8 x 128 tokens:          {tl['forward_8x128_s']:.2f} s")
-    print(f"ratio load time tl/hf: {tl['seconds'] / hf['seconds']:.2f}x; peak memory ratio: {tl['peak_gib'] / hf['peak_gib']:.2f}x")
+    print(
+        f"ratio load time tl/hf: {tl['seconds'] / hf['seconds']:.2f}x; peak memory ratio: {tl['peak_gib'] / hf['peak_gib']:.2f}x"
+    )

@@ -53,16 +53,22 @@ def main():
     ours = packing.optimized_packing(args.k, args.d, steps=args.steps, seed=0, device="cpu")
     t_ours = (time.perf_counter() - t) / args.steps
     print(f"k={args.k} d={args.d} p={sched['p']} lr={sched['lr']} threads={args.threads}")
-    print(f"autograd : {t_naive * 1e3:.1f} ms/step  (5,000 steps ≈ {t_naive * 5000:.0f} s)  eps after {args.steps} steps {naive:.6f}")
-    print(f"ours     : {t_ours * 1e3:.1f} ms/step  (5,000 steps ≈ {t_ours * 5000:.0f} s)  eps after {args.steps} steps {ours:.6f}")
+    print(
+        f"autograd : {t_naive * 1e3:.1f} ms/step  (5,000 steps ≈ {t_naive * 5000:.0f} s)  eps after {args.steps} steps {naive:.6f}"
+    )
+    print(
+        f"ours     : {t_ours * 1e3:.1f} ms/step  (5,000 steps ≈ {t_ours * 5000:.0f} s)  eps after {args.steps} steps {ours:.6f}"
+    )
     print(f"speed-up {t_naive / t_ours:.1f}x, |Δε| = {abs(naive - ours):.2e}")
     if args.full:
         data = Path(__file__).parents[1] / "tests" / "data" / "capacity" / "optimized_packing.json"
         paper = {(k, d): e for k, d, e in json.loads(data.read_text())}.get((args.k, args.d), math.nan)
         t = time.perf_counter()
         eps = packing.optimized_packing(args.k, args.d, seed=0, device="cpu")
-        print(f"full schedule: eps = {eps:.4f} in {time.perf_counter() - t:.0f} s; paper {paper:.4f} "
-              f"({100 * (eps - paper) / paper:+.1f}%)")
+        print(
+            f"full schedule: eps = {eps:.4f} in {time.perf_counter() - t:.0f} s; paper {paper:.4f} "
+            f"({100 * (eps - paper) / paper:+.1f}%)"
+        )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    import tl_geometry as tg
     from scipy.spatial.distance import pdist
     from scipy.stats import spearmanr
+
+    import tl_geometry as tg
 
     g = torch.Generator().manual_seed(0)
     # anisotropic cloud with some readout structure, like a residual stream
@@ -75,8 +76,10 @@ def main() -> None:
     print(f"scipy loop (extrapolated): {t_ref:8.2f} s   ({t_ref_part:.2f} s for {nr} nulls + readout)")
     print(f"speed-up vs scipy:         {t_ref / t_ours:8.1f} x")
     print(f"max |dz| = {dz:.2e}, max |drho| = {drho:.2e}  (on the {nr} shared nulls)")
-    print(f"one torch.sort of {m:,} float64: {t_sort * 1e3:.1f} ms; ours per subspace: {per_null * 1e3:.1f} ms;"
-          f" ratio {per_null / t_sort:.2f}")
+    print(
+        f"one torch.sort of {m:,} float64: {t_sort * 1e3:.1f} ms; ours per subspace: {per_null * 1e3:.1f} ms;"
+        f" ratio {per_null / t_sort:.2f}"
+    )
 
 
 def _timeit(f) -> float:

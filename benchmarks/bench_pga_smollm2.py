@@ -42,12 +42,16 @@ def main(argv=None) -> int:
     import torch
 
     import tl_geometry as tg
+
     try:
         from tl_geometry.families.pga import pga
     except ImportError:  # an older checkout
         from tl_geometry.metrics.pga import pga
 
-    print(f"tl_geometry from {Path(tg.__file__).parent}; torch threads {torch.get_num_threads()}; load {load()}", flush=True)
+    print(
+        f"tl_geometry from {Path(tg.__file__).parent}; torch threads {torch.get_num_threads()}; load {load()}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     model = tg.models.load("smollm2-135m")
     tokens = tg.corpus.tokens(model, "pydoc", n_seqs=8, seq_len=128, seed=0)
@@ -63,9 +67,12 @@ def main(argv=None) -> int:
         z = {f"{r['hook']}|{r['extras']['ccr']}|{r['metric']}": r["value"] for r in rows}
         out["configs"][cfg] = {"wall": wall, "cpu": cpu, "load": f"{l0} -> {load()}", "values": z}
         per = len(hooks)
-        print(f"n_null={n_null} max_points={max_points}: {wall:.1f} s wall {cpu:.1f} s cpu for {per} hooks "
-              f"({wall / per:.2f} s/hook; x30 layers: {30 * wall / per:.0f} s wall, {30 * cpu / per:.0f} s cpu) "
-              f"load {out['configs'][cfg]['load']}", flush=True)
+        print(
+            f"n_null={n_null} max_points={max_points}: {wall:.1f} s wall {cpu:.1f} s cpu for {per} hooks "
+            f"({wall / per:.2f} s/hook; x30 layers: {30 * wall / per:.0f} s wall, {30 * cpu / per:.0f} s cpu) "
+            f"load {out['configs'][cfg]['load']}",
+            flush=True,
+        )
         for h in hooks:
             print("   " + h.ljust(26) + " ".join(f"z(ccr{c})={z[f'{h}|{c}|pga.z']:8.3f}" for c in args.ccr))
     if args.json:
@@ -79,9 +86,11 @@ def main(argv=None) -> int:
             keys = sorted(set(mine["values"]) & set(theirs["values"]))
             dz = max(abs(mine["values"][k] - theirs["values"][k]) for k in keys if k.endswith("pga.z"))
             dr = max(abs(mine["values"][k] - theirs["values"][k]) for k in keys if k.endswith("rho_read"))
-            print(f"{cfg}: vs {other['lib']}: wall {mine['wall']:.1f} / {theirs['wall']:.1f} s "
-                  f"(x{mine['wall'] / theirs['wall']:.2f}), cpu {mine['cpu']:.1f} / {theirs['cpu']:.1f} s "
-                  f"(x{mine['cpu'] / theirs['cpu']:.2f}); max |dz| {dz:.1e}, max |drho| {dr:.1e} over {len(keys)} values")
+            print(
+                f"{cfg}: vs {other['lib']}: wall {mine['wall']:.1f} / {theirs['wall']:.1f} s "
+                f"(x{mine['wall'] / theirs['wall']:.2f}), cpu {mine['cpu']:.1f} / {theirs['cpu']:.1f} s "
+                f"(x{mine['cpu'] / theirs['cpu']:.2f}); max |dz| {dz:.1e}, max |drho| {dr:.1e} over {len(keys)} values"
+            )
         base = out["configs"].get(args.configs[0])
         for cfg, mine in out["configs"].items():
             if cfg == args.configs[0]:

@@ -74,8 +74,13 @@ def _worker(fast: bool) -> dict:
 
 
 def _run(fast: bool, capture: str, contended: bool) -> dict:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TL_GEOMETRY_CAPTURE=capture,
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TL_GEOMETRY_CAPTURE=capture,
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     comp = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if contended else None
     try:
         before = load()
@@ -106,21 +111,26 @@ def main(argv=None) -> int:
     print(f"cores={os.cpu_count()} torch threads=default load at start {load()} fast={args.fast}", flush=True)
     results = []
     for capture in args.capture:
-        for contended in ([False, True] if args.contended else [False]):
+        for contended in [False, True] if args.contended else [False]:
             r = _run(args.fast, capture, contended)
             r.update(capture_mode=capture, contended=contended)
             results.append(r)
             rss = f"{r['peak_rss_mb']:.0f} MB"
-            print(f"capture={capture:<8} {'1 competitor' if contended else 'quiet':<12} wall {r['wall']:7.1f} s  "
-                  f"cpu {r['cpu']:7.1f} s  peak RSS {rss}  forward calls {r['forward_calls']}  "
-                  f"(load {r['load']})\n    timings {r['timings_s']}", flush=True)
+            print(
+                f"capture={capture:<8} {'1 competitor' if contended else 'quiet':<12} wall {r['wall']:7.1f} s  "
+                f"cpu {r['cpu']:7.1f} s  peak RSS {rss}  forward calls {r['forward_calls']}  "
+                f"(load {r['load']})\n    timings {r['timings_s']}",
+                flush=True,
+            )
     by = {(r["capture_mode"], r["contended"]): r for r in results}
     for c in ("shared", "separate"):
         if (c, False) in by and (c, True) in by:
             print(f"capture={c}: slowdown with one competitor {by[(c, True)]['wall'] / by[(c, False)]['wall']:.2f}x")
     if ("shared", False) in by and ("separate", False) in by:
         s, n = by[("shared", False)], by[("separate", False)]
-        print(f"shared / separate wall (quiet): {s['wall'] / n['wall']:.2f}; forward calls {s['forward_calls']} vs {n['forward_calls']}")
+        print(
+            f"shared / separate wall (quiet): {s['wall'] / n['wall']:.2f}; forward calls {s['forward_calls']} vs {n['forward_calls']}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

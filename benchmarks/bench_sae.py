@@ -57,13 +57,17 @@ def main():
     tb, ours = best_of(lambda: S.cosine_exceedance(W, t, block_size=2048))
     tn, ref = best_of(lambda: naive_exceedance(W, t))
     assert ours == ref, (ours, ref)
-    print(f"exceedance n={n} d={d}: blockwise {tb:.3f}s, naive full matrix {tn:.3f}s, "
-          f"time ratio naive/ours {tn / tb:.2f}; extra memory {min(n, 2048) ** 2 * 4 / 2**20:.0f} MiB vs "
-          f"{n * n * 5 / 2**20:.0f} MiB (ratio {n * n * 5 / (min(n, 2048) ** 2 * 4):.1f}); same count {ours[0]}")
+    print(
+        f"exceedance n={n} d={d}: blockwise {tb:.3f}s, naive full matrix {tn:.3f}s, "
+        f"time ratio naive/ours {tn / tb:.2f}; extra memory {min(n, 2048) ** 2 * 4 / 2**20:.0f} MiB vs "
+        f"{n * n * 5 / 2**20:.0f} MiB (ratio {n * n * 5 / (min(n, 2048) ** 2 * 4):.1f}); same count {ours[0]}"
+    )
     te, st = best_of(lambda: similarity_stats(W, progress=False))
     tne, eps = best_of(lambda: naive_eps(W), reps=1)
-    print(f"decoder ε n={n} d={d}: Gram moments {te:.3f}s, naive full matrix {tne:.3f}s, "
-          f"ratio naive/ours {tne / te:.1f}; |Δε| = {abs(st.epsilon - eps):.2e}")
+    print(
+        f"decoder ε n={n} d={d}: Gram moments {te:.3f}s, naive full matrix {tne:.3f}s, "
+        f"ratio naive/ours {tne / te:.1f}; |Δε| = {abs(st.epsilon - eps):.2e}"
+    )
     t0 = time.perf_counter()
     import sae_lens  # noqa: F401
 
@@ -72,7 +76,9 @@ def main():
     t2 = time.perf_counter()
     rows = S.widths(config="none")
     t3 = time.perf_counter()
-    print(f"widths: {len(rows)} SAEs parsed in {t3 - t2:.2f}s (sae_lens import {t1 - t0:.1f}s, directory YAML {t2 - t1:.1f}s)")
+    print(
+        f"widths: {len(rows)} SAEs parsed in {t3 - t2:.2f}s (sae_lens import {t1 - t0:.1f}s, directory YAML {t2 - t1:.1f}s)"
+    )
 
 
 if __name__ == "__main__":

@@ -54,9 +54,17 @@ def collect(out: Path, args) -> None:
         hooks = scored_hooks(model.cfg.n_layers, args.layer_step)
         cap = tg.capture.collect(model, tokens, hooks, max_points=args.max_points, seed=0, progress=False)
         ln_w = tg.capture.weight(model, "ln_final.w", optional=True)
-        torch.save({"acts": dict(cap.acts), "W_U": tg.capture.weight(model, "W_U").clone(),
-                    "ln_final_w": None if ln_w is None else ln_w.clone(), "hooks": hooks,
-                    "processing": tg.models.processing_name(model), "tokens_shape": list(tokens.shape)}, path)
+        torch.save(
+            {
+                "acts": dict(cap.acts),
+                "W_U": tg.capture.weight(model, "W_U").clone(),
+                "ln_final_w": None if ln_w is None else ln_w.clone(),
+                "hooks": hooks,
+                "processing": tg.models.processing_name(model),
+                "tokens_shape": list(tokens.shape),
+            },
+            path,
+        )
         print(f"{kind}: collected {cap.n_points} points x {len(hooks)} hooks in {time.time() - t0:.1f} s", flush=True)
         del model, cap
 
@@ -73,15 +81,24 @@ def overlaps(data, k: int) -> dict[str, float]:
     W = data["raw"]["W_U"].double()
     w = data["raw"]["ln_final_w"].double()
     center = lambda M: M - M.mean(1, keepdim=True)  # noqa: E731  (center_unembed: mean over the vocabulary)
-    V = {name: tg.readout_basis(M, k) for name, M in {
-        "raw": W, "processed": data["processed"]["W_U"], "fold_ln": w[:, None] * W, "center_unembed": center(W),
-        "fold_ln+center_unembed": center(w[:, None] * W)}.items()}
+    V = {
+        name: tg.readout_basis(M, k)
+        for name, M in {
+            "raw": W,
+            "processed": data["processed"]["W_U"],
+            "fold_ln": w[:, None] * W,
+            "center_unembed": center(W),
+            "fold_ln+center_unembed": center(w[:, None] * W),
+        }.items()
+    }
     rebuilt = float((center(w[:, None] * W) - data["processed"]["W_U"].double()).abs().max())
-    return {"raw_vs_processed": _overlap(V["raw"], V["processed"]),
-            "raw_vs_fold_ln": _overlap(V["raw"], V["fold_ln"]),
-            "raw_vs_center_unembed": _overlap(V["raw"], V["center_unembed"]),
-            "processed_vs_rebuilt": _overlap(V["processed"], V["fold_ln+center_unembed"]),
-            "rebuilt_max_abs_diff": rebuilt}
+    return {
+        "raw_vs_processed": _overlap(V["raw"], V["processed"]),
+        "raw_vs_fold_ln": _overlap(V["raw"], V["fold_ln"]),
+        "raw_vs_center_unembed": _overlap(V["raw"], V["center_unembed"]),
+        "processed_vs_rebuilt": _overlap(V["processed"], V["fold_ln+center_unembed"]),
+        "rebuilt_max_abs_diff": rebuilt,
+    }
 
 
 def score(out: Path, args, data) -> None:
@@ -92,8 +109,18 @@ def score(out: Path, args, data) -> None:
     n_null = {"raw": args.n_null, "processed": args.n_null, "random": args.random_n_null}
     d_model = readouts["raw"].shape[0]
     bases = {n: tg.haar_bases(d_model, args.k, n, seed=0) for n in set(n_null.values())}
-    jobs = [{"model": kind, "hook": h, "k": args.k, "n_null": n_null[kind], "ccr": list(args.ccr),
-             "max_points": args.max_points} for kind in KINDS for h in data[kind]["hooks"]]
+    jobs = [
+        {
+            "model": kind,
+            "hook": h,
+            "k": args.k,
+            "n_null": n_null[kind],
+            "ccr": list(args.ccr),
+            "max_points": args.max_points,
+        }
+        for kind in KINDS
+        for h in data[kind]["hooks"]
+    ]
 
     def fn(p):
         t0 = time.process_time()
@@ -105,18 +132,32 @@ def score(out: Path, args, data) -> None:
         res = {f"z_ccr{c}": s.z for c, s in prof.items()}
         res.update({f"rho_ccr{c}": s.rho_read for c, s in prof.items()})
         res.update({f"nullmean_ccr{c}": s.null_mean for c, s in prof.items()})
-        res.update({"pc1_overlap": pc.overlap, "pc1_expected": pc.expected, "pc1_var": pc.explained_variance,
-                    "rankme": sp.rankme, "rankme_eig": sp.rankme_eig, "alpha_req": sp.alpha_req,
-                    "alpha_req_r2": sp.alpha_req_r2, "alpha_req_reptrix": sp.alpha_req_reptrix,
-                    "alpha_req_reptrix_r2": sp.alpha_req_reptrix_r2, "isotropy": sp.isotropy,
-                    "n_points": H.shape[0], "processing": data[p["model"]]["processing"],
-                    "cpu_s": time.process_time() - t0})
+        res.update(
+            {
+                "pc1_overlap": pc.overlap,
+                "pc1_expected": pc.expected,
+                "pc1_var": pc.explained_variance,
+                "rankme": sp.rankme,
+                "rankme_eig": sp.rankme_eig,
+                "alpha_req": sp.alpha_req,
+                "alpha_req_r2": sp.alpha_req_r2,
+                "alpha_req_reptrix": sp.alpha_req_reptrix,
+                "alpha_req_reptrix_r2": sp.alpha_req_reptrix_r2,
+                "isotropy": sp.isotropy,
+                "n_points": H.shape[0],
+                "processing": data[p["model"]]["processing"],
+                "cpu_s": time.process_time() - t0,
+            }
+        )
         return res
 
     for rec in run_jobs(jobs, fn, results=out / "profile.jsonl", progress=False):
         zs = " ".join(f"z{c}={rec[f'z_ccr{c}']:+7.2f}" for c in args.ccr)
-        print(f"{rec['params']['model']:>9} {rec['params']['hook']:<26} {zs} pc1={rec['pc1_overlap']:.3f} "
-              f"({rec['cpu_s']:.0f} s cpu)", flush=True)
+        print(
+            f"{rec['params']['model']:>9} {rec['params']['hook']:<26} {zs} pc1={rec['pc1_overlap']:.3f} "
+            f"({rec['cpu_s']:.0f} s cpu)",
+            flush=True,
+        )
 
 
 def records(out: Path) -> list[dict]:
@@ -137,9 +178,15 @@ def table(out: Path, args, data) -> None:
     recs = records(out)
     by = {(r["params"]["model"], r["params"]["hook"]): r for r in recs}
     cols = [f"z_ccr{c}" for c in args.ccr]
-    print("| hook | " + " | ".join(f"raw z CCR-{c}" for c in args.ccr) + " | " + " | ".join(
-        f"processed z CCR-{c}" for c in args.ccr) + " | random z CCR-" + "/".join(map(str, args.ccr))
-        + " | PC1 overlap raw / processed | PC1 var | RankMe | α-ReQ (LS / reptrix) |")
+    print(
+        "| hook | "
+        + " | ".join(f"raw z CCR-{c}" for c in args.ccr)
+        + " | "
+        + " | ".join(f"processed z CCR-{c}" for c in args.ccr)
+        + " | random z CCR-"
+        + "/".join(map(str, args.ccr))
+        + " | PC1 overlap raw / processed | PC1 var | RankMe | α-ReQ (LS / reptrix) |"
+    )
     for h in data["raw"]["hooks"]:
         t, p, r = by.get(("raw", h)), by.get(("processed", h)), by.get(("random", h))
         row = [f"{t[c]:+.2f}" if t else "" for c in cols] + [f"{p[c]:+.2f}" if p else "" for c in cols]
@@ -152,8 +199,10 @@ def table(out: Path, args, data) -> None:
     ov = overlaps(data, args.k)
     print(f"readout overlaps (top-{args.k}):", {k: round(v, 4) for k, v in ov.items()})
     cpu = sum(r.get("cpu_s", 0) for r in recs)
-    print(f"scored {len(recs)} (model, hook) units; CPU {cpu:.0f} s; peak RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(
+        f"scored {len(recs)} (model, hook) units; CPU {cpu:.0f} s; peak RSS "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB"
+    )
 
 
 def figures(out: Path, args, data, fig_dir: Path) -> None:
@@ -163,8 +212,11 @@ def figures(out: Path, args, data, fig_dir: Path) -> None:
     from tl_geometry.plotting import plot_pga
 
     recs = records(out)
-    name = {"raw": "trained, unprocessed (paper)", "processed": "trained, TL-processed (library)",
-            "random": "random init"}
+    name = {
+        "raw": "trained, unprocessed (paper)",
+        "processed": "trained, TL-processed (library)",
+        "random": "random init",
+    }
     preset = {"raw": "paper", "processed": "library", "random": "paper"}
 
     def rows_of(kind, checkpoint=False):
@@ -178,8 +230,14 @@ def figures(out: Path, args, data, fig_dir: Path) -> None:
                 tag["checkpoint"] = name[kind]
             for c in args.ccr:
                 rows.append({"metric": "pga.z", "value": r[f"z_ccr{c}"], "hook": h, "extras": {**tag, "ccr": c}})
-            rows.append({"metric": "pga.pc1_overlap", "value": r["pc1_overlap"], "hook": h,
-                         "extras": {**tag, "expected": r["pc1_expected"]}})
+            rows.append(
+                {
+                    "metric": "pga.pc1_overlap",
+                    "value": r["pc1_overlap"],
+                    "hook": h,
+                    "extras": {**tag, "expected": r["pc1_expected"]},
+                }
+            )
         return rows
 
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -189,8 +247,12 @@ def figures(out: Path, args, data, fig_dir: Path) -> None:
         fig.savefig(fig_dir / fname, dpi=110)
         print(f"wrote {fig_dir / fname}")
     # heatmap over the block outputs (the embed / final-norm hooks have no layer index)
-    rows = [r for kind in ("random", "raw", "processed") for r in rows_of(kind, checkpoint=True)
-            if r["hook"].endswith("hook_resid_post")]
+    rows = [
+        r
+        for kind in ("random", "raw", "processed")
+        for r in rows_of(kind, checkpoint=True)
+        if r["hook"].endswith("hook_resid_post")
+    ]
     fig = plot_trajectory(tg.GeometryReport.from_rows(rows, model="SmolLM2-135M"), ccr=1)
     fig.axes[0].set_xlabel("")
     fig.savefig(fig_dir / "pga_smollm2_random_vs_trained.png", dpi=110)

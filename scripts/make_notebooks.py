@@ -62,7 +62,7 @@ NOTEBOOKS = {
         new_markdown_cell("Every metric is registered by name; `tg.analyze` runs any of them and merges the results."),
         new_code_cell("tg.list_metrics()"),
         new_code_cell(
-            "hooks = tg.capture.resid_hooks(model, \"post\", layers=[0, 5, 10, 15, 20, 25, 29])\n"
+            'hooks = tg.capture.resid_hooks(model, "post", layers=[0, 5, 10, 15, 20, 25, 29])\n'
             'report = tg.analyze(model, tokens, metrics=["epsilon", "capacity", "depth_width", "spectral"],\n'
             '                    options={"epsilon": {"matrices": ["W_E"]}, "capacity": {"matrices": ["W_E"]}},\n'
             "                    hooks=hooks, progress=False)\n"
@@ -118,7 +118,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "from tl_geometry import weights_reader\n"
-            "row = weights_reader.embedding_capacity(tg.models.zoo_file(\"smollm2-135m\"))\n"
+            'row = weights_reader.embedding_capacity(tg.models.zoo_file("smollm2-135m"))\n'
             "row"
         ),
         new_markdown_cell(
@@ -128,10 +128,10 @@ NOTEBOOKS = {
         new_code_cell(
             "import numpy as np\n"
             "eps = np.array([0.05, 0.1, 0.2])\n"
-            "{form: tg.capacity(576, eps, form=form) for form in (\"jl_random\", \"adjusted\", \"full\")}"
+            '{form: tg.capacity(576, eps, form=form) for form in ("jl_random", "adjusted", "full")}'
         ),
         new_markdown_cell("And the inverse: the ε at which k directions fit in d dimensions."),
-        new_code_cell("tg.capacity_epsilon(1_000_000, 576, form=\"full\")"),
+        new_code_cell('tg.capacity_epsilon(1_000_000, 576, form="full")'),
         new_markdown_cell(
             "**As the paper reports it.** The paper gives a capacity (a count) only for Class 2 embeddings "
             "(ε < 0.1); for the boundary and Class 1 it is *indeterminate*. `tg.capacity_estimate` applies "
@@ -150,26 +150,26 @@ NOTEBOOKS = {
             "est = tg.capacity_estimate(row.d_model, mean=row.mean, std=row.std)   # as the paper reports it\n"
             "print(est)\n"
             "report = tg.GeometryReport.from_rows(\n"
-            "    [{\"metric\": \"epsilon.W_E\", \"value\": row.epsilon,\n"
-            "      \"extras\": {\"mean\": row.mean, \"std\": row.std, \"d\": row.d_model, \"n_vectors\": row.vocab, \"raw\": True}},\n"
-            "     {\"metric\": \"capacity.W_E\", \"value\": float(\"nan\") if est.k is None else est.k,\n"
-            "      \"extras\": {\"form\": \"full\", \"preset\": est.preset, \"epsilon\": row.epsilon, \"d\": row.d_model,\n"
-            "                 \"status\": est.status, \"reason\": est.reason}}],\n"
-            "    model=\"smollm2-135m\")\n"
-            "print(\"\\n\".join(readings.read_capacity(report)))\n"
+            '    [{"metric": "epsilon.W_E", "value": row.epsilon,\n'
+            '      "extras": {"mean": row.mean, "std": row.std, "d": row.d_model, "n_vectors": row.vocab, "raw": True}},\n'
+            '     {"metric": "capacity.W_E", "value": float("nan") if est.k is None else est.k,\n'
+            '      "extras": {"form": "full", "preset": est.preset, "epsilon": row.epsilon, "d": row.d_model,\n'
+            '                 "status": est.status, "reason": est.reason}}],\n'
+            '    model="smollm2-135m")\n'
+            'print("\\n".join(readings.read_capacity(report)))\n'
             "fig = plotting.plot_capacity_curve(report)"
         ),
         new_markdown_cell(
-            "With a loaded model, `tg.embedding_epsilon(model, matrix=\"W_E\", histogram=True)` also returns the "
+            'With a loaded model, `tg.embedding_epsilon(model, matrix="W_E", histogram=True)` also returns the '
             "exact histogram over all pairs, which `plotting.plot_cosine_histogram` draws with μ and ε."
         ),
         new_code_cell(
-            "small = tg.similarity_stats(weights_reader.read_embedding(tg.models.zoo_file(\"smollm2-135m\"))[:4096],\n"
+            'small = tg.similarity_stats(weights_reader.read_embedding(tg.models.zoo_file("smollm2-135m"))[:4096],\n'
             "                            histogram=True, progress=False)\n"
             "d = small.to_dict()\n"
-            "r = tg.GeometryReport.from_rows([{\"metric\": \"epsilon.W_E\", \"value\": small.epsilon,\n"
-            "                                  \"extras\": {k: d[k] for k in (\"mean\", \"std\", \"n_vectors\", \"d\", \"histogram\")}}],\n"
-            "                                model=\"smollm2-135m (4096 rows)\")\n"
+            'r = tg.GeometryReport.from_rows([{"metric": "epsilon.W_E", "value": small.epsilon,\n'
+            '                                  "extras": {k: d[k] for k in ("mean", "std", "n_vectors", "d", "histogram")}}],\n'
+            '                                model="smollm2-135m (4096 rows)")\n'
             "fig = plotting.plot_cosine_histogram(r)"
         ),
     ],
@@ -199,19 +199,19 @@ NOTEBOOKS = {
             "z_out = tg.pga_score(outside, V, n_null=20, ccr=0).z\n"
             "float(z_in), float(z_out)"
         ),
-        new_markdown_cell('**On a model** (a tiny random one here). For the real thing as the paper does it, load the unprocessed model and use the paper preset: `raw = tg.models.load("smollm2-135m", processing="none")`, then `tg.pga(raw, tokens, preset="paper")` (raw hidden states and raw W_U at Hugging Face\'s `hidden_states` hooks). The default (`preset="library"`) scores the model as loaded — `tg.models.load(name)` applies TransformerLens\'s weight processing, which changes the readout subspace and can flip the sign of z. Every row records `preset` and `processing`.'),
+        new_markdown_cell(
+            '**On a model** (a tiny random one here). For the real thing as the paper does it, load the unprocessed model and use the paper preset: `raw = tg.models.load("smollm2-135m", processing="none")`, then `tg.pga(raw, tokens, preset="paper")` (raw hidden states and raw W_U at Hugging Face\'s `hidden_states` hooks). The default (`preset="library"`) scores the model as loaded — `tg.models.load(name)` applies TransformerLens\'s weight processing, which changes the readout subspace and can flip the sign of z. Every row records `preset` and `processing`.'
+        ),
         new_code_cell(TINY),
         new_code_cell(
             "report = tg.pga(model, tokens[:4, :24], k=8, n_null=10, ccr=[0, 1, 5], max_points=96, progress=False)\n"
-            "report.to_pandas().query(\"metric == 'pga.z'\")[[\"layer\", \"ccr\", \"value\"]]"
+            'report.to_pandas().query("metric == \'pga.z\'")[["layer", "ccr", "value"]]'
         ),
         new_code_cell("from tl_geometry import plotting\nfig = plotting.plot_pga(report)"),
         new_markdown_cell(
-            '**Spectral metrics** of the same activations: RankMe (Garrido et al.: entropy of the singular values; `rankme_eig` is the eigenvalue variant), α-ReQ (eigenvalue decay, by least squares over all ranks and as reptrix fits it: 1/i-weighted over ranks 11–100, each with R²), isotropy and condition number.'),
-        new_code_cell(
-            "spec = tg.spectral(model, tokens, progress=False)\n"
-            "fig = plotting.plot_spectral(spec)"
+            "**Spectral metrics** of the same activations: RankMe (Garrido et al.: entropy of the singular values; `rankme_eig` is the eigenvalue variant), α-ReQ (eigenvalue decay, by least squares over all ranks and as reptrix fits it: 1/i-weighted over ranks 11–100, each with R²), isotropy and condition number."
         ),
+        new_code_cell("spec = tg.spectral(model, tokens, progress=False)\nfig = plotting.plot_spectral(spec)"),
         new_code_cell(
             "H = torch.randn(500, 32, generator=g) * torch.linspace(1, 0.1, 32)   # known, decaying spectrum\n"
             "tg.spectral_metrics(H)"
@@ -226,7 +226,9 @@ NOTEBOOKS = {
             "R_D/W = n_layers / d_model in [0.023, 0.047] for byte-level TinyGPT."
         ),
         new_code_cell(SETUP),
-        new_markdown_cell("**Known answers.** A diagonal matrix has no off-diagonal mass; a rank-one all-ones matrix has ratio 1 − 1/d."),
+        new_markdown_cell(
+            "**Known answers.** A diagonal matrix has no off-diagonal mass; a rank-one all-ones matrix has ratio 1 − 1/d."
+        ),
         new_code_cell(
             "d = 8\n"
             "diag = tg.aofe(torch.diag(torch.arange(1.0, d + 1)))\n"
@@ -238,18 +240,20 @@ NOTEBOOKS = {
             "res = tg.agop(model, tokens[:4], n_probes=8, progress=False)\n"
             "{h: round(float(s.ratio), 3) for h, s in res.stats.items()}"
         ),
-        new_markdown_cell("The registered metric puts the same numbers in a report; the figure shows the ratio by layer with its probe standard error."),
+        new_markdown_cell(
+            "The registered metric puts the same numbers in a report; the figure shows the ratio by layer with its probe standard error."
+        ),
         new_code_cell(
             "from tl_geometry import plotting\n"
-            "report = tg.analyze(model, tokens[:4], metrics=[\"agop\", \"depth_width\"],\n"
-            "                    options={\"agop\": {\"n_probes\": 8}}, progress=False)\n"
+            'report = tg.analyze(model, tokens[:4], metrics=["agop", "depth_width"],\n'
+            '                    options={"agop": {"n_probes": 8}}, progress=False)\n'
             "fig = plotting.plot_aofe(report)"
         ),
         new_markdown_cell("**Depth/width** of a few shapes, against the efficient interval:"),
         new_code_cell(
             "for L, d in [(30, 576), (12, 768), (5, 120), (6, 128)]:\n"
-            "    r = tg.depth_width_ratio({\"n_layers\": L, \"d_model\": d})\n"
-            "    print(f\"{L:>2} layers x {d:>3}: R_D/W = {r:.4f}  in interval: {tg.in_efficient_interval(r)}\")"
+            '    r = tg.depth_width_ratio({"n_layers": L, "d_model": d})\n'
+            '    print(f"{L:>2} layers x {d:>3}: R_D/W = {r:.4f}  in interval: {tg.in_efficient_interval(r)}")'
         ),
         new_markdown_cell(
             "**A tiny shape sweep.** The paper trains byte-level TinyGPTs of several shapes at a fixed "
@@ -261,10 +265,10 @@ NOTEBOOKS = {
             "import tempfile, os\n"
             "from tl_geometry.experiments import shape_sweep as ss\n"
             "cfg = ss.SweepConfig(budgets=(2e4,), depths=(1, 3), steps=4, batch_size=4, n_ctx=16,\n"
-            "                     eval_seqs=4, n_agop_seqs=1, source=\"pydoc\")\n"
-            "records = ss.shape_sweep(cfg, os.path.join(tempfile.mkdtemp(), \"sweep.jsonl\"), progress=False)\n"
+            '                     eval_seqs=4, n_agop_seqs=1, source="pydoc")\n'
+            'records = ss.shape_sweep(cfg, os.path.join(tempfile.mkdtemp(), "sweep.jsonl"), progress=False)\n'
             "for r in records:\n"
-            "    p = r[\"params\"]\n"
+            '    p = r["params"]\n'
             "    print(f\"depth {p['n_layers']} x width {p['d_model']}: R_D/W = {r['r_dw']:.3f}, \"\n"
             "          f\"test CE = {r['test_ce']:.3f} nats/byte, output-space AOFE ratio = {r['aofe_ratio_out']:.3f}\")"
         ),
@@ -278,19 +282,18 @@ NOTEBOOKS = {
             "(no SAE weights are downloaded)."
         ),
         new_code_cell(SETUP),
-        new_code_cell(
-            "ws = tg.sae.widths(\"gemma-2-2b\")\n"
-            "len(ws), ws[0]"
+        new_code_cell('ws = tg.sae.widths("gemma-2-2b")\nlen(ws), ws[0]'),
+        new_markdown_cell(
+            "`compare` by model name uses the published ε of the host model (Gemma-2-2B: ε = 0.351, Class 1):"
         ),
-        new_markdown_cell("`compare` by model name uses the published ε of the host model (Gemma-2-2B: ε = 0.351, Class 1):"),
         new_code_cell(
-            "report = tg.sae.compare(\"gemma-2-2b\", releases=\"gemma-scope-2b-pt-res-canonical\")\n"
+            'report = tg.sae.compare("gemma-2-2b", releases="gemma-scope-2b-pt-res-canonical")\n'
             "df = report.to_pandas()\n"
-            "df[df.metric == \"sae.d_sae\"][[\"hook\", \"layer\", \"value\"]].head()"
+            'df[df.metric == "sae.d_sae"][["hook", "layer", "value"]].head()'
         ),
         new_code_cell(
             "from tl_geometry import plotting, readings\n"
-            "print(\"\\n\".join(readings.read_sae(report)))\n"
+            'print("\\n".join(readings.read_sae(report)))\n'
             "fig = plotting.plot_sae_widths(report)"
         ),
         new_markdown_cell(
@@ -302,9 +305,9 @@ NOTEBOOKS = {
             "from sae_lens import StandardSAE, StandardSAEConfig\n"
             "from sae_lens.saes.sae import SAEMetadata\n"
             "sae = StandardSAE(StandardSAEConfig(d_in=model.cfg.d_model, d_sae=512,\n"
-            "                                    metadata=SAEMetadata(hook_name=\"blocks.1.hook_resid_post\")))\n"
+            '                                    metadata=SAEMetadata(hook_name="blocks.1.hook_resid_post")))\n'
             "local = tg.sae.compare(model, saes=[sae])\n"
-            "local.to_pandas()[[\"metric\", \"hook\", \"value\"]]"
+            'local.to_pandas()[["metric", "hook", "value"]]'
         ),
     ],
     "07_sae_trained.ipynb": [
@@ -333,22 +336,24 @@ NOTEBOOKS = {
             "import logging\n"
             "from tl_geometry.experiments import sae_training\n\n"
             "logging.getLogger(\"sae_lens\").setLevel(logging.ERROR)         # its 'override' notices\n"
-            "warnings.filterwarnings(\"ignore\", category=UserWarning, module=\"sae_lens.*\")   # epoch notices\n"
-            "path = sae_training.train_sae(model, tokens, hook=hook, out=\"sae\", d_sae=1152, k=16,\n"
+            'warnings.filterwarnings("ignore", category=UserWarning, module="sae_lens.*")   # epoch notices\n'
+            'path = sae_training.train_sae(model, tokens, hook=hook, out="sae", d_sae=1152, k=16,\n'
             "                              training_tokens=32_768, batch_tokens=512, lr=1e-3)\n"
             "sorted(p.name for p in path.iterdir())"
         ),
         new_markdown_cell("Publish it to a local hub cache and read it back through `SAE.from_pretrained`, offline:"),
         new_code_cell(
             "from huggingface_hub import constants\n"
-            "constants.HF_HUB_CACHE = \"hub\"            # a cache folder next to this notebook\n"
-            "repo, sae_id = sae_training.publish_to_cache(path, \"local/smollm2-135m-saes\")\n"
+            'constants.HF_HUB_CACHE = "hub"            # a cache folder next to this notebook\n'
+            'repo, sae_id = sae_training.publish_to_cache(path, "local/smollm2-135m-saes")\n'
             "sae = tg.sae.load(repo, sae_id)\n"
             "type(sae).__name__, sae.cfg.d_in, sae.cfg.d_sae"
         ),
-        new_markdown_cell("Does it reconstruct held-out text (Python's docs) better than the mean? (fraction of variance unexplained)"),
+        new_markdown_cell(
+            "Does it reconstruct held-out text (Python's docs) better than the mean? (fraction of variance unexplained)"
+        ),
         new_code_cell(
-            "held = tg.corpus.tokens(model, \"pydoc\", n_seqs=4, seq_len=128, seed=1)\n"
+            'held = tg.corpus.tokens(model, "pydoc", n_seqs=4, seq_len=128, seed=1)\n'
             "acts = tg.capture.collect(model, held, [hook], max_points=None, progress=False).acts[hook]\n"
             "with torch.no_grad():\n"
             "    rec = sae.decode(sae.encode(acts))\n"
@@ -359,14 +364,13 @@ NOTEBOOKS = {
             "(SmolLM2 is Class 1: indeterminate); `sae.decoder_capacity` is the bound at the SAE's own packing."
         ),
         new_code_cell(
-            "rep = tg.sae.compare(model, saes=[f\"{repo}:{sae_id}\"])\n"
-            "rep.to_pandas()[[\"metric\", \"hook\", \"value\"]]"
+            'rep = tg.sae.compare(model, saes=[f"{repo}:{sae_id}"])\nrep.to_pandas()[["metric", "hook", "value"]]'
         ),
         new_code_cell(
-            "row = rep.filter(\"sae.decoder_capacity\").rows[0]\n"
+            'row = rep.filter("sae.decoder_capacity").rows[0]\n'
             "print(f\"decoder ε = {row.extras['decoder_epsilon']:.4f} ({row.extras['decoder_class']}); \"\n"
             "      f\"capacity at that ε: {row.extras['status']} — {row.extras['reason'] or row.value}\")\n"
-            "print(f\"a random decoder of this shape: ε ≈ 2/√576 = {2 / 576 ** 0.5:.3f}\")"
+            'print(f"a random decoder of this shape: ε ≈ 2/√576 = {2 / 576 ** 0.5:.3f}")'
         ),
     ],
     "06_plugin_metric.ipynb": [
@@ -387,37 +391,34 @@ NOTEBOOKS = {
         new_code_cell(
             "from tl_geometry import capture\n\n"
             "def mean_norm(H: torch.Tensor) -> float:\n"
-            "    \"\"\"The math: mean L2 norm of the rows of H (n, d).\"\"\"\n"
+            '    """The math: mean L2 norm of the rows of H (n, d)."""\n'
             "    return float(H.norm(dim=-1).mean())\n\n"
-            "@tg.register_metric(\"resid_norm\", needs=\"activations\", overwrite=True,\n"
-            "                    description=\"mean L2 norm of the residual stream per layer\")\n"
+            '@tg.register_metric("resid_norm", needs="activations", overwrite=True,\n'
+            '                    description="mean L2 norm of the residual stream per layer")\n'
             "def resid_norm(model, tokens, *, hooks=None, max_points=512, seed=0):\n"
-            "    \"\"\"Mean L2 norm of the residual stream at each hook.\"\"\"\n"
-            "    hooks = capture.resid_hooks(model, \"post\") if hooks is None else capture.validate_hooks(model, hooks)\n"
+            '    """Mean L2 norm of the residual stream at each hook."""\n'
+            '    hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)\n'
             "    acts = capture.collect(model, tokens, hooks, max_points=max_points, seed=seed).acts\n"
-            "    rows = [{\"metric\": \"resid_norm\", \"hook\": h, \"value\": mean_norm(acts[h])} for h in hooks]\n"
+            '    rows = [{"metric": "resid_norm", "hook": h, "value": mean_norm(acts[h])} for h in hooks]\n'
             "    return tg.GeometryReport.from_rows(rows, model=model, seed=seed)\n\n"
-            "\"resid_norm\" in tg.list_metrics()"
+            '"resid_norm" in tg.list_metrics()'
         ),
         new_code_cell(
-            "report = tg.analyze(model, tokens, metrics=[\"resid_norm\", \"depth_width\"], progress=False)\n"
-            "report.to_pandas()[[\"hook\", \"layer\", \"metric\", \"value\"]]"
+            'report = tg.analyze(model, tokens, metrics=["resid_norm", "depth_width"], progress=False)\n'
+            'report.to_pandas()[["hook", "layer", "metric", "value"]]'
         ),
         new_markdown_cell("Check it against a slow, obvious reference (the habit every built-in metric follows):"),
         new_code_cell(
             "_, cache = model.run_with_cache(tokens)\n"
-            "ref = cache[\"blocks.0.hook_resid_post\"].norm(dim=-1).mean()   # no tokenizer, so no BOS position to drop\n"
-            "got = report.value(\"resid_norm\", hook=\"blocks.0.hook_resid_post\")\n"
+            'ref = cache["blocks.0.hook_resid_post"].norm(dim=-1).mean()   # no tokenizer, so no BOS position to drop\n'
+            'got = report.value("resid_norm", hook="blocks.0.hook_resid_post")\n'
             "float(ref), got"
         ),
         new_markdown_cell("Bad input fails with a message that says what is valid:"),
         new_code_cell(
-            "try:\n"
-            "    tg.analyze(model, tokens, metrics=[\"resid_nrom\"])\n"
-            "except KeyError as e:\n"
-            "    print(e)"
+            'try:\n    tg.analyze(model, tokens, metrics=["resid_nrom"])\nexcept KeyError as e:\n    print(e)'
         ),
-        new_code_cell("tg.unregister_metric(\"resid_norm\")"),
+        new_code_cell('tg.unregister_metric("resid_norm")'),
     ],
 }
 
@@ -432,10 +433,13 @@ def build(name: str):
     cells = copy.deepcopy(NOTEBOOKS[name])
     for i, cell in enumerate(cells):
         cell["id"] = f"{name.split('_')[0]}-{i}"
-    nb = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
+    nb = new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+    )
     nbformat.validate(nb)
     return nb
 
@@ -451,12 +455,23 @@ def _kernel_dir() -> Path:
     spec = root / "kernels" / KERNEL
     spec.mkdir(parents=True)
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tl_geometry examples", "language": "python",
-        "env": {"PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1",
-                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "tl_geometry examples",
+                "language": "python",
+                "env": {
+                    "PYTHONPATH": path,
+                    "HF_HUB_OFFLINE": "1",
+                    "TRANSFORMERS_OFFLINE": "1",
+                    "TQDM_DISABLE": "1",
+                    "TOKENIZERS_PARALLELISM": "false",
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+                },
+            }
+        )
+    )
     return root
 
 
@@ -471,8 +486,9 @@ def execute(nb, *, timeout: int = 600) -> float:
     os.environ["JUPYTER_PATH"] = str(_kernel_dir())
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tlg_nb_") as cwd:
-        NotebookClient(nb, timeout=timeout, kernel_name=KERNEL, record_timing=False,
-                       resources={"metadata": {"path": cwd}}).execute()
+        NotebookClient(
+            nb, timeout=timeout, kernel_name=KERNEL, record_timing=False, resources={"metadata": {"path": cwd}}
+        ).execute()
     # the committed file keeps the generic kernelspec, not the temporary one
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}

@@ -38,8 +38,10 @@ def section(data: dict, figures: list[str]) -> str:
 
     def line(r):
         note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
-        return (f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | {r.status} | "
-                f"{note.replace('|', '/')} |")
+        return (
+            f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | {r.status} | "
+            f"{note.replace('|', '/')} |"
+        )
 
     head = ["| figure | paper | ours | Δ | status | note |", "|---|---|---|---|---|---|"]
     for fam in FAMILIES:

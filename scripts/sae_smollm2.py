@@ -44,8 +44,15 @@ def main(argv=None) -> int:
     tokens = tg.corpus.tokens(model, "shakespeare", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sae_dir = sae_training.train_sae(model, tokens, hook=args.hook, out=out / "sae", expansion=args.expansion,
-                                     k=args.k, training_tokens=args.training_tokens)
+    sae_dir = sae_training.train_sae(
+        model,
+        tokens,
+        hook=args.hook,
+        out=out / "sae",
+        expansion=args.expansion,
+        k=args.k,
+        training_tokens=args.training_tokens,
+    )
     t_train = time.perf_counter() - t0
     constants.HF_HUB_CACHE = str(out / "hub")
     repo, sae_id = sae_training.publish_to_cache(sae_dir, "local/smollm2-135m-saes")
@@ -59,12 +66,22 @@ def main(argv=None) -> int:
         l0 = float((sae.encode(acts) > 0).float().sum(-1).mean())
     rep = tsae.compare(model, saes=[sae])
     rep.to_json(out / "compare.json")
-    summary = {"hook": args.hook, "d_in": int(sae.cfg.d_in), "d_sae": int(sae.cfg.d_sae), "k": args.k,
-               "training_tokens": args.training_tokens, "fvu_heldout": fvu, "l0_heldout": l0,
-               "load_s": t_load, "train_s": t_train,
-               "rows": {r.metric: r.value for r in rep.rows},
-               "extras": {r.metric: {k: v for k, v in r.extras.items() if isinstance(v, (int, float, str, type(None)))}
-                          for r in rep.rows}}
+    summary = {
+        "hook": args.hook,
+        "d_in": int(sae.cfg.d_in),
+        "d_sae": int(sae.cfg.d_sae),
+        "k": args.k,
+        "training_tokens": args.training_tokens,
+        "fvu_heldout": fvu,
+        "l0_heldout": l0,
+        "load_s": t_load,
+        "train_s": t_train,
+        "rows": {r.metric: r.value for r in rep.rows},
+        "extras": {
+            r.metric: {k: v for k, v in r.extras.items() if isinstance(v, (int, float, str, type(None)))}
+            for r in rep.rows
+        },
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print(json.dumps({k: v for k, v in summary.items() if k != "extras"}, indent=1, default=str))
     return 0

@@ -32,17 +32,27 @@ DRIVERS = ("/usr/bin/chromedriver", "chromedriver")
 #: Flags for a root, offline, display-less machine (without the networking ones Chromium keeps
 #: trying to reach Google's hosts, which this machine refuses).
 FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-    "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-quic", "--disable-extensions",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--disable-extensions",
 )
 
 
 def browser_required() -> bool:
     """True in CI (``CI`` = 1/true/yes) or with ``TL_GEOMETRY_REQUIRE_BROWSER=1``: no skipping."""
     truthy = ("1", "true", "yes")
-    return (os.environ.get("CI", "").strip().lower() in truthy
-            or os.environ.get("TL_GEOMETRY_REQUIRE_BROWSER", "").strip().lower() in truthy)
+    return (
+        os.environ.get("CI", "").strip().lower() in truthy
+        or os.environ.get("TL_GEOMETRY_REQUIRE_BROWSER", "").strip().lower() in truthy
+    )
 
 
 def _find(env: str, candidates) -> str | None:
@@ -91,8 +101,11 @@ class PageCheck:
 
     @property
     def broken_images(self) -> list[str]:
-        return [i["alt"] or f"image {n}" for n, i in enumerate(self.images)
-                if not i["complete"] or not i["naturalWidth"] > 0]
+        return [
+            i["alt"] or f"image {n}"
+            for n, i in enumerate(self.images)
+            if not i["complete"] or not i["naturalWidth"] > 0
+        ]
 
     @property
     def ok(self) -> bool:
@@ -126,8 +139,14 @@ class Browser:
         self.width = width
         self.driver = webdriver.Chrome(service=Service(executable_path=find_chromedriver()), options=opts)
 
-    def check(self, html: str | os.PathLike, *, expected_sections=(), screenshot: str | os.PathLike | None = None,
-              max_height: int = 12000) -> PageCheck:
+    def check(
+        self,
+        html: str | os.PathLike,
+        *,
+        expected_sections=(),
+        screenshot: str | os.PathLike | None = None,
+        max_height: int = 12000,
+    ) -> PageCheck:
         """Load ``html`` and check it (see the module docstring); screenshot the whole page."""
         url = Path(html).resolve().as_uri()
         d = self.driver
@@ -136,9 +155,12 @@ class Browser:
         res = PageCheck(url)
         res.images = d.execute_script(
             "return Array.from(document.images).map(i => ({alt: i.alt, naturalWidth: i.naturalWidth,"
-            " complete: i.complete}));")
-        res.sections = [s.strip() for s in d.execute_script(
-            "return Array.from(document.querySelectorAll('h2')).map(h => h.textContent);")]
+            " complete: i.complete}));"
+        )
+        res.sections = [
+            s.strip()
+            for s in d.execute_script("return Array.from(document.querySelectorAll('h2')).map(h => h.textContent);")
+        ]
         res.missing_sections = [s for s in expected_sections if s not in res.sections]
         res.console_errors = [e.get("message", str(e)) for e in d.get_log("browser") if e.get("level") == "SEVERE"]
         if screenshot is not None:
@@ -183,8 +205,14 @@ def screenshot(html: Path, out: Path, *, width: int = 1200, height: int = 4000, 
         raise FileNotFoundError("no Chromium found (looked for /usr/bin/chromium, chromium-browser, google-chrome)")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tlg-chromium-") as profile:
-        cmd = [browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-               f"--screenshot={out.resolve()}", html.resolve().as_uri()]
+        cmd = [
+            browser,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={out.resolve()}",
+            html.resolve().as_uri(),
+        ]
         subprocess.run(cmd, check=True, capture_output=True, timeout=timeout)
     if not out.is_file() or out.stat().st_size == 0:
         raise RuntimeError(f"Chromium wrote no screenshot to {out}")
@@ -196,7 +224,9 @@ def main(argv=None) -> int:
     p.add_argument("html", type=Path, help="index.html written by tl-geometry report")
     p.add_argument("--out", type=Path, default=None, help="PNG path (default: next to the HTML, screenshot.png)")
     p.add_argument("--width", type=int, default=1200)
-    p.add_argument("--height", type=int, default=900, help="initial window height (the screenshot takes the whole page)")
+    p.add_argument(
+        "--height", type=int, default=900, help="initial window height (the screenshot takes the whole page)"
+    )
     args = p.parse_args(argv)
     if not args.html.is_file():
         print(f"error: no such file: {args.html}", file=sys.stderr)

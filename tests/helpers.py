@@ -54,8 +54,16 @@ def tiny_config(**overrides):
     _, HookedTransformerConfig = _hooked_transformer_classes()
 
     kw = dict(
-        n_layers=3, d_model=32, n_ctx=64, d_head=8, n_heads=4, d_mlp=64, d_vocab=101,
-        act_fn="gelu", normalization_type="LN", seed=0,
+        n_layers=3,
+        d_model=32,
+        n_ctx=64,
+        d_head=8,
+        n_heads=4,
+        d_mlp=64,
+        d_vocab=101,
+        act_fn="gelu",
+        normalization_type="LN",
+        seed=0,
     )
     kw.update(overrides)
     return HookedTransformerConfig(**kw)
@@ -74,8 +82,17 @@ def make_tiny_model(**overrides):
 def make_tiny_bridge(**overrides):
     from transformer_lens.model_bridge import TransformerBridge
 
-    kw = dict(n_layers=3, d_model=32, n_ctx=64, d_head=8, n_heads=4, d_mlp=64, d_vocab=101,
-              act_fn="gelu", normalization_type="LN")
+    kw = dict(
+        n_layers=3,
+        d_model=32,
+        n_ctx=64,
+        d_head=8,
+        n_heads=4,
+        d_mlp=64,
+        d_vocab=101,
+        act_fn="gelu",
+        normalization_type="LN",
+    )
     kw.update(overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -123,8 +140,17 @@ def has_hooked_transformer() -> bool:
 
 def portable_tiny_model(n_layers: int = 2, d_model: int = 16, seed: int = 0):
     """A tiny random model: a HookedTransformer on TransformerLens 3.x, a TransformerBridge on 4.x."""
-    kw = dict(n_layers=n_layers, d_model=d_model, n_ctx=32, d_head=4, n_heads=4, d_mlp=32, d_vocab=53,
-              act_fn="gelu", normalization_type="LN")
+    kw = dict(
+        n_layers=n_layers,
+        d_model=d_model,
+        n_ctx=32,
+        d_head=4,
+        n_heads=4,
+        d_mlp=32,
+        d_vocab=53,
+        act_fn="gelu",
+        normalization_type="LN",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(seed)
@@ -182,10 +208,24 @@ def epsilon_rows(mean=0.35, std=0.19, d=D_MODEL, n=500, seed=0):
         cos = np.clip(rng.normal(m, std, 20_000), -1, 1)
         counts, edges = np.histogram(cos, bins=300, range=(-1, 1))
         eps = m + 2 * std
-        out.append({"metric": f"epsilon.{mat}", "value": eps, "extras": {
-            "mean": m, "std": std, "n_vectors": n, "n_dropped": 0, "d": d, "model_class": "class1",
-            "histogram": {"counts": counts.tolist(), "edges": edges.tolist()}}})
-        out.append({"metric": f"capacity.{mat}", "value": 1.5e6 / (i + 1), "extras": {"form": "full", "epsilon": eps, "d": d}})
+        out.append(
+            {
+                "metric": f"epsilon.{mat}",
+                "value": eps,
+                "extras": {
+                    "mean": m,
+                    "std": std,
+                    "n_vectors": n,
+                    "n_dropped": 0,
+                    "d": d,
+                    "model_class": "class1",
+                    "histogram": {"counts": counts.tolist(), "edges": edges.tolist()},
+                },
+            }
+        )
+        out.append(
+            {"metric": f"capacity.{mat}", "value": 1.5e6 / (i + 1), "extras": {"form": "full", "epsilon": eps, "d": d}}
+        )
     return out
 
 
@@ -193,23 +233,78 @@ def activation_rows(n_layers=N_LAYERS, seed=0):
     rng = np.random.default_rng(seed)
     out = []
     for j, h in enumerate(synthetic_hooks(n_layers)):
-        out.append({"metric": "epsilon_activations", "hook": h, "value": 0.5 + 0.05 * rng.standard_normal(),
-                    "extras": {"mean": 0.3, "std": 0.1, "n_vectors": 256, "n_dropped": 0, "d": D_MODEL, "model_class": "class1"}})
+        out.append(
+            {
+                "metric": "epsilon_activations",
+                "hook": h,
+                "value": 0.5 + 0.05 * rng.standard_normal(),
+                "extras": {
+                    "mean": 0.3,
+                    "std": 0.1,
+                    "n_vectors": 256,
+                    "n_dropped": 0,
+                    "d": D_MODEL,
+                    "model_class": "class1",
+                },
+            }
+        )
         for ccr in (0, 1, 5):
-            out.append({"metric": "pga.z", "hook": h, "value": float(10 * np.sin(j / 2) + ccr + rng.standard_normal()),
-                        "extras": {"ccr": ccr, "k": 16, "rho_read": 0.8, "null_mean": 0.7, "null_std": 0.01,
-                                   "n_points": 256, "n_pairs": 32640, "n_null": 20}})
+            out.append(
+                {
+                    "metric": "pga.z",
+                    "hook": h,
+                    "value": float(10 * np.sin(j / 2) + ccr + rng.standard_normal()),
+                    "extras": {
+                        "ccr": ccr,
+                        "k": 16,
+                        "rho_read": 0.8,
+                        "null_mean": 0.7,
+                        "null_std": 0.01,
+                        "n_points": 256,
+                        "n_pairs": 32640,
+                        "n_null": 20,
+                    },
+                }
+            )
         out.append({"metric": "pga.rho_read", "hook": h, "value": 0.8, "extras": {"ccr": 0}})
-        out.append({"metric": "pga.pc1_overlap", "hook": h, "value": float(min(1, 0.1 + 0.1 * j)), "extras": {"expected": 16 / D_MODEL}})
+        out.append(
+            {
+                "metric": "pga.pc1_overlap",
+                "hook": h,
+                "value": float(min(1, 0.1 + 0.1 * j)),
+                "extras": {"expected": 16 / D_MODEL},
+            }
+        )
         out.append({"metric": "spectral.rankme", "hook": h, "value": 20.0 + j})
         out.append({"metric": "spectral.alpha_req", "hook": h, "value": 0.8 + 0.05 * j})
         out.append({"metric": "spectral.isotropy", "hook": h, "value": 0.2 - 0.01 * j})
         out.append({"metric": "spectral.condition_number", "hook": h, "value": 10.0 ** (2 + j / 3)})
-        out.append({"metric": "agop.aofe_ratio", "hook": h, "value": 0.6 + 0.03 * j,
-                    "extras": {"n_probes": 8, "stderr": 0.02, "space": "input"}})
-        out.append({"metric": "agop.aofe", "hook": h, "value": 3.0, "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"}})
-        out.append({"metric": "agop.trace", "hook": h, "value": 5.0, "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"}})
-    out.append({"metric": "depth_width.ratio", "value": n_layers / D_MODEL, "extras": {"in_interval": False, "interval": [0.023, 0.047]}})
+        out.append(
+            {
+                "metric": "agop.aofe_ratio",
+                "hook": h,
+                "value": 0.6 + 0.03 * j,
+                "extras": {"n_probes": 8, "stderr": 0.02, "space": "input"},
+            }
+        )
+        out.append(
+            {"metric": "agop.aofe", "hook": h, "value": 3.0, "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"}}
+        )
+        out.append(
+            {
+                "metric": "agop.trace",
+                "hook": h,
+                "value": 5.0,
+                "extras": {"n_probes": 8, "stderr": 0.1, "space": "input"},
+            }
+        )
+    out.append(
+        {
+            "metric": "depth_width.ratio",
+            "value": n_layers / D_MODEL,
+            "extras": {"in_interval": False, "interval": [0.023, 0.047]},
+        }
+    )
     return out
 
 
@@ -218,8 +313,13 @@ def sae_rows():
     for rel, widths in (("toy-res-a", (1024, 4096, 16384)), ("toy-res-b", (2048, 65536))):
         for l, w in enumerate(widths):
             hook = f"blocks.{l}.hook_resid_post"
-            meta = {"release": rel, "sae_id": f"layer_{l}/width_{w}", "hook_name": hook,
-                    "width_source": "id", "epsilon_source": "W_E"}
+            meta = {
+                "release": rel,
+                "sae_id": f"layer_{l}/width_{w}",
+                "hook_name": hook,
+                "width_source": "id",
+                "epsilon_source": "W_E",
+            }
             out.append({"metric": "sae.d_sae", "value": float(w), "extras": meta})
             out.append({"metric": "sae.capacity_ratio", "value": w / 1.5e6, "extras": meta})
     return out

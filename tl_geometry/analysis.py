@@ -7,7 +7,8 @@ import inspect
 import logging
 import numbers
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from tl_geometry.errors import InputError
 from tl_geometry.registry import get_metric, list_metrics
@@ -63,8 +64,9 @@ def analyze(
     reports = []
     timings: dict[str, float] = {}
     info: dict[str, Any] = {}
-    for name, result, seconds in iter_metrics(model, tokens, names, options, hooks=hooks, progress=progress,
-                                              capture=capture, capture_info=info):
+    for name, result, seconds in iter_metrics(
+        model, tokens, names, options, hooks=hooks, progress=progress, capture=capture, capture_info=info
+    ):
         if isinstance(result, BaseException):
             raise result
         reports.append(result)
@@ -75,8 +77,14 @@ def analyze(
     return merged(model, tokens, reports, names, timings, **extra, **provenance)
 
 
-def merged(model: Any, tokens: Any, reports: Sequence[GeometryReport], names: Sequence[str],
-           timings: Mapping[str, float], **provenance: Any) -> GeometryReport:
+def merged(
+    model: Any,
+    tokens: Any,
+    reports: Sequence[GeometryReport],
+    names: Sequence[str],
+    timings: Mapping[str, float],
+    **provenance: Any,
+) -> GeometryReport:
     """``reports`` merged with the provenance :func:`analyze` records (model, tokens, metrics, timings)."""
     prov = provenance_of(model)
     if tokens is not None and hasattr(tokens, "shape"):
@@ -169,8 +177,14 @@ def iter_metrics(
                 boxes[name] = {}
                 passes += [_Guarded(p, boxes[name]) for p in plans[name].passes]
             try:
-                capture_mod.run_shared(model, tokens, passes, batch_size=batch_size, progress=progress,
-                                       desc=f"capture ({', '.join(group)})")
+                capture_mod.run_shared(
+                    model,
+                    tokens,
+                    passes,
+                    batch_size=batch_size,
+                    progress=progress,
+                    desc=f"capture ({', '.join(group)})",
+                )
             except Exception as exc:  # noqa: BLE001 - every metric of this pass fails with it
                 for name in group:
                     failed.setdefault(name, exc)
@@ -222,8 +236,11 @@ def _option_params(name: str) -> dict[str, inspect.Parameter] | None:
         return None
     skip = {"model", "tokens", "hooks"}
     return {
-        k: p for i, (k, p) in enumerate(params.items())
-        if k not in skip and i >= 2 and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        k: p
+        for i, (k, p) in enumerate(params.items())
+        if k not in skip
+        and i >= 2
+        and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     }
 
 
@@ -253,6 +270,7 @@ def _int_at_least(lo: int, *, none_ok: bool = False):
         if not _is_int(v) or v < lo:
             return f"an integer >= {lo}" + (" or None" if none_ok else "")
         return None
+
     return check
 
 
@@ -292,9 +310,7 @@ OPTION_CHECKS: dict[str, Callable[[Any], str | None]] = {
 }
 
 
-def check_options(
-    names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
     """Validate per-metric ``options`` for metrics ``names`` without touching a model.
 
     Refuses: options for a metric not being run; options that are not a mapping; an option the
@@ -314,7 +330,9 @@ def check_options(
     out: dict[str, dict[str, Any]] = {}
     for metric, opts in options.items():
         if not isinstance(opts, Mapping):
-            raise InputError(f"options for metric {metric!r} must be a mapping of option names to values, got {type(opts).__name__}")
+            raise InputError(
+                f"options for metric {metric!r} must be a mapping of option names to values, got {type(opts).__name__}"
+            )
         params = _option_params(metric)
         for key, value in opts.items():
             if params is not None and key not in params:

@@ -19,7 +19,11 @@ import sys
 EXIT_USAGE = 2
 #: Path problems the user fixes (a missing input, an existing or unwritable output); exit status 2.
 PATH_ERRORS: tuple[type[OSError], ...] = (
-    FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
 )
 
 

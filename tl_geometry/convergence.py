@@ -18,8 +18,9 @@ score centers hidden states; the random subspaces of the two models are drawn in
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -35,8 +36,16 @@ from tl_geometry.report import GeometryReport, Row, model_name
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "pooled", "text_tokens", "ConvergenceScore", "convergence_score", "model_convergence",
-    "ProbeResult", "linear_probe", "probe_accuracy", "pga_trajectory", "plot_trajectory",
+    "pooled",
+    "text_tokens",
+    "ConvergenceScore",
+    "convergence_score",
+    "model_convergence",
+    "ProbeResult",
+    "linear_probe",
+    "probe_accuracy",
+    "pga_trajectory",
+    "plot_trajectory",
 ]
 
 POOLINGS = ("mean", "last")
@@ -85,7 +94,9 @@ def pooled(
     keep = capture.valid_mask(model, tokens, attention_mask)
     counts = keep.sum(1)
     if bool((counts == 0).any()):
-        raise InputError(f"sequences {(counts == 0).nonzero().flatten().tolist()} have no tokens after dropping BOS/padding")
+        raise InputError(
+            f"sequences {(counts == 0).nonzero().flatten().tolist()} have no tokens after dropping BOS/padding"
+        )
     if pooling == "last":
         last = keep.shape[1] - 1 - keep.flip(1).long().argmax(1)
         keep = torch.zeros_like(keep)
@@ -101,8 +112,17 @@ def pooled(
             sums[h] = torch.zeros(keep.shape[0], acts.shape[1], dtype=torch.float64, device=acts.device)
         sums[h].index_add_(0, ids, acts.double())
 
-    capture.run(model, tokens, hooks, consume, batch_size=batch_size, attention_mask=attention_mask,
-                positions=keep, progress=progress, desc="pool")
+    capture.run(
+        model,
+        tokens,
+        hooks,
+        consume,
+        batch_size=batch_size,
+        attention_mask=attention_mask,
+        positions=keep,
+        progress=progress,
+        desc="pool",
+    )
     n = keep.sum(1).to(torch.float64)[:, None]
     return {h: (s.cpu() / n).float() for h, s in sums.items()}
 
@@ -166,7 +186,9 @@ def convergence_score(
         raise InputError(f"need at least 3 texts, got {A.shape[0]}")
     k = readout_a.shape[1]
     if readout_a.shape[0] != A.shape[1] or readout_b.shape[0] != B.shape[1] or readout_b.shape[1] != k:
-        raise InputError(f"readouts {tuple(readout_a.shape)}, {tuple(readout_b.shape)} do not match A {tuple(A.shape)}, B {tuple(B.shape)}")
+        raise InputError(
+            f"readouts {tuple(readout_a.shape)}, {tuple(readout_b.shape)} do not match A {tuple(A.shape)}, B {tuple(B.shape)}"
+        )
     if n_null < 2:
         raise InputError(f"n_null must be >= 2, got {n_null}")
     pairs = make_pairs(A.shape[0], None, seed)
@@ -222,11 +244,22 @@ def model_convergence(
         for b in names[i + 1 :]:
             for p in poolings:
                 s = convergence_score(reps[(a, p)], reps[(b, p)], readouts[a], readouts[b], n_null=n_null, seed=seed)
-                ex = {"model_a": a, "model_b": b, "hook_a": where[a], "hook_b": where[b], "pooling": p, "k": k,
-                      "n_texts": s.n_texts, "null_mean": s.null_mean, "null_std": s.null_std}
+                ex = {
+                    "model_a": a,
+                    "model_b": b,
+                    "hook_a": where[a],
+                    "hook_b": where[b],
+                    "pooling": p,
+                    "k": k,
+                    "n_texts": s.n_texts,
+                    "null_mean": s.null_mean,
+                    "null_std": s.null_std,
+                }
                 for metric, v in (("rho_full", s.rho_full), ("rho_readout", s.rho_readout), ("z", s.z)):
                     rows.append({"model": f"{a} vs {b}", "metric": f"convergence.{metric}", "value": v, "extras": ex})
-    return GeometryReport.from_rows(rows, model=" vs ".join(names), convergence={"k": k, "n_null": n_null, "seed": seed})
+    return GeometryReport.from_rows(
+        rows, model=" vs ".join(names), convergence={"k": k, "n_null": n_null, "seed": seed}
+    )
 
 
 # ----------------------------------------------------------------------------- probes
@@ -241,8 +274,9 @@ class ProbeResult:
     n_classes: int
 
 
-def linear_probe(X: Tensor, y: Sequence[Any], *, test_size: float = 0.25, seed: int = 0, C: float = 1.0,
-                 max_iter: int = 2000) -> ProbeResult:
+def linear_probe(
+    X: Tensor, y: Sequence[Any], *, test_size: float = 0.25, seed: int = 0, C: float = 1.0, max_iter: int = 2000
+) -> ProbeResult:
     """Fit ``sklearn.linear_model.LogisticRegression`` on a stratified split; return held-out accuracy.
 
     Our choice: features are standardized on the training split (``StandardScaler``).
@@ -274,9 +308,17 @@ def linear_probe(X: Tensor, y: Sequence[Any], *, test_size: float = 0.25, seed: 
     return ProbeResult(float(clf.score(Xte, yte)), float(c.max() / len(yte)), len(ytr), len(yte), len(classes))
 
 
-def probe_accuracy(model: Any, tokens: Tensor, labels: Sequence[Any], *, hooks: Sequence[str] | None = None,
-                   pooling: str = "mean", attention_mask: Tensor | None = None, test_size: float = 0.25,
-                   seed: int = 0) -> GeometryReport:
+def probe_accuracy(
+    model: Any,
+    tokens: Tensor,
+    labels: Sequence[Any],
+    *,
+    hooks: Sequence[str] | None = None,
+    pooling: str = "mean",
+    attention_mask: Tensor | None = None,
+    test_size: float = 0.25,
+    seed: int = 0,
+) -> GeometryReport:
     """Linear-probe accuracy per hook from pooled activations (one label per sequence of ``tokens``).
 
     Rows ``probe.accuracy`` per hook (extras chance, n_train, n_test, n_classes, pooling).
@@ -288,8 +330,9 @@ def probe_accuracy(model: Any, tokens: Tensor, labels: Sequence[Any], *, hooks: 
     rows = []
     for h in hooks:
         r = linear_probe(reps[h], labels, test_size=test_size, seed=seed)
-        rows.append({"metric": "probe.accuracy", "value": r.accuracy, "hook": h,
-                     "extras": {**asdict(r), "pooling": pooling}})
+        rows.append(
+            {"metric": "probe.accuracy", "value": r.accuracy, "hook": h, "extras": {**asdict(r), "pooling": pooling}}
+        )
     return GeometryReport.from_rows(rows, model=model)
 
 
@@ -331,7 +374,9 @@ def pga_trajectory(
         model = m() if callable(m) and not hasattr(m, "cfg") else m
         toks = tokens(model) if callable(tokens) else tokens
         rep = pga(model, toks, progress=False, **pga_options)
-        rows = tuple(Row(r.model, r.hook, r.layer, r.metric, r.value, {**r.extras, "checkpoint": str(label)}) for r in rep.rows)
+        rows = tuple(
+            Row(r.model, r.hook, r.layer, r.metric, r.value, {**r.extras, "checkpoint": str(label)}) for r in rep.rows
+        )
         rep = GeometryReport(rows=rows, provenance={**rep.provenance, "model": model_name(model)})
         fresh.setdefault(key, []).append(rep)
         return {"report": rep.to_dict()}

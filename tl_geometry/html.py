@@ -19,16 +19,23 @@ import base64
 import html as _html
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from tl_geometry.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
 from tl_geometry.readings import model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text
 
 __all__ = [
-    "OutputExistsError", "check_out_dir", "figure_data_uris", "render_html", "render_into", "render_markdown",
-    "write_html", "write_outputs", "OUTPUT_FILES",
+    "OutputExistsError",
+    "check_out_dir",
+    "figure_data_uris",
+    "render_html",
+    "render_into",
+    "render_markdown",
+    "write_html",
+    "write_outputs",
+    "OUTPUT_FILES",
 ]
 
 OUTPUT_FILES = ("report.json", "report.md", "index.html")
@@ -47,6 +54,7 @@ def _sections(report: GeometryReport, figures) -> list[tuple[str, list[str], lis
         if lines or shown:
             out.append((fam.section, lines, shown))
     return out
+
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
@@ -208,10 +216,12 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
     if rest:
         parts.append("<h2>Other figures</h2>")
         for name in rest:
-            parts.append(f'<figure><img src="{_esc(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>')
+            parts.append(
+                f'<figure><img src="{_esc(figs[name])}" alt="{_esc(name)}"><figcaption>{_esc(name)}</figcaption></figure>'
+            )
     if not secs and not figs:
         parts.append("<p>No rows of the built-in families; see the full table below.</p>")
-    parts.append("<h2>Provenance</h2><table class=\"prov\">")
+    parts.append('<h2>Provenance</h2><table class="prov">')
     for k in sorted(prov):
         parts.append(f"<tr><td>{_esc(k)}</td><td>{_esc(prov[k])}</td></tr>")
     parts.append("</table>")
@@ -221,7 +231,7 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
         extras = {k: v for k, v in r.extras.items() if not isinstance(v, (list, dict))}
         parts.append(
             f"<tr><td>{_esc(r.hook or '')}</td><td>{'' if r.layer is None else r.layer}</td>"
-            f"<td>{_esc(r.metric)}</td><td class=\"num\">{_esc(_fmt(r.value))}</td><td>{_esc(extras or '')}</td></tr>"
+            f'<td>{_esc(r.metric)}</td><td class="num">{_esc(_fmt(r.value))}</td><td>{_esc(extras or "")}</td></tr>'
         )
     parts.append("</table></details>" + ("</div>" if fragment else "</body></html>"))
     return "\n".join(parts)
@@ -270,8 +280,13 @@ def figure_files() -> tuple[str, ...]:
 
 
 def write_outputs(
-    report: GeometryReport, out_dir: str | os.PathLike, *, force: bool = False, dpi: int = 110,
-    figures: bool = True, force_hint: str = "force=True",
+    report: GeometryReport,
+    out_dir: str | os.PathLike,
+    *,
+    force: bool = False,
+    dpi: int = 110,
+    figures: bool = True,
+    force_hint: str = "force=True",
 ) -> Path:
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
 

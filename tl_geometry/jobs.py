@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from tl_geometry.errors import InputError
 from tl_geometry.report import atomic_write_text
@@ -73,11 +74,7 @@ class ResultsFile:
 
     def finished_keys(self, *, include_errors: bool = False) -> set[str]:
         """Keys recorded as "ok" (and as "error" too with ``include_errors``)."""
-        return {
-            r["key"]
-            for r in self.records()
-            if "key" in r and (r.get("status", "ok") == "ok" or include_errors)
-        }
+        return {r["key"] for r in self.records() if "key" in r and (r.get("status", "ok") == "ok" or include_errors)}
 
     def done(self, params: Mapping[str, Any], *, include_errors: bool = False) -> bool:
         return job_key(params) in self.finished_keys(include_errors=include_errors)
@@ -204,8 +201,17 @@ def run_jobs(
         return {"key": job_key(params), "params": dict(params), "status": status, **result}
 
     if executor == "ray":
-        yield from _run_ray(todo, fn, record, catch=catch, on_error=on_error, num_cpus=num_cpus,
-                            num_gpus=num_gpus, progress=progress, desc=desc)
+        yield from _run_ray(
+            todo,
+            fn,
+            record,
+            catch=catch,
+            on_error=on_error,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            progress=progress,
+            desc=desc,
+        )
         return
     from tqdm.auto import tqdm
 

@@ -91,11 +91,16 @@ def processing_flags(
         (False, 'custom')
     """
     if processing not in PROCESSING:
-        raise InputError(f"processing must be one of {sorted(PROCESSING)}, got {processing!r} "
-                         "('tl': TransformerLens's fold_ln/center_writing_weights/center_unembed; 'none': unprocessed)")
+        raise InputError(
+            f"processing must be one of {sorted(PROCESSING)}, got {processing!r} "
+            "('tl': TransformerLens's fold_ln/center_writing_weights/center_unembed; 'none': unprocessed)"
+        )
     flags = dict(PROCESSING[processing])
-    for key, val in (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights),
-                     ("center_unembed", center_unembed)):
+    for key, val in (
+        ("fold_ln", fold_ln),
+        ("center_writing_weights", center_writing_weights),
+        ("center_unembed", center_unembed),
+    ):
         if val is not None:
             flags[key] = bool(val)
     name = processing if flags == PROCESSING[processing] else "custom"
@@ -176,9 +181,7 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
     entry = ZOO[canonical_name(name)]
     spec = importlib.util.find_spec(entry["package"])
     if spec is None or spec.origin is None:
-        raise ModelNotAvailableError(
-            f"offline model {name!r} needs the package {entry['package']!r}: {entry['pip']}"
-        )
+        raise ModelNotAvailableError(f"offline model {name!r} needs the package {entry['package']!r}: {entry['pip']}")
     files = sorted(Path(spec.origin).parent.glob(entry["glob"]))
     if not files:
         raise ModelNotAvailableError(f"no {entry['glob']} file in {Path(spec.origin).parent}")
@@ -277,7 +280,9 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
         p = p.parent
     if p.is_dir():
         if not (p / "config.json").is_file():
-            raise ModelNotAvailableError(f"{p} is a directory without config.json, not a Hugging Face model directory; {accepted}")
+            raise ModelNotAvailableError(
+                f"{p} is a directory without config.json, not a Hugging Face model directory; {accepted}"
+            )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from tl_geometry.weights_reader import check_weights_file
@@ -332,8 +337,9 @@ def from_hf(
     from transformer_lens import HookedTransformer
     from transformer_lens.loading_from_pretrained import get_pretrained_model_config, get_pretrained_state_dict
 
-    pname, flags = processing_flags(processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights,
-                                    center_unembed=center_unembed)
+    pname, flags = processing_flags(
+        processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed
+    )
     fold_ln = flags["fold_ln"]
     dev = check_device(device)
     config = hf_model.config
@@ -406,13 +412,22 @@ def load(
         >>> model = tg.models.load("smollm2-135m")  # doctest: +SKIP
         >>> raw = tg.models.load("smollm2-135m", processing="none")  # doctest: +SKIP
     """
-    pname, flags = processing_flags(processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights,
-                                    center_unembed=center_unembed)
+    pname, flags = processing_flags(
+        processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed
+    )
     if is_model(name):
         return name
     if is_path(name):
-        return _from_path(name, device=device, dtype=dtype, n_ctx=n_ctx, processing=processing, fold_ln=fold_ln,
-                          center_writing_weights=center_writing_weights, center_unembed=center_unembed)
+        return _from_path(
+            name,
+            device=device,
+            dtype=dtype,
+            n_ctx=n_ctx,
+            processing=processing,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+        )
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
     dev = check_device(device)
@@ -421,8 +436,16 @@ def load(
         t0 = time.perf_counter()
         hf, tok = load_hf_gguf(zoo_file(key), dtype=dtype)
         model = from_hf(
-            hf, tok, name=key, device=dev, dtype=dtype, n_ctx=n_ctx, processing=processing, fold_ln=fold_ln,
-            center_writing_weights=center_writing_weights, center_unembed=center_unembed,
+            hf,
+            tok,
+            name=key,
+            device=dev,
+            dtype=dtype,
+            n_ctx=n_ctx,
+            processing=processing,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
         )
         model.cfg.default_prepend_bos = True
         del hf
@@ -436,8 +459,16 @@ def _from_path(path, *, device, dtype, n_ctx, processing, fold_ln, center_writin
     t0 = time.perf_counter()
     hf, tok = load_hf_path(path, dtype=dtype)
     model = from_hf(
-        hf, tok, name=display_name(path), device=dev, dtype=dtype, n_ctx=n_ctx, processing=processing,
-        fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed,
+        hf,
+        tok,
+        name=display_name(path),
+        device=dev,
+        dtype=dtype,
+        n_ctx=n_ctx,
+        processing=processing,
+        fold_ln=fold_ln,
+        center_writing_weights=center_writing_weights,
+        center_unembed=center_unembed,
     )
     del hf
     logger.info("loaded %s in %.1fs", path, time.perf_counter() - t0)
@@ -452,7 +483,9 @@ def _from_hub(name, dev, dtype, pname, flags, **kwargs):
         f"you built; the offline zoo has: {sorted(ZOO)}."
     )
     if not hub.offline() and not hub.reachable(3.0):
-        raise ModelNotAvailableError(f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}")
+        raise ModelNotAvailableError(
+            f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}"
+        )
     from transformer_lens import HookedTransformer  # after the probe: importing it takes seconds
 
     try:
@@ -461,7 +494,9 @@ def _from_hub(name, dev, dtype, pname, flags, **kwargs):
             model = HookedTransformer.from_pretrained(name, device=str(dev), dtype=dtype, **flags, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
         offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
-        raise ModelNotAvailableError(f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}") from exc
+        raise ModelNotAvailableError(
+            f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}"
+        ) from exc
     _record_processing(model, pname, flags)
     return model.eval()
 

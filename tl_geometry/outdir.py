@@ -25,15 +25,23 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
 
 from tl_geometry.errors import InputError
 
 __all__ = [
-    "LOCK_FILE", "WORK_DIR", "OutputExistsError", "OutputLockedError", "OutputNotWritableError",
-    "OutputLock", "check_out_dir", "check_writable", "prepare", "promote",
+    "LOCK_FILE",
+    "WORK_DIR",
+    "OutputExistsError",
+    "OutputLockedError",
+    "OutputNotWritableError",
+    "OutputLock",
+    "check_out_dir",
+    "check_writable",
+    "prepare",
+    "promote",
 ]
 
 LOCK_FILE = ".tl-geometry.lock"
@@ -110,7 +118,11 @@ def check_writable(out_dir: str | os.PathLike) -> Path:
     try:
         _probe(folder)
     except OSError as exc:
-        what = "output directory" if folder == out else f"folder {folder} (where the output directory {out} would be created)"
+        what = (
+            "output directory"
+            if folder == out
+            else f"folder {folder} (where the output directory {out} would be created)"
+        )
         raise OutputNotWritableError(
             exc.errno or errno.EACCES,
             f"cannot write to the {what}: {exc.strerror or exc}; choose another --out / out= or fix its permissions",
@@ -156,7 +168,7 @@ class OutputLock:
         self.path = Path(out_dir) / LOCK_FILE
         self._fd: int | None = None
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         fcntl: ModuleType | None
         try:
             import fcntl
@@ -220,7 +232,7 @@ class OutputLock:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -244,7 +256,9 @@ def prepare(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputNotWritableError(exc.errno or errno.EACCES, f"cannot create output directory {out}: {exc.strerror or exc}") from None
+        raise OutputNotWritableError(
+            exc.errno or errno.EACCES, f"cannot create output directory {out}: {exc.strerror or exc}"
+        ) from None
     lock = OutputLock(out)
     try:
         lock.acquire()

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -255,8 +256,15 @@ class FitResult:
     n: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"form": self.form, "params": dict(self.params), "r2": self.r2, "mape": self.mape,
-                "nrmse": self.nrmse, "rmse": self.rmse, "n": self.n}
+        return {
+            "form": self.form,
+            "params": dict(self.params),
+            "r2": self.r2,
+            "mape": self.mape,
+            "nrmse": self.nrmse,
+            "rmse": self.rmse,
+            "n": self.n,
+        }
 
 
 def _predict(form: str, k: np.ndarray, d: np.ndarray, *params: float) -> np.ndarray:
@@ -339,8 +347,9 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
     nz = y != 0
     mape = float(np.mean(np.abs(resid[nz] / y[nz])) * 100)
     nrmse = rmse / float(y.max() - y.min()) * 100
-    return FitResult(form=key, params={n: float(v) for n, v in zip(names, popt)}, r2=r2, mape=mape,
-                     nrmse=nrmse, rmse=rmse, n=len(y))
+    return FitResult(
+        form=key, params={n: float(v) for n, v in zip(names, popt)}, r2=r2, mape=mape, nrmse=nrmse, rmse=rmse, n=len(y)
+    )
 
 
 def load_reference(path: str | os.PathLike) -> list[list[float]]:
@@ -410,5 +419,8 @@ def sweep(
     for _ in run_jobs(jobs, one, rf, progress=progress, desc=f"{kind} packing"):
         pass
     keys = {job_key(j) for j in jobs}
-    return [[r["params"]["k"], r["params"]["d"], r["eps"]] for r in rf.records()
-            if r.get("status") == "ok" and r.get("key") in keys]
+    return [
+        [r["params"]["k"], r["params"]["d"], r["eps"]]
+        for r in rf.records()
+        if r.get("status") == "ok" and r.get("key") in keys
+    ]

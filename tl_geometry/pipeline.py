@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tl_geometry.errors import InputError
 from tl_geometry.report import GeometryReport
@@ -132,7 +133,9 @@ def check_inputs(
         raise InputError(f"metrics named more than once: {dupes}")
     check_options(names, options)
     if max_memory_gb is not None and (
-        isinstance(max_memory_gb, bool) or not isinstance(max_memory_gb, (int, float)) or not 0 < max_memory_gb < float("inf")
+        isinstance(max_memory_gb, bool)
+        or not isinstance(max_memory_gb, (int, float))
+        or not 0 < max_memory_gb < float("inf")
     ):
         raise InputError(f"max_memory_gb must be a positive number of GiB, got {max_memory_gb!r}")
     import torch
@@ -229,9 +232,17 @@ def run_report(
     names = list(metrics) if metrics is not None else default_metrics()
     if capture not in CAPTURE_MODES:
         raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
-    docs = check_inputs(corpus=corpus, n_seqs=n_seqs, seq_len=seq_len, seed=seed, names=names,
-                        options=options or {}, device=device, max_memory_gb=max_memory_gb,
-                        corpus_encoding=corpus_encoding)
+    docs = check_inputs(
+        corpus=corpus,
+        n_seqs=n_seqs,
+        seq_len=seq_len,
+        seed=seed,
+        names=names,
+        options=options or {},
+        device=device,
+        max_memory_gb=max_memory_gb,
+        corpus_encoding=corpus_encoding,
+    )
     base = FAST_OPTIONS if fast else REPORT_OPTIONS
     run_options: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -261,7 +272,11 @@ def run_report(
         load_s = time.perf_counter() - t0
         tokens = corpus_mod.tokens(model, docs, n_seqs=n_seqs, seq_len=seq_len, seed=seed)
         prov = {
-            "corpus": corpus if isinstance(corpus, str) else str(corpus) if isinstance(corpus, os.PathLike) else "custom",
+            "corpus": corpus
+            if isinstance(corpus, str)
+            else str(corpus)
+            if isinstance(corpus, os.PathLike)
+            else "custom",
             "corpus_encoding": corpus_encoding,
             "n_seqs": n_seqs,
             "seq_len": seq_len,
@@ -285,8 +300,9 @@ def run_report(
             info: dict[str, Any] = {}
             # one shared forward pass feeds every planned activation metric (capture="shared"),
             # then the metrics finish one by one, the report saved after each
-            for name, result, seconds in iter_metrics(model, tokens, names, run_options, progress=False,
-                                                      capture=capture, capture_info=info):
+            for name, result, seconds in iter_metrics(
+                model, tokens, names, run_options, progress=False, capture=capture, capture_info=info
+            ):
                 if info:
                     prov["capture"] = {k: v for k, v in info.items() if k != "_seconds"}
                 bar.set_description(f"report: {name}")
@@ -305,7 +321,9 @@ def run_report(
                 if (out_dir / "report.json").exists():
                     logger.warning(
                         "interrupted: the previous report in %s is kept unchanged; this run's partial "
-                        "results are in %s (marked 'interrupted')", out_dir, work,
+                        "results are in %s (marked 'interrupted')",
+                        out_dir,
+                        work,
                     )
                 else:
                     outdir.promote(work, out_dir, owned_figures=figure_files())
@@ -332,4 +350,3 @@ def run_report(
             lock.release()
             if not finished and work is not None and out_dir is not None and not work.exists():
                 outdir.cleanup_created(out_dir, created)
-

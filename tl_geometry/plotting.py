@@ -48,6 +48,7 @@ __all__ = [
     "FAMILY_FIGURES",  # noqa: F822  (module __getattr__ below)
 ]
 
+
 def _plt():
     import matplotlib
 
@@ -212,8 +213,14 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
         ax.text(x, 0.97, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8, color="dimgray")
     curve_d = _log10_capacity(d, grid)
     ax.plot(grid[counted], curve_d[counted], color="black", lw=2, label=f"full-form capacity, d = {int(d)}")
-    ax.plot(grid[~counted], curve_d[~counted], color="black", lw=1, ls=":",
-            label="formula only (ε ≥ 0.1: the paper gives no count)")
+    ax.plot(
+        grid[~counted],
+        curve_d[~counted],
+        color="black",
+        lw=1,
+        ls=":",
+        label="formula only (ε ≥ 0.1: the paper gives no count)",
+    )
     ys_shown = [float(_log10_capacity(d, np.array([0.1]))[0])]
     pub_count = [m for m in pubs if m.epsilon < CLASS2_BELOW]
     pub_none = [m for m in pubs if m.epsilon >= CLASS2_BELOW]
@@ -221,13 +228,29 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
         pe = np.array([m.epsilon for m in pub_count])
         pk = np.array([_log10_capacity(m.d_model, np.array([m.epsilon]))[0] for m in pub_count])
         ys_shown += pk.tolist()
-        sc = ax.scatter(pe, pk, c=np.log2([m.d_model for m in pub_count]), cmap="viridis", s=22, alpha=0.8,
-                        label="published models (at their own d)", zorder=3)
+        sc = ax.scatter(
+            pe,
+            pk,
+            c=np.log2([m.d_model for m in pub_count]),
+            cmap="viridis",
+            s=22,
+            alpha=0.8,
+            label="published models (at their own d)",
+            zorder=3,
+        )
         cb = fig.colorbar(sc, ax=ax, pad=0.01)
         cb.set_label("log₂ d_model of the published model")
     if pub_none:
-        ax.scatter([m.epsilon for m in pub_none], [0.0] * len(pub_none), marker="|", s=120, color="grey", zorder=3,
-                   clip_on=False, label=f"published, indeterminate ({len(pub_none)} models)")
+        ax.scatter(
+            [m.epsilon for m in pub_none],
+            [0.0] * len(pub_none),
+            marker="|",
+            s=120,
+            color="grey",
+            zorder=3,
+            clip_on=False,
+            label=f"published, indeterminate ({len(pub_none)} models)",
+        )
     top = max(ys_shown) * 1.3
     for other in (1024, 4096, 16384):
         if other != int(d):
@@ -238,31 +261,57 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
                 ax.text(grid[i], curve[i], f"d={other} ", fontsize=7, color="grey", ha="right", va="bottom")
     labelled = set()
     for r in eps_rows:
-        status, reason = capacity_status(cap_rows[0]) if cap_rows else (
-            ("count", "") if 0 < r.value < CLASS2_BELOW else ("indeterminate", "ε ≥ 0.1"))
+        status, reason = (
+            capacity_status(cap_rows[0])
+            if cap_rows
+            else (("count", "") if 0 < r.value < CLASS2_BELOW else ("indeterminate", "ε ≥ 0.1"))
+        )
         y = _log10_capacity(d, np.array([r.value]))[0]
         if status != "count" or not np.isfinite(y):
-            ax.axvline(min(max(r.value, 0.0), 1.0), color="tab:red", ls="--",
-                       label=f"this model {mat}: ε = {r.value:.3f}, capacity indeterminate")
+            ax.axvline(
+                min(max(r.value, 0.0), 1.0),
+                color="tab:red",
+                ls="--",
+                label=f"this model {mat}: ε = {r.value:.3f}, capacity indeterminate",
+            )
             continue
-        ax.scatter([r.value], [y], marker="*", s=260, color="tab:red", edgecolor="black", zorder=5,
-                   label=f"this model {mat}: ε = {r.value:.3f}, k ≈ 10^{y:.1f}")
+        ax.scatter(
+            [r.value],
+            [y],
+            marker="*",
+            s=260,
+            color="tab:red",
+            edgecolor="black",
+            zorder=5,
+            label=f"this model {mat}: ε = {r.value:.3f}, k ≈ 10^{y:.1f}",
+        )
         if pubs:
             near = closest_published(r.value, pub_count or pubs)
             if near.name not in labelled and near.epsilon < CLASS2_BELOW:
                 labelled.add(near.name)
                 ny = _log10_capacity(near.d_model, np.array([near.epsilon]))[0]
-                ax.annotate(f"{near.name} ({near.epsilon:.3f})", (near.epsilon, ny), textcoords="offset points",
-                            xytext=(6, 6), ha="left", fontsize=8)
+                ax.annotate(
+                    f"{near.name} ({near.epsilon:.3f})",
+                    (near.epsilon, ny),
+                    textcoords="offset points",
+                    xytext=(6, 6),
+                    ha="left",
+                    fontsize=8,
+                )
     for m in pub_count:
         if m.name == "Llama-2-7B" and m.name not in labelled:
-            ax.annotate(f"{m.name} ({m.epsilon:.3f})", (m.epsilon, _log10_capacity(m.d_model, np.array([m.epsilon]))[0]),
-                        textcoords="offset points", xytext=(6, 6), fontsize=8)
+            ax.annotate(
+                f"{m.name} ({m.epsilon:.3f})",
+                (m.epsilon, _log10_capacity(m.d_model, np.array([m.epsilon]))[0]),
+                textcoords="offset points",
+                xytext=(6, 6),
+                fontsize=8,
+            )
     ax.set_ylim(0, top)
     ax.set_xlim(0, 1.02)
     ax.set_xlabel(f"ε = μ + 2σ of pairwise cosines of {mat} rows (the paper: raw W_E)")
     ax.set_ylabel("capacity: log₁₀ k (near-orthogonal directions)")
-    ax.set_title(_title(report, "Capacity vs ε (capacity paper, full form, preset \"paper\")"))
+    ax.set_title(_title(report, 'Capacity vs ε (capacity paper, full form, preset "paper")'))
     ax.legend(fontsize=7, loc="center right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -311,7 +360,13 @@ def plot_pga(report: GeometryReport):
         for ccr in sorted(by_ccr):
             xs, ys = _by_layer(by_ccr[ccr], n)
             allx.extend(xs)
-            ax.plot(xs, ys, marker="o", ms=3.5, label=f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)"))
+            ax.plot(
+                xs,
+                ys,
+                marker="o",
+                ms=3.5,
+                label=f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)"),
+            )
         ax.axhline(0, color="black", lw=0.8)
         ax.axhspan(-2, 2, color="grey", alpha=0.12, label="|z| < 2 (chance)")
         _layer_ticks(ax, np.array(allx), n)
@@ -346,7 +401,11 @@ _SPECTRAL = (
 #: A second definition drawn on the same panel when present: metric → (companion, labels).
 _SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
     "spectral.rankme": ("spectral.rankme_eig", "singular values (Garrido et al.)", "eigenvalues (rankme_eig)"),
-    "spectral.alpha_req": ("spectral.alpha_req_reptrix", "least squares, all ranks", "reptrix: 1/i-weighted, ranks 11–100"),
+    "spectral.alpha_req": (
+        "spectral.alpha_req_reptrix",
+        "least squares, all ranks",
+        "reptrix: 1/i-weighted, ranks 11–100",
+    ),
 }
 
 
@@ -375,7 +434,7 @@ def plot_spectral(report: GeometryReport):
         ax.xaxis.label.set_size(7)
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
-    for ax in flat[len(present):]:
+    for ax in flat[len(present) :]:
         ax.axis("off")
     fig.suptitle(_title(report, "Spectrum of the activation covariance by layer"))
     fig.tight_layout()
@@ -398,8 +457,13 @@ def plot_aofe(report: GeometryReport):
     for space, rs in sorted(by_space.items()):
         xs, ys = _by_layer(rs, n)
         allx.extend(xs)
-        err = np.array([float(r.extras.get("stderr") or 0.0) for r in sorted(rs, key=lambda r: hook_position(r, n))
-                        if not math.isnan(hook_position(r, n))])
+        err = np.array(
+            [
+                float(r.extras.get("stderr") or 0.0)
+                for r in sorted(rs, key=lambda r: hook_position(r, n))
+                if not math.isnan(hook_position(r, n))
+            ]
+        )
         corr = ", bias-corrected" if {r.extras.get("estimator") for r in rs} == {"jackknife"} else ""
         ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space{corr})")
         if err.any() and len(err) == len(ys):
@@ -449,8 +513,14 @@ def plot_sae_widths(report: GeometryReport):
         for r in rs:
             xs.append(_sae_layer(r))
         jitter = (i - (len(releases) - 1) / 2) * 0.15
-        ax.scatter(np.array(xs, dtype=float) + jitter, [r.value for r in rs], marker=markers[i % len(markers)],
-                   s=30, alpha=0.8, label=rel if len(rel) < 40 else rel[:37] + "…")
+        ax.scatter(
+            np.array(xs, dtype=float) + jitter,
+            [r.value for r in rs],
+            marker=markers[i % len(markers)],
+            s=30,
+            alpha=0.8,
+            label=rel if len(rel) < 40 else rel[:37] + "…",
+        )
     wmax = max(r.value for r in widths)
     off_chart = []
     from tl_geometry.readings import capacity_status
@@ -471,8 +541,16 @@ def plot_sae_widths(report: GeometryReport):
         else:
             off_chart.append(f"{mat} capacity k ≈ {k:.3g} (off the chart)")
     if off_chart:
-        ax.text(0.99, 0.98, "\n".join(off_chart), transform=ax.transAxes, ha="right", va="top", fontsize=8,
-                bbox=dict(facecolor="white", alpha=0.8, edgecolor="grey"))
+        ax.text(
+            0.99,
+            0.98,
+            "\n".join(off_chart),
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+            bbox=dict(facecolor="white", alpha=0.8, edgecolor="grey"),
+        )
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -532,8 +610,9 @@ def figure_for(name: str):
     specs = {f.name: f for f in figure_specs()}
     aliases = _plot_names()
     if not isinstance(name, str) or (name not in aliases and name not in specs):
-        raise InputError(f"unknown figure family {name!r}; expected one of "
-                         f"{sorted(aliases)} or a figure name {sorted(specs)}")
+        raise InputError(
+            f"unknown figure family {name!r}; expected one of {sorted(aliases)} or a figure name {sorted(specs)}"
+        )
     return specs[aliases.get(name, name)]
 
 

@@ -20,7 +20,8 @@ Our choices (the papers do not phrase their results this way):
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from tl_geometry.hosts import PublishedHost, published_hosts
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
@@ -151,11 +152,15 @@ def _matrix_note(row: Row, mat: str) -> str:
         if raw is True:
             return "raw W_E, the paper's matrix"
         if raw is False:
-            return ("W_E as processed by TransformerLens (center_writing_weights), not the raw checkpoint "
-                    "the paper measured; `tl-geometry capacity PATH` reads the raw one")
+            return (
+                "W_E as processed by TransformerLens (center_writing_weights), not the raw checkpoint "
+                "the paper measured; `tl-geometry capacity PATH` reads the raw one"
+            )
         return "W_E"
     if raw is False:
-        return "W_U as processed by TransformerLens (" + str(row.extras.get("raw_why", "fold_ln / center_unembed")) + ")"
+        return (
+            "W_U as processed by TransformerLens (" + str(row.extras.get("raw_why", "fold_ln / center_unembed")) + ")"
+        )
     return "W_U"
 
 
@@ -176,22 +181,34 @@ def read_capacity(report: GeometryReport) -> list[str]:
         d = row.extras.get("d") or report.provenance.get("d_model")
         std = row.extras.get("std")
         mu = row.extras.get("mean")
-        detail = f" (μ = {_fmt(mu)}, σ = {_fmt(std)}" + (f", d = {int(d)})" if d else ")") if mu is not None and std is not None else ""
+        detail = (
+            f" (μ = {_fmt(mu)}, σ = {_fmt(std)}" + (f", d = {int(d)})" if d else ")")
+            if mu is not None and std is not None
+            else ""
+        )
         cls = epsilon_class(eps)
         note = _matrix_note(row, mat)
         if mat == "W_E":
             near = closest_published(eps)
             if d:
                 like = closest_width(eps, d)
-                text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
-                        f"in the capacity paper")
-                text += "." if like.name == near.name else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
+                text = (
+                    f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
+                    f"in the capacity paper"
+                )
+                text += (
+                    "."
+                    if like.name == near.name
+                    else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
+                )
             else:
                 text = f"{mat}: ε = {_fmt(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
             text += f" Measured on the {note}."
         else:
-            text = (f"{mat}: ε = {_fmt(eps)}{detail}: {cls} ({note}); not compared with the capacity paper's "
-                    "table, whose ε is of the input embedding W_E.")
+            text = (
+                f"{mat}: ε = {_fmt(eps)}{detail}: {cls} ({note}); not compared with the capacity paper's "
+                "table, whose ε is of the input embedding W_E."
+            )
         meaning = {
             "Class 1": " Class 1 (ε > 0.2): many pairs of rows are far from orthogonal; no near-orthogonal structure.",
             "Class 2": " Class 2 (ε < 0.1): near-orthogonal rows, as in most large models of the paper.",
@@ -205,18 +222,28 @@ def read_capacity(report: GeometryReport) -> list[str]:
             preset = cap.extras.get("preset", "paper")
             status, reason = capacity_status(cap)
             if status == "indeterminate":
-                out.append(f"{mat}: capacity indeterminate, not a count: {reason} ({form} form, preset \"{preset}\").")
+                out.append(f'{mat}: capacity indeterminate, not a count: {reason} ({form} form, preset "{preset}").')
                 continue
             ratio = f" ≈ {_fmt(cap.value / float(d))} × d" if d else ""
-            ref = "" if mat == "W_U" and _one(report, "capacity.W_E") else (
-                "; the paper reports ≈ 4×10⁷ for Llama-2-7B (d = 4096, ε = 0.0645)"
+            ref = (
+                ""
+                if mat == "W_U" and _one(report, "capacity.W_E")
+                else ("; the paper reports ≈ 4×10⁷ for Llama-2-7B (d = 4096, ε = 0.0645)")
             )
             k3 = cap.extras.get("k_3sigma")
-            three = f"; at μ + 3σ (the authors' upper figure) k ≈ {_fmt(k3)}" if k3 is not None and math.isfinite(k3) else ""
-            below = " This is below d: the formula's domain ends there (d orthogonal directions always fit)." if cap.extras.get("below_d") else ""
+            three = (
+                f"; at μ + 3σ (the authors' upper figure) k ≈ {_fmt(k3)}"
+                if k3 is not None and math.isfinite(k3)
+                else ""
+            )
+            below = (
+                " This is below d: the formula's domain ends there (d orthogonal directions always fit)."
+                if cap.extras.get("below_d")
+                else ""
+            )
             out.append(
                 f"{mat}: capacity k ≈ {_fmt(cap.value)} near-orthogonal directions{ratio} ({form} form, preset "
-                f"\"{preset}\"){three}{ref}.{below}"
+                f'"{preset}"){three}{ref}.{below}'
             )
     acts = sorted(_rows(report, "epsilon_activations"), key=lambda r: hook_position(r))
     if acts:
@@ -353,7 +380,7 @@ def read_sae(report: GeometryReport) -> list[str]:
         out.append(
             f"Width / capacity: up to {_fmt(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
             f"{over} of {len(finite)} SAEs ask for more near-orthogonal features than the capacity allows "
-            f"(preset \"{preset}\")."
+            f'(preset "{preset}").'
         )
         shared = [r for r in _rows(report, "sae.shared_ratio") if math.isfinite(r.value)]
         if shared:
@@ -364,7 +391,8 @@ def read_sae(report: GeometryReport) -> list[str]:
     elif ratios:
         why = next((str(r.extras.get("reason")) for r in ratios if r.extras.get("reason")), "")
         out.append(
-            "The capacity is indeterminate for this model" + (f" ({why})" if why else " (ε ≥ 0.1: the paper gives no count)")
+            "The capacity is indeterminate for this model"
+            + (f" ({why})" if why else " (ε ≥ 0.1: the paper gives no count)")
             + ", so SAE widths cannot be compared with it."
         )
     return out

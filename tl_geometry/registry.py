@@ -25,8 +25,9 @@ import logging
 import re
 import sys
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from tl_geometry.errors import InputError, UnknownNameError
 
@@ -71,8 +72,9 @@ class MetricPlan:
         """Feed the passes with one forward pass of their own and return ``finish()``."""
         from tl_geometry import capture
 
-        capture.run_shared(self.model, self.tokens, self.passes, batch_size=self.batch_size,
-                           progress=self.progress, desc=self.name)
+        capture.run_shared(
+            self.model, self.tokens, self.passes, batch_size=self.batch_size, progress=self.progress, desc=self.name
+        )
         return self.finish()
 
 
@@ -160,20 +162,20 @@ def register_metric(
 
     def decorator(fn: Callable) -> Callable:
         module = getattr(fn, "__module__", "") or ""
-        builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and (
-            module == "tl_geometry" or module.startswith("tl_geometry.")
+        builtin = (
+            _BUILTIN_PHASE
+            and _LOADING_PLUGIN is None
+            and (module == "tl_geometry" or module.startswith("tl_geometry."))
         )
         existing = _REGISTRY.get(name)
         if existing is not None:
             if existing.builtin and not builtin:
                 raise InputError(
-                    f"metric {name!r} is a tl_geometry built-in; a plugin cannot override it "
-                    "(choose another name)"
+                    f"metric {name!r} is a tl_geometry built-in; a plugin cannot override it (choose another name)"
                 )
             if not overwrite:
                 raise InputError(
-                    f"metric {name!r} is already registered (by {existing.source}); "
-                    "pass overwrite=True to replace it"
+                    f"metric {name!r} is already registered (by {existing.source}); pass overwrite=True to replace it"
                 )
         doc = (fn.__doc__ or "").strip().splitlines()
         _REGISTRY[name] = MetricSpec(
@@ -223,8 +225,7 @@ def load_plugins(*, force: bool = False) -> list[str]:
             loaded.append(ep.name)
         except Exception as exc:  # a broken plugin must not break the host
             warnings.warn(
-                f"tl_geometry: skipping metric plugin {ep.name!r} ({ep.value}): "
-                f"{type(exc).__name__}: {exc}",
+                f"tl_geometry: skipping metric plugin {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -516,8 +517,8 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     if not isinstance(spec, FamilySpec):
         raise InputError(f"register_family takes a FamilySpec, got {type(spec).__name__}")
     module = _caller_module()
-    builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and (
-        module == "tl_geometry" or module.startswith("tl_geometry.")
+    builtin = (
+        _BUILTIN_PHASE and _LOADING_PLUGIN is None and (module == "tl_geometry" or module.startswith("tl_geometry."))
     )
     existing = _FAMILIES.get(spec.name)
     if existing is not None:

@@ -13,9 +13,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tl_geometry.errors import InputError, UnknownNameError
 
@@ -71,7 +72,7 @@ class Row:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Row":
+    def from_dict(cls, d: Mapping[str, Any]) -> Row:
         """A row from :meth:`to_dict`'s form; InputError naming the problem for anything else."""
         if not isinstance(d, Mapping):
             raise InputError(f"a report row must be a JSON object, got {type(d).__name__}")
@@ -81,12 +82,20 @@ class Row:
         try:
             value = _float(d["value"])
         except (TypeError, ValueError):
-            raise InputError(f"row {d['metric']!r}: value must be a number (or 'nan'/'inf'), got {d['value']!r}") from None
+            raise InputError(
+                f"row {d['metric']!r}: value must be a number (or 'nan'/'inf'), got {d['value']!r}"
+            ) from None
         extras = d.get("extras") or {}
         if not isinstance(extras, Mapping):
             raise InputError(f"row {d['metric']!r}: extras must be a JSON object, got {type(extras).__name__}")
-        return cls(model=d["model"], hook=d.get("hook"), layer=d.get("layer"), metric=d["metric"], value=value,
-                   extras=dict(extras))
+        return cls(
+            model=d["model"],
+            hook=d.get("hook"),
+            layer=d.get("layer"),
+            metric=d["metric"],
+            value=value,
+            extras=dict(extras),
+        )
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -156,7 +165,7 @@ class GeometryReport:
         model: Any = None,
         provenance: Mapping[str, Any] | None = None,
         **extra_provenance: Any,
-    ) -> "GeometryReport":
+    ) -> GeometryReport:
         """Build a report; ``model`` (a model or a name) fills provenance via :func:`provenance_of`."""
         prov: dict[str, Any] = {}
         if model is not None:
@@ -177,7 +186,7 @@ class GeometryReport:
         return cls(rows=tuple(out), provenance=_jsonable(prov))
 
     @staticmethod
-    def merge(*reports: "GeometryReport", **provenance: Any) -> "GeometryReport":
+    def merge(*reports: GeometryReport, **provenance: Any) -> GeometryReport:
         """Concatenate rows; provenance is the union (later reports win), plus ``provenance``."""
         rows: list[Row] = []
         prov: dict[str, Any] = {}
@@ -187,7 +196,9 @@ class GeometryReport:
         prov.update(_jsonable(provenance))
         return GeometryReport(rows=tuple(rows), provenance=prov)
 
-    def filter(self, metric: str | None = None, *, prefix: str | None = None, hook: str | None = None) -> "GeometryReport":
+    def filter(
+        self, metric: str | None = None, *, prefix: str | None = None, hook: str | None = None
+    ) -> GeometryReport:
         """Rows whose metric equals ``metric`` / starts with ``prefix`` / whose hook is ``hook``."""
         rows = [
             r
@@ -230,7 +241,7 @@ class GeometryReport:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "GeometryReport":
+    def from_dict(cls, d: Mapping[str, Any]) -> GeometryReport:
         if not isinstance(d, Mapping) or "rows" not in d:
             raise InputError("not a GeometryReport dict: missing 'rows'")
         if not isinstance(d["rows"], (list, tuple)):
@@ -245,7 +256,7 @@ class GeometryReport:
         return text
 
     @classmethod
-    def from_json(cls, path_or_text: str | os.PathLike) -> "GeometryReport":
+    def from_json(cls, path_or_text: str | os.PathLike) -> GeometryReport:
         """Read a report written by :meth:`to_json` (a path, or the JSON text itself)."""
         s = str(path_or_text)
         if s.lstrip().startswith("{"):
@@ -266,7 +277,9 @@ class GeometryReport:
                 if isinstance(v, (int, float, str, bool)) or v is None:
                     rec[k] = v
             records.append(rec)
-        df = pd.DataFrame.from_records(records, columns=None if records else ["model", "hook", "layer", "metric", "value"])
+        df = pd.DataFrame.from_records(
+            records, columns=None if records else ["model", "hook", "layer", "metric", "value"]
+        )
         if len(df):
             df["layer"] = df["layer"].astype("Int64")
         return df
@@ -310,8 +323,9 @@ class GeometryReport:
         spec = figure_for(family)
         fig = spec.draw(self)
         if fig is None:
-            raise InputError(f"the report has no rows for the {family!r} figure ({spec.name}); "
-                             f"its metrics: {sorted(self.metrics)}")
+            raise InputError(
+                f"the report has no rows for the {family!r} figure ({spec.name}); its metrics: {sorted(self.metrics)}"
+            )
         return fig
 
 

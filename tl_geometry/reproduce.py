@@ -45,22 +45,41 @@ import platform
 import subprocess
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FAMILIES", "SIZES", "STATUSES", "ReproRow", "Check", "CHECKS", "ReproduceResult", "reproduce",
-           "published_tolerance", "list_checks"]
+__all__ = [
+    "FAMILIES",
+    "SIZES",
+    "STATUSES",
+    "ReproRow",
+    "Check",
+    "CHECKS",
+    "ReproduceResult",
+    "reproduce",
+    "published_tolerance",
+    "list_checks",
+]
 
 FAMILIES = ("capacity", "pga", "interaction", "sae")
 SIZES = ("tiny", "cpu", "full")
-STATUSES = ("reproduced", "differs", "measured", "needs a GPU", "needs the hub", "skipped (tiny)",
-            "not run (--full)", "error")
+STATUSES = (
+    "reproduced",
+    "differs",
+    "measured",
+    "needs a GPU",
+    "needs the hub",
+    "skipped (tiny)",
+    "not run (--full)",
+    "error",
+)
 RESULTS_NAME = "reproduce.jsonl"
 
 
@@ -114,7 +133,7 @@ class ReproRow:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ReproRow":
+    def from_dict(cls, d: dict) -> ReproRow:
         names = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -234,8 +253,18 @@ def _row(id, figure, paper, ours, tol, *, status=None, note="", preset="", sizes
         status = _compare(paper, ours, tol) if tol is not None else "measured"
         if status == "differs" and why:
             note = f"{note}; {why}" if note else why
-    return ReproRow(id=id, family=family, figure=figure, paper=paper, ours=ours, tolerance=tol, status=status,
-                    note=note, preset=preset, sizes=dict(sizes or {}))
+    return ReproRow(
+        id=id,
+        family=family,
+        figure=figure,
+        paper=paper,
+        ours=ours,
+        tolerance=tol,
+        status=status,
+        note=note,
+        preset=preset,
+        sizes=dict(sizes or {}),
+    )
 
 
 def _published_row(id, figure, paper_text, ours, *, note="", preset="", sizes=None, why="", tol=None):
@@ -296,8 +325,11 @@ def _fits(ctx: Context) -> list[ReproRow]:
         _published_row("capacity.fit.jl_random.NRMSE", f"JL NRMSE % on random packings ({src})", "0.9", f.nrmse),
     ]
     f = packing.fit(opt, form="jl")
-    rows.append(_published_row("capacity.fit.jl_optimized.MAPE", "JL refit on optimized packings, MAPE % (Sec. 3.3: ≈ 975%)",
-                               "975", f.mape))
+    rows.append(
+        _published_row(
+            "capacity.fit.jl_optimized.MAPE", "JL refit on optimized packings, MAPE % (Sec. 3.3: ≈ 975%)", "975", f.mape
+        )
+    )
     f = packing.fit(opt, form="adjusted")
     src = "Sec. 3.3, Eq. 6, Fig. 7"
     rows += [
@@ -316,12 +348,21 @@ def _fits(ctx: Context) -> list[ReproRow]:
     # the authors' code carries the constants at full precision (representational_capacity.py)
     code = {"C": "0.45809143", "a": "1.0668005", "b": "1.44738666", "c": "0.97197234"}
     for name, text in code.items():
-        rows.append(_published_row(f"capacity.fit.full.{name}_code", f"full-form {name}, authors' code precision",
-                                   text, f.params[name], tol=1e-4,
-                                   why="curve_fit stops at a slightly different point (tolerance 1e-4 relative)"))
+        rows.append(
+            _published_row(
+                f"capacity.fit.full.{name}_code",
+                f"full-form {name}, authors' code precision",
+                text,
+                f.params[name],
+                tol=1e-4,
+                why="curve_fit stops at a slightly different point (tolerance 1e-4 relative)",
+            )
+        )
     n = len(opt)
-    return [ReproRow(**{**asdict(r), "sizes": {"rows_random": len(rnd), "rows_optimized": n}, "preset": "paper"})
-            for r in rows]
+    return [
+        ReproRow(**{**asdict(r), "sizes": {"rows_random": len(rnd), "rows_optimized": n}, "preset": "paper"})
+        for r in rows
+    ]
 
 
 @_check("capacity.bounds", "JL counts 8.4 and 277, Llama-2-7B ≈ 4×10⁷, Sec. 3.5 examples (Sec. 3.2–3.5)")
@@ -334,13 +375,19 @@ def _bounds(ctx: Context) -> list[ReproRow]:
         jl8 = float(tg.capacity(d, eps, form="jl"))
         jl3 = float(tg.capacity(d, eps, form="jl_random"))
     rows = [
-        _published_row("capacity.bound.jl_C8", "Llama-2-7B JL bound at C = 8 (Sec. 3.2, Eq. 4)", "8.4", jl8, preset="jl"),
-        _published_row("capacity.bound.jl_C3029", "Llama-2-7B JL bound at C = 3.029 (Sec. 3.2)", "277", jl3,
-                       preset="jl_random"),
+        _published_row(
+            "capacity.bound.jl_C8", "Llama-2-7B JL bound at C = 8 (Sec. 3.2, Eq. 4)", "8.4", jl8, preset="jl"
+        ),
+        _published_row(
+            "capacity.bound.jl_C3029", "Llama-2-7B JL bound at C = 3.029 (Sec. 3.2)", "277", jl3, preset="jl_random"
+        ),
     ]
     full, how = _capacity_formula(d, eps)
-    rows.append(_published_row("capacity.bound.llama2_7b", "Llama-2-7B full-form capacity (Sec. 3.4: 3.99×10⁷)", "3.99e7", full,
-                               preset=how))
+    rows.append(
+        _published_row(
+            "capacity.bound.llama2_7b", "Llama-2-7B full-form capacity (Sec. 3.4: 3.99×10⁷)", "3.99e7", full, preset=how
+        )
+    )
     examples = [
         ("capacity.bound.d2048_e0.09", 2048, 0.09, "2.0e7", "ε = 0.09, d = 2048 (Sec. 3.5)"),
         ("capacity.bound.d3072_e0.09", 3072, 0.09, "6.0e8", "ε = 0.09, d = 3072 (Sec. 3.5)"),
@@ -363,17 +410,34 @@ def _table1(ctx: Context) -> list[ReproRow]:
         ours, how = _capacity_paper(r.d_model, r.epsilon)
         fig = f"{name} (d = {r.d_model}, ε = {r.epsilon:.5f}), Table 1"
         if r.capacity is None:
-            rows.append(_row(f"capacity.table1.{name}", fig, "indeterminate",
-                             "indeterminate" if ours is None else ours, None,
-                             status="reproduced" if ours is None else "differs", preset=how,
-                             note="ε ≥ 0.1: no count" if ours is None else "we return a count where the paper has none"))
+            rows.append(
+                _row(
+                    f"capacity.table1.{name}",
+                    fig,
+                    "indeterminate",
+                    "indeterminate" if ours is None else ours,
+                    None,
+                    status="reproduced" if ours is None else "differs",
+                    preset=how,
+                    note="ε ≥ 0.1: no count" if ours is None else "we return a count where the paper has none",
+                )
+            )
         else:
             # the table prints ε to 5 decimals: its rounding (±5e-6) moves k by a factor 10^(±5e-6·dlog10k/dε)
             paper, unit = published_tolerance(f"{r.capacity:.2e}")
             eps_tol = 10 ** (float(tg.sensitivity(r.d_model, r.epsilon)) * 5e-6) - 1
-            rows.append(_row(f"capacity.table1.{name}", fig, paper, ours, unit + eps_tol, preset=how,
-                             note=f"tolerance: last printed digit + ε's 5-decimal rounding ({eps_tol:.2%})",
-                             why="" if ours is not None else "we return no count where the paper has one"))
+            rows.append(
+                _row(
+                    f"capacity.table1.{name}",
+                    fig,
+                    paper,
+                    ours,
+                    unit + eps_tol,
+                    preset=how,
+                    note=f"tolerance: last printed digit + ε's 5-decimal rounding ({eps_tol:.2%})",
+                    why="" if ours is not None else "we return no count where the paper has one",
+                )
+            )
     _plot_table1(rows, ctx.figures / "capacity_table1.png")
     return rows
 
@@ -418,34 +482,93 @@ def _packing(ctx: Context) -> list[ReproRow]:
         id_ = f"capacity.packing.optimized.k{k}_d{d}"
         fig = f"optimized packing ε*, k = {k}, d = {d} (optimized_packing.json)"
         if (k, d) not in _packing_cells(ctx):
-            rows.append(_row(id_, fig, opt[(k, d)], None, 0.02, status="not run (--full)" if ctx.size == "cpu"
-                             else "skipped (tiny)", note="≈ 1–2 CPU-minutes per cell at the paper's 5,000 steps"))
+            rows.append(
+                _row(
+                    id_,
+                    fig,
+                    opt[(k, d)],
+                    None,
+                    0.02,
+                    status="not run (--full)" if ctx.size == "cpu" else "skipped (tiny)",
+                    note="≈ 1–2 CPU-minutes per cell at the paper's 5,000 steps",
+                )
+            )
             continue
-        recs = packing.sweep([(k, d)], ctx.out / "packing_optimized.jsonl", kind="optimized", steps=steps,
-                             device=ctx.device, progress=ctx.progress)
+        recs = packing.sweep(
+            [(k, d)],
+            ctx.out / "packing_optimized.jsonl",
+            kind="optimized",
+            steps=steps,
+            device=ctx.device,
+            progress=ctx.progress,
+        )
         eps = recs[-1][2]
-        rows.append(_row(id_, fig, opt[(k, d)], eps, 0.02, preset="paper schedule (Adam, 5,000 steps)",
-                         sizes={"steps": steps or 5000, "seed": 0},
-                         why="one seed of a non-convex descent (the paper's cell is one run too; seeds differ by a few %)"))
+        rows.append(
+            _row(
+                id_,
+                fig,
+                opt[(k, d)],
+                eps,
+                0.02,
+                preset="paper schedule (Adam, 5,000 steps)",
+                sizes={"steps": steps or 5000, "seed": 0},
+                why="one seed of a non-convex descent (the paper's cell is one run too; seeds differ by a few %)",
+            )
+        )
     if ctx.size == "tiny":
         # a cell the paper did not run, to exercise the code path in seconds
-        eps = packing.sweep([(200, 16)], ctx.out / "packing_optimized.jsonl", kind="optimized", steps=200,
-                            device=ctx.device, progress=False)[-1][2]
-        rows.append(_row("capacity.packing.optimized.tiny", "optimized packing, k = 200, d = 16 (not in the paper)",
-                         None, eps, None, status="measured", note="tiny size only", sizes={"steps": 200}))
+        eps = packing.sweep(
+            [(200, 16)],
+            ctx.out / "packing_optimized.jsonl",
+            kind="optimized",
+            steps=200,
+            device=ctx.device,
+            progress=False,
+        )[-1][2]
+        rows.append(
+            _row(
+                "capacity.packing.optimized.tiny",
+                "optimized packing, k = 200, d = 16 (not in the paper)",
+                None,
+                eps,
+                None,
+                status="measured",
+                note="tiny size only",
+                sizes={"steps": 200},
+            )
+        )
     k, d = 2000, 256
     trials = ctx.pick(3, 1000, 1000)  # 1,000 trials ≈ 1 CPU-minute
-    eps = packing.sweep([(k, d)], ctx.out / "packing_random.jsonl", kind="random", trials=trials, device=ctx.device,
-                        progress=ctx.progress)[-1][2]
-    rows.append(_row(f"capacity.packing.random.k{k}_d{d}", f"random packing ε*, k = {k}, d = {d} (random_packing.json)",
-                     rnd[(k, d)], eps, 0.02, preset="paper (min over trials of max |cos|)", sizes={"trials": trials},
-                     why=f"{trials} trials instead of the paper's 1,000 (the minimum over fewer trials is larger)"
-                     if trials < 1000 else "float32 here, float16 in the paper"))
+    eps = packing.sweep(
+        [(k, d)],
+        ctx.out / "packing_random.jsonl",
+        kind="random",
+        trials=trials,
+        device=ctx.device,
+        progress=ctx.progress,
+    )[-1][2]
+    rows.append(
+        _row(
+            f"capacity.packing.random.k{k}_d{d}",
+            f"random packing ε*, k = {k}, d = {d} (random_packing.json)",
+            rnd[(k, d)],
+            eps,
+            0.02,
+            preset="paper (min over trials of max |cos|)",
+            sizes={"trials": trials},
+            why=f"{trials} trials instead of the paper's 1,000 (the minimum over fewer trials is larger)"
+            if trials < 1000
+            else "float32 here, float16 in the paper",
+        )
+    )
     return rows
 
 
-@_check("capacity.offline_epsilon", "ε and class of the offline model's W_E (SmolLM2-135M, from the GGUF file)",
-        uses_model=True)
+@_check(
+    "capacity.offline_epsilon",
+    "ε and class of the offline model's W_E (SmolLM2-135M, from the GGUF file)",
+    uses_model=True,
+)
 def _offline_eps(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
     from tl_geometry.weights_reader import embedding_capacity
@@ -459,28 +582,60 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
     ref = "0.7287" if ctx.model is None else None
     rows = []
     if ref is not None:
-        rows.append(_published_row("capacity.offline.epsilon", "SmolLM2-135M W_E ε = μ + 2σ (our earlier measurement, "
-                                   "docs/sae.md; not in the paper)", ref, eps, preset="paper (raw weights)",
-                                   note=src))
+        rows.append(
+            _published_row(
+                "capacity.offline.epsilon",
+                "SmolLM2-135M W_E ε = μ + 2σ (our earlier measurement, docs/sae.md; not in the paper)",
+                ref,
+                eps,
+                preset="paper (raw weights)",
+                note=src,
+            )
+        )
     else:
-        rows.append(_row("capacity.offline.epsilon", "W_E ε of the given model", None, eps, None, status="measured", note=src))
+        rows.append(
+            _row("capacity.offline.epsilon", "W_E ε of the given model", None, eps, None, status="measured", note=src)
+        )
     est = tg.capacity_estimate(d, eps, preset="paper")
-    rows.append(_row("capacity.offline.capacity", "capacity by the paper's rule (a count only for ε < 0.1)",
-                     "indeterminate" if ref else None, est.status if est.status == "indeterminate" else est.k, None,
-                     status=("reproduced" if est.status == "indeterminate" else "differs") if ref else "measured",
-                     preset="paper (capacity_estimate)", note=est.reason))
-    rows.append(_row("capacity.offline.class", "class (paper: ε > 0.2 class 1, ε < 0.1 class 2); small tied models "
-                     "are class 1 (Sec. 2)", "class1" if ref else None, cls, None,
-                     status=("reproduced" if cls == "class1" else "differs") if ref else "measured",
-                     note="the capacity bound is vacuous for class 1" if cls == "class1" else ""))
+    rows.append(
+        _row(
+            "capacity.offline.capacity",
+            "capacity by the paper's rule (a count only for ε < 0.1)",
+            "indeterminate" if ref else None,
+            est.status if est.status == "indeterminate" else est.k,
+            None,
+            status=("reproduced" if est.status == "indeterminate" else "differs") if ref else "measured",
+            preset="paper (capacity_estimate)",
+            note=est.reason,
+        )
+    )
+    rows.append(
+        _row(
+            "capacity.offline.class",
+            "class (paper: ε > 0.2 class 1, ε < 0.1 class 2); small tied models are class 1 (Sec. 2)",
+            "class1" if ref else None,
+            cls,
+            None,
+            status=("reproduced" if cls == "class1" else "differs") if ref else "measured",
+            note="the capacity bound is vacuous for class 1" if cls == "class1" else "",
+        )
+    )
     return rows
 
 
 @_check("capacity.hub", "Table 1 ε recomputed from each model's checkpoint")
 def _capacity_hub(ctx: Context) -> list[ReproRow]:
-    return [_row("capacity.table1_epsilon_from_weights", "ε of the Table 1 models from their embeddings",
-                 "Table 1 ε", None, None, status="needs the hub",
-                 note="`tl-geometry capacity PATH` on each downloaded checkpoint (only the embedding tensor is read)")]
+    return [
+        _row(
+            "capacity.table1_epsilon_from_weights",
+            "ε of the Table 1 models from their embeddings",
+            "Table 1 ε",
+            None,
+            None,
+            status="needs the hub",
+            note="`tl-geometry capacity PATH` on each downloaded checkpoint (only the embedding tensor is read)",
+        )
+    ]
 
 
 # ----------------------------------------------------------------------------- pga
@@ -499,8 +654,11 @@ def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, cc
     return z, used
 
 
-@_check("pga.profile", "Subspace PGA z by layer of the offline model, paper preset next to the library default",
-        uses_model=True)
+@_check(
+    "pga.profile",
+    "Subspace PGA z by layer of the offline model, paper preset next to the library default",
+    uses_model=True,
+)
 def _pga(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
@@ -517,8 +675,9 @@ def _pga(ctx: Context) -> list[ReproRow]:
 
             g = torch.Generator().manual_seed(0)
             tokens = torch.randint(0, model.cfg.d_vocab, (n_seqs, seq_len), generator=g)
-        profiles[preset] = _pga_profile(model, tokens, preset=preset, n_null=n_null, max_points=max_points, ccr=ccrs,
-                                        progress=ctx.progress)
+        profiles[preset] = _pga_profile(
+            model, tokens, preset=preset, n_null=n_null, max_points=max_points, ccr=ccrs, progress=ctx.progress
+        )
     name = tg.models.model_name_of(model)
     d = int(model.cfg.d_model)
     rows = []
@@ -526,27 +685,57 @@ def _pga(ctx: Context) -> list[ReproRow]:
         z1 = z[1]
         hooks = list(z1)
         n = len(hooks)
-        inter = hooks[max(1, n // 4): max(2, (3 * n) // 4)] or hooks
+        inter = hooks[max(1, n // 4) : max(2, (3 * n) // 4)] or hooks
         peak = max(z1[h] for h in inter)
-        late = hooks[(2 * n) // 3: -1] or hooks[-1:]
+        late = hooks[(2 * n) // 3 : -1] or hooks[-1:]
         low = min(z1[h] for h in late)
         final = z1[hooks[-1]]
         base = {"preset": used, "sizes": {**sizes, "model": name, "d_model": d, "n_hooks": n}}
-        rows.append(_row(f"pga.{preset}.peak_intermediate", "peak z at intermediate layers (paper: 9–24 across "
-                         "Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B)", "9–24", peak, None, status="measured",
-                         note=f"{name} (d = {d}) is not among the paper's models; "
-                              f"{'inside' if 9 <= peak <= 24 else 'outside'} the paper's range", **base))
-        rows.append(_row(f"pga.{preset}.late_min", "min z over late (not final) layers (paper: d ≤ 1024 models go "
-                         "negative, e.g. Pythia-410M ≈ −32)", "< 0 for d ≤ 1024", low, None, status="measured",
-                         note=("negative, as the paper reports for d ≤ 1024" if low < 0 else "not negative") +
-                              f"; final layer z = {final:.1f}: " +
-                              ("recovers, as in the paper" if final > max(low, 0) else "no recovery (the paper's final "
-                               "layer recovers)"), **base))
+        rows.append(
+            _row(
+                f"pga.{preset}.peak_intermediate",
+                "peak z at intermediate layers (paper: 9–24 across Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B)",
+                "9–24",
+                peak,
+                None,
+                status="measured",
+                note=f"{name} (d = {d}) is not among the paper's models; "
+                f"{'inside' if 9 <= peak <= 24 else 'outside'} the paper's range",
+                **base,
+            )
+        )
+        rows.append(
+            _row(
+                f"pga.{preset}.late_min",
+                "min z over late (not final) layers (paper: d ≤ 1024 models go negative, e.g. Pythia-410M ≈ −32)",
+                "< 0 for d ≤ 1024",
+                low,
+                None,
+                status="measured",
+                note=("negative, as the paper reports for d ≤ 1024" if low < 0 else "not negative")
+                + f"; final layer z = {final:.1f}: "
+                + (
+                    "recovers, as in the paper"
+                    if final > max(low, 0)
+                    else "no recovery (the paper's final layer recovers)"
+                ),
+                **base,
+            )
+        )
         if 5 in z:
             late5 = min(z[5][h] for h in late)
-            rows.append(_row(f"pga.{preset}.ccr5_late_min", "min late-layer z after CCR-5 (paper: positive for "
-                             "d ≥ 768)", "> 0 for d ≥ 768", late5, None, status="measured",
-                             note=f"d = {d} < 768: the paper makes no claim here", **base))
+            rows.append(
+                _row(
+                    f"pga.{preset}.ccr5_late_min",
+                    "min late-layer z after CCR-5 (paper: positive for d ≥ 768)",
+                    "> 0 for d ≥ 768",
+                    late5,
+                    None,
+                    status="measured",
+                    note=f"d = {d} < 768: the paper makes no claim here",
+                    **base,
+                )
+            )
     _plot_pga(profiles, ctx.figures / "pga_profile.png", name)
     return rows
 
@@ -565,8 +754,15 @@ def _plot_pga(profiles, path, name):
             hooks = list(z[c])
             # align on Hugging Face's hidden_states index: 0 = embeddings, l = output of layer l
             start = 0 if hooks[0].endswith(("hook_resid_pre", "hook_embed")) else 1
-            ax.plot(range(start, start + len(hooks)), [z[c][h] for h in hooks], style, marker="o", ms=3,
-                    color=f"C{i}", label=f"{preset} (CCR-{c})")
+            ax.plot(
+                range(start, start + len(hooks)),
+                [z[c][h] for h in hooks],
+                style,
+                marker="o",
+                ms=3,
+                color=f"C{i}",
+                label=f"{preset} (CCR-{c})",
+            )
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axhspan(9, 24, color="0.9", label="paper: peak z 9–24")
     ax.set_xlabel("hidden state (0 = embeddings, l = after layer l)")
@@ -580,17 +776,31 @@ def _plot_pga(profiles, path, name):
 
 @_check("pga.hub", "the paper's models (Pythia, Phi-1.5, OLMo-1B, Gemma-2-2B)")
 def _pga_hub(ctx: Context) -> list[ReproRow]:
-    return [_row("pga.paper_models", "z profiles of Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B (and checkpoints)",
-                 "peak z 9–24", None, None, status="needs the hub",
-                 note="`tl-geometry pga --model EleutherAI/pythia-410m` with the hub (and a GPU beyond 1B)")]
+    return [
+        _row(
+            "pga.paper_models",
+            "z profiles of Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B (and checkpoints)",
+            "peak z 9–24",
+            None,
+            None,
+            status="needs the hub",
+            note="`tl-geometry pga --model EleutherAI/pythia-410m` with the hub (and a GPU beyond 1B)",
+        )
+    ]
 
 
 # ----------------------------------------------------------------------------- interaction
 #: The interaction-law paper's best shape per budget: (budget, depth, d_model, α*, test CE).
 BEST_SHAPES = (
-    ("1M", 5, 120, "0.0417", "1.446"), ("1.3M", 6, 128, "0.0469", "1.349"), ("1.6M", 5, 156, "0.0321", "1.291"),
-    ("2M", 5, 176, "0.0284", "1.234"), ("2.3M", 6, 172, "0.0349", "1.214"), ("2.7M", 5, 204, "0.0245", "1.185"),
-    ("3M", 5, 216, "0.0231", "1.160"), ("5M", 8, 224, "0.0357", "1.078"), ("10M", 10, 284, "0.0352", "0.973"),
+    ("1M", 5, 120, "0.0417", "1.446"),
+    ("1.3M", 6, 128, "0.0469", "1.349"),
+    ("1.6M", 5, 156, "0.0321", "1.291"),
+    ("2M", 5, 176, "0.0284", "1.234"),
+    ("2.3M", 6, 172, "0.0349", "1.214"),
+    ("2.7M", 5, 204, "0.0245", "1.185"),
+    ("3M", 5, 216, "0.0231", "1.160"),
+    ("5M", 8, 224, "0.0357", "1.078"),
+    ("10M", 10, 284, "0.0352", "0.973"),
 )
 
 
@@ -600,25 +810,48 @@ def _shapes(ctx: Context) -> list[ReproRow]:
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
 
     n, how = ss.param_count(5, 120, preset="paper"), "paper (param_count)"
-    rows = [_row("interaction.tinygpt_1M.params", "parameters of the best 1M shape, depth 5 / d_model 120 "
-                 "(the authors' count)", 958_800, n, 0.0, preset=how,
-                 why="our count includes biases and positions differently from the authors' "
-                     "(12Ld² + 2Vd + n_ctx·d + 4Ld + 2d = 958,800)")]
+    rows = [
+        _row(
+            "interaction.tinygpt_1M.params",
+            "parameters of the best 1M shape, depth 5 / d_model 120 (the authors' count)",
+            958_800,
+            n,
+            0.0,
+            preset=how,
+            why="our count includes biases and positions differently from the authors' "
+            "(12Ld² + 2Vd + n_ctx·d + 4Ld + 2d = 958,800)",
+        )
+    ]
     lo, hi = EFFICIENT_INTERVAL
     for budget, L, d, alpha, _ce in BEST_SHAPES:
         r = depth_width_ratio({"n_layers": L, "d_model": d})
         inside = lo <= r <= hi
-        rows.append(_published_row(f"interaction.alpha_star.{budget}", f"α* of the best {budget} shape {L}/{d}", alpha, r,
-                                   note=f"{'inside' if inside else 'outside'} [{lo}, {hi}]"))
+        rows.append(
+            _published_row(
+                f"interaction.alpha_star.{budget}",
+                f"α* of the best {budget} shape {L}/{d}",
+                alpha,
+                r,
+                note=f"{'inside' if inside else 'outside'} [{lo}, {hi}]",
+            )
+        )
     return rows
 
 
 @_check("interaction.shape_ce", "test cross-entropy of the best shape per budget (byte-level TinyGPT, WikiText-103)")
 def _shape_ce(ctx: Context) -> list[ReproRow]:
-    return [_row(f"interaction.best_ce.{b}", f"test CE of the best {b} shape {L}/{d} (nats/byte)", float(ce), None,
-                 None, status="needs a GPU",
-                 note="≈ 60 training bytes per parameter on WikiText-103 (hub dataset); `tl-geometry sweep shape --paper`")
-            for b, L, d, _a, ce in BEST_SHAPES]
+    return [
+        _row(
+            f"interaction.best_ce.{b}",
+            f"test CE of the best {b} shape {L}/{d} (nats/byte)",
+            float(ce),
+            None,
+            None,
+            status="needs a GPU",
+            note="≈ 60 training bytes per parameter on WikiText-103 (hub dataset); `tl-geometry sweep shape --paper`",
+        )
+        for b, L, d, _a, ce in BEST_SHAPES
+    ]
 
 
 def _gguf_depth_width(path) -> tuple[int, int]:
@@ -643,8 +876,17 @@ def _offline_rdw(ctx: Context) -> list[ReproRow]:
     r = depth_width_ratio({"n_layers": L, "d_model": d})
     lo, hi = EFFICIENT_INTERVAL
     where = "inside" if lo <= r <= hi else ("above: deeper than efficient for its width" if r > hi else "below")
-    return [_row("interaction.offline.rdw", f"R_D/W = {L}/{d} of {name} vs the efficient interval (found on "
-                 "byte-level TinyGPT)", f"[{lo}, {hi}]", r, None, status="measured", note=where)]
+    return [
+        _row(
+            "interaction.offline.rdw",
+            f"R_D/W = {L}/{d} of {name} vs the efficient interval (found on byte-level TinyGPT)",
+            f"[{lo}, {hi}]",
+            r,
+            None,
+            status="measured",
+            note=where,
+        )
+    ]
 
 
 #: The authors' ``Double_descent/results_bottleneck_scaling/summary.csv`` at T = 500 (the peak):
@@ -673,8 +915,11 @@ def _toy(ctx: Context) -> list[ReproRow]:
     else:
         recs = toy.run(preset, sizes=sizes, seeds=(0,), out=out, progress=ctx.progress, **changes)
         if preset == "paper" and 500 in sizes and len(seeds500) > 1:
-            recs += [r for r in toy.run(preset, sizes=(500,), seeds=seeds500, out=out, progress=ctx.progress, **changes)
-                     if r["seed"] != 0]
+            recs += [
+                r
+                for r in toy.run(preset, sizes=(500,), seeds=seeds500, out=out, progress=ctx.progress, **changes)
+                if r["seed"] != 0
+            ]
     # the peak from one curve (seed 0); the comparison at T = 500 from every seed run there
     summ0 = sorted(toy.summarize([r for r in recs if r["seed"] == 0] or recs), key=lambda r: r["n_train"])
     best = max(summ0, key=lambda r: r["test_loss_mean"])
@@ -682,24 +927,52 @@ def _toy(ctx: Context) -> list[ReproRow]:
     interior = best is not summ0[0] and best is not summ0[-1] and best["test_loss_mean"] > ends
     run_sizes = [r["n_train"] for r in summ0]
     sz = {"preset": preset, "sizes": run_sizes, "seeds": sorted({r["seed"] for r in recs}), **changes}
-    why = ("the cpu preset (100 features → 2 at sparsity 0.95) is not the paper's 1000 → 2 at 0.99; its peak sits "
-           "at smaller T" if preset != "paper" else "one seed's curve")
+    why = (
+        "the cpu preset (100 features → 2 at sparsity 0.95) is not the paper's 1000 → 2 at 0.99; its peak sits "
+        "at smaller T"
+        if preset != "paper"
+        else "one seed's curve"
+    )
     rows = [
-        _row("interaction.toy.peak_T", f"T at the test-loss peak (paper: near 500; authors' summary.csv: 500); "
-             f"sizes run {run_sizes}, seed 0", 500, best["n_train"], 0.5, preset=preset, sizes=sz, why=why),
-        _row("interaction.toy.interior_peak", "the test loss has an interior peak (double descent)", "yes",
-             "yes" if interior else "no", None, status="reproduced" if interior else "differs", preset=preset, sizes=sz,
-             note=f"peak {best['test_loss_mean']:.3g} vs {ends:.3g} at the ends"),
+        _row(
+            "interaction.toy.peak_T",
+            f"T at the test-loss peak (paper: near 500; authors' summary.csv: 500); sizes run {run_sizes}, seed 0",
+            500,
+            best["n_train"],
+            0.5,
+            preset=preset,
+            sizes=sz,
+            why=why,
+        ),
+        _row(
+            "interaction.toy.interior_peak",
+            "the test loss has an interior peak (double descent)",
+            "yes",
+            "yes" if interior else "no",
+            None,
+            status="reproduced" if interior else "differs",
+            preset=preset,
+            sizes=sz,
+            note=f"peak {best['test_loss_mean']:.3g} vs {ends:.3g} at the ends",
+        ),
     ]
     at500 = next((r for r in toy.summarize(recs) if r["n_train"] == 500), None)
     if preset == "paper" and at500 is not None:
         n = at500["n_seeds"]
         for m, (mean, std) in TOY_T500.items():
-            rows.append(_row(f"interaction.toy.T500.{m}", f"{m} at T = 500, mean over {n} seed(s); authors' summary.csv: "
-                             f"{mean:.4g} ± {std:.2g} over 5 seeds", mean, at500[f"{m}_mean"], max(2 * std, 1e-4) / mean,
-                             preset=preset, sizes=sz, note=f"tolerance: 2 × the authors' seed std; ours ± "
-                             f"{at500[f'{m}_std']:.2g}",
-                             why="the authors' seeds ran on CUDA (other random streams than our CPU runs)"))
+            rows.append(
+                _row(
+                    f"interaction.toy.T500.{m}",
+                    f"{m} at T = 500, mean over {n} seed(s); authors' summary.csv: {mean:.4g} ± {std:.2g} over 5 seeds",
+                    mean,
+                    at500[f"{m}_mean"],
+                    max(2 * std, 1e-4) / mean,
+                    preset=preset,
+                    sizes=sz,
+                    note=f"tolerance: 2 × the authors' seed std; ours ± {at500[f'{m}_std']:.2g}",
+                    why="the authors' seeds ran on CUDA (other random streams than our CPU runs)",
+                )
+            )
     try:
         toy.plot_toy(recs, ctx.figures / "toy_double_descent.png")
         import matplotlib.pyplot as plt
@@ -711,31 +984,67 @@ def _toy(ctx: Context) -> list[ReproRow]:
 
 
 # ----------------------------------------------------------------------------- sae
-@_check("sae.shared", "Qwen3-30B-A3B: (2V + d_sae) / capacity with the largest published SAE (Sec. 3.1, Eq. 2)",
-        heavy=True)
+@_check(
+    "sae.shared", "Qwen3-30B-A3B: (2V + d_sae) / capacity with the largest published SAE (Sec. 3.1, Eq. 2)", heavy=True
+)
 def _sae_shared(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
     rep = tg.sae.compare("Qwen3-30B-A3B", config="none")
     rows = [r for r in rep.rows if r.metric == "sae.shared_ratio" and math.isfinite(r.value)]
     if not rows:
-        return [_row("sae.qwen3_30b.shared_ratio", "shared ratio of Qwen3-30B-A3B's SAEs", 0.77, None, None,
-                     status="differs", note="no Qwen3-30B-A3B SAE with a known width in this sae_lens")]
+        return [
+            _row(
+                "sae.qwen3_30b.shared_ratio",
+                "shared ratio of Qwen3-30B-A3B's SAEs",
+                0.77,
+                None,
+                None,
+                status="differs",
+                note="no Qwen3-30B-A3B SAE with a known width in this sae_lens",
+            )
+        ]
     top = max(rows, key=lambda r: r.value)
     ex = top.extras
     k, V, tied = float(ex["capacity"]), int(ex["d_vocab"]), ex.get("tied")
-    d_sae = int(next(r.value for r in rep.rows if r.metric == "sae.d_sae" and r.hook == top.hook
-                     and r.extras.get("sae_id") == ex.get("sae_id") and r.extras.get("release") == ex.get("release")))
+    d_sae = int(
+        next(
+            r.value
+            for r in rep.rows
+            if r.metric == "sae.d_sae"
+            and r.hook == top.hook
+            and r.extras.get("sae_id") == ex.get("sae_id")
+            and r.extras.get("release") == ex.get("release")
+        )
+    )
     counted = "V (tied)" if tied is True else "2V (untied)" if tied is False else "unknown"
-    sizes = {"release": ex.get("release"), "sae_id": ex.get("sae_id"), "d_sae": d_sae, "d_vocab": V, "capacity": k,
-             "tied": tied, "tied_source": ex.get("tied_source")}
-    return [_published_row(
-        "sae.qwen3_30b.shared_ratio",
-        f"(2V + d_sae) / k, Qwen3-30B-A3B (V = {V:,}, k = {k:.3g}) with its largest published SAE (d_sae = {d_sae:,}); "
-        "Sec. 3.1, Eq. 2", "0.77", float(top.value), preset=f"{ex.get('preset', 'paper')} (sae.compare)", sizes=sizes,
-        note=f"vocabulary counted as {counted}",
-        why=("whether Qwen3-30B-A3B ties its embeddings is not known to this run (tied_source: "
-             f"{ex.get('tied_source')}); Eq. 2 counts 2V for an untied model, V for a tied one") if tied is None else "")]
+    sizes = {
+        "release": ex.get("release"),
+        "sae_id": ex.get("sae_id"),
+        "d_sae": d_sae,
+        "d_vocab": V,
+        "capacity": k,
+        "tied": tied,
+        "tied_source": ex.get("tied_source"),
+    }
+    return [
+        _published_row(
+            "sae.qwen3_30b.shared_ratio",
+            f"(2V + d_sae) / k, Qwen3-30B-A3B (V = {V:,}, k = {k:.3g}) with its largest published SAE (d_sae = {d_sae:,}); "
+            "Sec. 3.1, Eq. 2",
+            "0.77",
+            float(top.value),
+            preset=f"{ex.get('preset', 'paper')} (sae.compare)",
+            sizes=sizes,
+            note=f"vocabulary counted as {counted}",
+            why=(
+                "whether Qwen3-30B-A3B ties its embeddings is not known to this run (tied_source: "
+                f"{ex.get('tied_source')}); Eq. 2 counts 2V for an untied model, V for a tied one"
+            )
+            if tied is None
+            else "",
+        )
+    ]
 
 
 # ----------------------------------------------------------------------------- runner
@@ -792,8 +1101,12 @@ def _git_commit() -> str | None:
         return None
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -860,20 +1173,32 @@ def reproduce(
     ctx = Context(size=size, out=out, device=str(device), progress=progress, model=model)
     model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
     by_id = {c.id: c for c in todo}
-    jobs = [{"check": c.id, "size": size, "model": model_tag if c.uses_model else None, "device": str(device)}
-            for c in todo]
+    jobs = [
+        {"check": c.id, "size": size, "model": model_tag if c.uses_model else None, "device": str(device)} for c in todo
+    ]
 
     def one(params) -> dict:
         c = by_id[params["check"]]
         t0 = time.perf_counter()
         if size == "tiny" and c.skipped_at_tiny(model):
-            rows = [_row(c.id, c.title, None, None, None, status="skipped (tiny)",
-                         note="loads the offline model or sae_lens; run at size cpu")]
+            rows = [
+                _row(
+                    c.id,
+                    c.title,
+                    None,
+                    None,
+                    None,
+                    status="skipped (tiny)",
+                    note="loads the offline model or sae_lens; run at size cpu",
+                )
+            ]
         else:
             rows = c.fn(ctx)  # an exception is recorded as an "error" record by run_jobs, and retried next run
         secs = time.perf_counter() - t0
-        return {"rows": [ReproRow(**{**asdict(r), "seconds": round(secs, 3)}).to_dict() for r in rows],
-                "seconds": round(secs, 3)}
+        return {
+            "rows": [ReproRow(**{**asdict(r), "seconds": round(secs, 3)}).to_dict() for r in rows],
+            "seconds": round(secs, 3),
+        }
 
     t0 = time.perf_counter()
     rf = ResultsFile(results)
@@ -980,8 +1305,10 @@ def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
         for r in fr:
             note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
             note = note.replace("|", "\\|")
-            lines.append(f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | "
-                         f"{r.status} | {note} |")
+            lines.append(
+                f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | "
+                f"{r.status} | {note} |"
+            )
         lines.append("")
     secs = meta.get("seconds_per_check") or {}
     if secs:

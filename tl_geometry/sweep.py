@@ -37,9 +37,10 @@ import logging
 import re
 import time
 import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
@@ -91,13 +92,15 @@ class SweepJob:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise InputError(f"SweepJob.seed must be an int, got {self.seed!r}")
         if not isinstance(self.corpus, str):
-            raise InputError(f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}")
+            raise InputError(
+                f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def coerce(cls, job: "SweepJob | str | Mapping[str, Any]") -> "SweepJob":
+    def coerce(cls, job: SweepJob | str | Mapping[str, Any]) -> SweepJob:
         """A job from a :class:`SweepJob`, a model name, or a dict of its fields."""
         if isinstance(job, cls):
             return job
@@ -184,13 +187,17 @@ def _load_model(job: dict, loader: Callable[[dict], Any] | None):
     ckpt = job.get("checkpoint")
     if ckpt is not None:
         if models.canonical_name(job["model"]) in models.ZOO:
-            raise InputError(f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}")
+            raise InputError(
+                f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}"
+            )
         # TransformerLens names checkpoints by training step (Pythia, Stanford CRFM): checkpoint_value.
         try:
             kwargs["checkpoint_value"] = int(ckpt)
         except (TypeError, ValueError):
-            raise InputError(f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
-                             "use a loader for other checkpoint schemes") from None
+            raise InputError(
+                f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
+                "use a loader for other checkpoint schemes"
+            ) from None
     return models.load(job["model"], **kwargs)
 
 
@@ -373,9 +380,19 @@ def sweep(
 
     ran: list[str] = []
     failed: dict[str, str] = {}
-    for rec in run_jobs(params_list, functools.partial(run_job, loader=loader, hooks=hooks), rf,
-                        retry_errors=retry_errors, catch=True, on_error=_error_result, executor=executor,
-                        num_cpus=num_cpus, num_gpus=num_gpus, progress=progress, desc="sweep"):
+    for rec in run_jobs(
+        params_list,
+        functools.partial(run_job, loader=loader, hooks=hooks),
+        rf,
+        retry_errors=retry_errors,
+        catch=True,
+        on_error=_error_result,
+        executor=executor,
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        progress=progress,
+        desc="sweep",
+    ):
         if rec["status"] == "ok":
             ran.append(rec["key"])
         else:  # run_jobs has logged it

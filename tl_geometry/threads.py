@@ -33,9 +33,10 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -45,8 +46,19 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 __all__ = [
-    "POLICY", "SORT_THREADS", "LOAD_TTL_S", "BUSY_TTL_S", "free_cores", "kernel", "kernel_threads", "per_step", "limit_threads", "set_threads",
-    "using_threads", "pool_threads", "parallel_map",
+    "POLICY",
+    "SORT_THREADS",
+    "LOAD_TTL_S",
+    "BUSY_TTL_S",
+    "free_cores",
+    "kernel",
+    "kernel_threads",
+    "per_step",
+    "limit_threads",
+    "set_threads",
+    "using_threads",
+    "pool_threads",
+    "parallel_map",
 ]
 
 #: "auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting.

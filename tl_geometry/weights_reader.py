@@ -18,9 +18,10 @@ import functools
 import logging
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,8 +31,14 @@ from tl_geometry.errors import InputError
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "EmbeddingSource", "CapacityRow", "CorruptFileError", "check_weights_file", "find_embedding",
-    "iter_embedding_rows", "read_embedding", "embedding_capacity",
+    "EmbeddingSource",
+    "CapacityRow",
+    "CorruptFileError",
+    "check_weights_file",
+    "find_embedding",
+    "iter_embedding_rows",
+    "read_embedding",
+    "embedding_capacity",
 ]
 
 #: Name patterns of input-embedding tensors (safetensors from HF / original checkpoints, GGUF).
@@ -167,7 +174,9 @@ def _gguf_expected_size(path: Path, size: int) -> int:
             raise CorruptFileError(f"{path}: unsupported or corrupt GGUF version {version} (accepted: 2, 3)")
         n_tensors, n_kv = u64(), u64()
         if n_tensors > size or n_kv > size:
-            raise CorruptFileError(f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a {size}-byte file)")
+            raise CorruptFileError(
+                f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a {size}-byte file)"
+            )
         alignment = 32
         for _ in range(n_kv):
             key = take(u64())
@@ -218,8 +227,14 @@ def _safetensors_expected_size(path: Path, size: int) -> int:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CorruptFileError(f"{path}: corrupt safetensors header (not JSON: {exc})") from None
     if not isinstance(header, dict):
-        raise CorruptFileError(f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, expected an object)")
-    ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+        raise CorruptFileError(
+            f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, expected an object)"
+        )
+    ends = [
+        int(v["data_offsets"][1])
+        for k, v in header.items()
+        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
+    ]
     return 8 + n + max(ends, default=0)
 
 
@@ -259,7 +274,9 @@ def check_weights_file(path: str | os.PathLike) -> int:
             f"({expected - size:,} missing; an interrupted download or copy?); download or copy it again"
         )
     if fmt == "safetensors" and size > expected:
-        raise CorruptFileError(f"{p} is corrupt: its safetensors header says {expected:,} bytes but the file has {size:,} bytes")
+        raise CorruptFileError(
+            f"{p} is corrupt: its safetensors header says {expected:,} bytes but the file has {size:,} bytes"
+        )
     return size
 
 
@@ -420,7 +437,19 @@ def embedding_capacity(
         k, status, reason, k3 = None, "indeterminate", f"ε = {st.epsilon:.5g} ≥ 1: outside the formula's domain", None
     name = Path(src.path).parent.name if Path(src.path).suffix == ".safetensors" else Path(src.path).stem
     return CapacityRow(
-        source=name, tensor=src.name + (" (tied)" if src.tied else ""), d_model=st.d, vocab=src.shape[0],
-        mean=st.mean, std=st.std, epsilon=st.epsilon, model_class=st.model_class, capacity=k, form=form,
-        n_dropped=st.n_dropped, status=status, reason=reason, preset=preset, capacity_3sigma=k3,
+        source=name,
+        tensor=src.name + (" (tied)" if src.tied else ""),
+        d_model=st.d,
+        vocab=src.shape[0],
+        mean=st.mean,
+        std=st.std,
+        epsilon=st.epsilon,
+        model_class=st.model_class,
+        capacity=k,
+        form=form,
+        n_dropped=st.n_dropped,
+        status=status,
+        reason=reason,
+        preset=preset,
+        capacity_3sigma=k3,
     )

@@ -47,7 +47,9 @@ def test_registered_metrics_on_smollm2(smollm2, pydoc_tokens):
     rep = tg.GeometryReport.merge(
         tg.get_metric("epsilon")(smollm2),
         tg.get_metric("capacity")(smollm2, matrices=["W_E"]),
-        tg.get_metric("epsilon_activations")(smollm2, pydoc_tokens, hooks=["blocks.0.hook_resid_post", "blocks.3.hook_resid_post"], max_points=512),
+        tg.get_metric("epsilon_activations")(
+            smollm2, pydoc_tokens, hooks=["blocks.0.hook_resid_post", "blocks.3.hook_resid_post"], max_points=512
+        ),
     )
     eps_we = rep.value("epsilon.W_E")
     assert rep.filter("epsilon.W_E").rows[0].extras["model_class"] == "class1"  # ε ≈ 0.73

@@ -66,8 +66,13 @@ def test_agop_smollm2_report_and_stderr(smollm2, tokens):
 
 
 def test_registered_metrics_smollm2(smollm2, tokens):
-    rep = tg.analyze(smollm2, tokens[:1, :16], metrics=["wtw_aofe", "depth_width", "nfa"],
-                     options={"nfa": {"layers": [3, 20], "n_probes": 2, "progress": False}}, progress=False)
+    rep = tg.analyze(
+        smollm2,
+        tokens[:1, :16],
+        metrics=["wtw_aofe", "depth_width", "nfa"],
+        options={"nfa": {"layers": [3, 20], "n_probes": 2, "progress": False}},
+        progress=False,
+    )
     assert 0 < rep.value("wtw.aofe_ratio") < 1
     for h in ("blocks.3.ln2.hook_normalized", "blocks.20.ln2.hook_normalized"):
         assert -1 <= rep.value("nfa.corr", hook=h) <= 1 and -1 <= rep.value("nfa.corr_sqrt", hook=h) <= 1

@@ -25,12 +25,21 @@ def kernel_path(tmp_path_factory):
     root = tmp_path_factory.mktemp("jupyter")
     spec_dir = root / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tl_geometry tests", "language": "python",
-        "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
-    }))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "tl_geometry tests",
+                "language": "python",
+                "env": {
+                    "HF_HUB_OFFLINE": "1",
+                    "TRANSFORMERS_OFFLINE": "1",
+                    "TOKENIZERS_PARALLELISM": "false",
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+                },
+            }
+        )
+    )
     return root
 
 
@@ -51,7 +60,9 @@ def test_notebook_runs(path, kernel_path, tmp_path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors
     # every code cell ran
     assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
@@ -60,4 +71,3 @@ def test_notebook_runs(path, kernel_path, tmp_path, monkeypatch):
         if cell.cell_type == "code" and "plotting.plot_" in cell.source:
             pngs = [o for o in cell.outputs if "image/png" in o.get("data", {})]
             assert len(pngs) == 1, cell.source
-

@@ -111,8 +111,9 @@ def test_convergence_between_layers(smollm2):
 
     texts = tg.corpus.pydoc_texts()[:16]
     hooks = {"layer20": "blocks.20.hook_resid_post", "layer22": "blocks.22.hook_resid_post"}
-    r = cv.model_convergence({"layer20": smollm2, "layer22": smollm2}, texts, hooks=hooks, k=50, n_null=10,
-                             max_len=32, pooling="mean")
+    r = cv.model_convergence(
+        {"layer20": smollm2, "layer22": smollm2}, texts, hooks=hooks, k=50, n_null=10, max_len=32, pooling="mean"
+    )
     assert len(r.filter("convergence.z")) == 1
     assert 0.5 < r.value("convergence.rho_full") <= 1
 
@@ -121,8 +122,27 @@ def test_cli_pga_on_smollm2(monkeypatch, smollm2, tmp_path, capsys):
     from tl_geometry import cli
 
     monkeypatch.setattr(tg.models, "load", lambda name, device="cpu", **kw: smollm2)
-    rc = cli.main(["pga", "--layers", "3", "20", "--n-seqs", "4", "--seq-len", "64", "--n-null", "5", "--ccr", "0", "5",
-                   "--max-points", "200", "--out", str(tmp_path / "r.json")])
+    rc = cli.main(
+        [
+            "pga",
+            "--layers",
+            "3",
+            "20",
+            "--n-seqs",
+            "4",
+            "--seq-len",
+            "64",
+            "--n-null",
+            "5",
+            "--ccr",
+            "0",
+            "5",
+            "--max-points",
+            "200",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert rc == 0
     assert "blocks.20.hook_resid_post" in capsys.readouterr().out
     assert len(tg.GeometryReport.from_json(tmp_path / "r.json").filter("pga.z")) == 4

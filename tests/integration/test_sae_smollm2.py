@@ -11,8 +11,8 @@ import torch
 pytestmark = pytest.mark.integration
 pytest.importorskip("sae_lens")
 
-from tl_geometry import sae as S  # noqa: E402
 from tl_geometry import capacity, embedding_epsilon  # noqa: E402
+from tl_geometry import sae as S  # noqa: E402
 
 
 def make_sae(d_in, d_sae, hook, seed=0):
@@ -59,7 +59,9 @@ def test_compare_smollm2_with_local_saes(smollm2, smollm2_eps, tmp_path):
 
 
 def test_bad_saes_on_smollm2(smollm2):
-    with pytest.raises(ValueError, match=r"SAE hook 'blocks.30.hook_resid_post' is not a hook of the model \(n_layers=30\)"):
+    with pytest.raises(
+        ValueError, match=r"SAE hook 'blocks.30.hook_resid_post' is not a hook of the model \(n_layers=30\)"
+    ):
         S.compare(smollm2, saes=[make_sae(576, 64, "blocks.30.hook_resid_post")])
     with pytest.raises(ValueError, match=r"SAE d_in = 768 does not match the model's d_model = 576"):
         S.decoder_epsilon(make_sae(768, 64, "blocks.3.hook_resid_post"), host=smollm2)
@@ -78,8 +80,17 @@ def test_sae_trained_by_sae_lens_end_to_end(smollm2, tmp_path, monkeypatch):
     tokens = tg.corpus.tokens(smollm2, "shakespeare", n_seqs=256, seq_len=128, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = sae_training.train_sae(smollm2, tokens, hook=hook, out=tmp_path / "sae", d_sae=1152, k=16,
-                                     training_tokens=32_768, batch_tokens=512, lr=1e-3)
+        out = sae_training.train_sae(
+            smollm2,
+            tokens,
+            hook=hook,
+            out=tmp_path / "sae",
+            d_sae=1152,
+            k=16,
+            training_tokens=32_768,
+            batch_tokens=512,
+            lr=1e-3,
+        )
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
         repo, sae_id = sae_training.publish_to_cache(out, "local/smollm2-135m-saes")
@@ -96,4 +107,6 @@ def test_sae_trained_by_sae_lens_end_to_end(smollm2, tmp_path, monkeypatch):
     # decoder ε against a slow all-pairs reference
     W = torch.nn.functional.normalize(sae.W_dec.detach().double(), dim=1)
     cos = (W @ W.T)[~torch.eye(W.shape[0], dtype=torch.bool)]
-    assert rep.value("sae.decoder_epsilon", hook=hook) == pytest.approx(float(cos.mean() + 2 * cos.std(unbiased=False)), rel=1e-6)
+    assert rep.value("sae.decoder_epsilon", hook=hook) == pytest.approx(
+        float(cos.mean() + 2 * cos.std(unbiased=False)), rel=1e-6
+    )

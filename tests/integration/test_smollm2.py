@@ -74,9 +74,25 @@ def test_bridge_on_smollm2_matches_hf_hidden_states(hf_smollm2, pydoc_tokens):
 def test_cli_report_end_to_end(tmp_path):
     out = tmp_path / "rep"
     proc = subprocess.run(
-        [sys.executable, "-m", "tl_geometry.cli", "report", "--metrics", "shape", "depth_width",
-         "--n-seqs", "2", "--seq-len", "32", "--out", str(out), "--no-figures"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "tl_geometry.cli",
+            "report",
+            "--metrics",
+            "shape",
+            "depth_width",
+            "--n-seqs",
+            "2",
+            "--seq-len",
+            "32",
+            "--out",
+            str(out),
+            "--no-figures",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = tg.GeometryReport.from_json(out / "report.json")
@@ -94,8 +110,9 @@ def test_shared_capture_equals_separate_on_smollm2(smollm2, pydoc_tokens):
     opts = {"pga": {"k": 20, "n_null": 4, "ccr": [0, 1], "max_points": 200}, "epsilon_activations": {"max_points": 300}}
     names = ["pga", "spectral", "epsilon_activations"]
     shared = tg.analyze(smollm2, pydoc_tokens[:4], metrics=names, hooks=hooks, options=opts, progress=False)
-    separate = tg.analyze(smollm2, pydoc_tokens[:4], metrics=names, hooks=hooks, options=opts, progress=False,
-                          capture="separate")
+    separate = tg.analyze(
+        smollm2, pydoc_tokens[:4], metrics=names, hooks=hooks, options=opts, progress=False, capture="separate"
+    )
 
     def rows(rep):
         return [(r.metric, r.hook, r.value, sorted((k, repr(v)) for k, v in r.extras.items())) for r in rep.rows]

@@ -63,7 +63,9 @@ def test_input_space_against_full_jacobian(paper_tiny, toks):
             G += Js.T @ Js
             n += 1
     res = tg.agop(m, toks, hooks=["blocks.0.hook_resid_pre"], exact=True, progress=False)
-    torch.testing.assert_close(res.matrices["blocks.0.hook_resid_pre"].double(), G / n, rtol=1e-4, atol=1e-5 * float(G.abs().max()))
+    torch.testing.assert_close(
+        res.matrices["blocks.0.hook_resid_pre"].double(), G / n, rtol=1e-4, atol=1e-5 * float(G.abs().max())
+    )
     assert res.space == "input"
 
 
@@ -92,12 +94,17 @@ def test_output_space_against_full_jacobian(paper_tiny, toks, projection_seed):
         PJ = P @ J.reshape(256, -1).double()
         G += PJ @ PJ.T
     G /= toks.shape[0]
-    res = tg.agop(m, toks, space="output", exact=True, projection_dim=k, projection_seed=projection_seed, progress=False)
-    torch.testing.assert_close(res.matrices["blocks.0.hook_resid_pre"].double(), G, rtol=1e-4, atol=1e-5 * float(G.abs().max()))
+    res = tg.agop(
+        m, toks, space="output", exact=True, projection_dim=k, projection_seed=projection_seed, progress=False
+    )
+    torch.testing.assert_close(
+        res.matrices["blocks.0.hook_resid_pre"].double(), G, rtol=1e-4, atol=1e-5 * float(G.abs().max())
+    )
     assert res.provenance["agop_projection"]["convention"] == ("library" if projection_seed is None else "paper")
     # the JVP-probe estimator agrees with the exact matrix in expectation
-    est = tg.agop(m, toks, space="output", n_probes=600, projection_dim=k, projection_seed=projection_seed,
-                  progress=False)
+    est = tg.agop(
+        m, toks, space="output", n_probes=600, projection_dim=k, projection_seed=projection_seed, progress=False
+    )
     rel = (est.matrices["blocks.0.hook_resid_pre"].double() - G).norm() / G.norm()
     assert rel < 0.15
 
@@ -147,6 +154,12 @@ def test_cli_agop_spaces(paper_tiny, toks, space, extra, monkeypatch, tmp_path, 
     assert hook in capsys.readouterr().out
     rows = [r for r in tg.GeometryReport.from_json(out).rows if r.metric == "agop.aofe_ratio"]
     assert [r.extras["space"] for r in rows] == [space]
-    direct = tg.agop(paper_tiny, toks[:2, :5], space=space, exact=True, progress=False,
-                     projection_seed=42 if space == "output" else None)
+    direct = tg.agop(
+        paper_tiny,
+        toks[:2, :5],
+        space=space,
+        exact=True,
+        progress=False,
+        projection_seed=42 if space == "output" else None,
+    )
     assert rows[0].value == pytest.approx(direct.stats[hook].ratio, rel=1e-6)

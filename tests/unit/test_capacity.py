@@ -92,7 +92,9 @@ def test_accumulator_split_equals_one_call():
     for part in (x[:3], x[3:40], x[40:]):
         acc.update(part)
     a, b = acc.compute(), tg.similarity_stats(x)
-    assert (a.mean, a.std, a.n_vectors, a.n_dropped) == pytest.approx((b.mean, b.std, b.n_vectors, b.n_dropped), abs=1e-12)
+    assert (a.mean, a.std, a.n_vectors, a.n_dropped) == pytest.approx(
+        (b.mean, b.std, b.n_vectors, b.n_dropped), abs=1e-12
+    )
 
 
 # ----------------------------------------------------------------------------- known answers
@@ -124,7 +126,9 @@ def test_two_values_known_std():
     assert st.mean == pytest.approx(1 / 3) and st.std == pytest.approx(math.sqrt(2) / 3)
 
 
-@pytest.mark.parametrize("eps,cls", [(0.25, "class1"), (0.2, "boundary"), (0.15, "boundary"), (0.1, "boundary"), (0.05, "class2")])
+@pytest.mark.parametrize(
+    "eps,cls", [(0.25, "class1"), (0.2, "boundary"), (0.15, "boundary"), (0.1, "boundary"), (0.05, "class2")]
+)
 def test_model_class_thresholds(eps, cls):
     assert model_class_of(eps) == cls
 
@@ -155,7 +159,9 @@ def test_top_pairs_match_reference():
 def test_to_dict_is_jsonable():
     import json
 
-    st = tg.similarity_stats(torch.from_numpy(_matrix(20, 4)), histogram=True, histogram_bins=4, top_n=2, progress=False)
+    st = tg.similarity_stats(
+        torch.from_numpy(_matrix(20, 4)), histogram=True, histogram_bins=4, top_n=2, progress=False
+    )
     d = json.loads(json.dumps(st.to_dict()))
     assert d["epsilon"] == st.epsilon and len(d["histogram"]["counts"]) == 4 and len(d["top_pairs"]) == 2
 
@@ -181,7 +187,9 @@ def test_nan_inf(bad):
         tg.similarity_stats(x)
 
 
-@pytest.mark.parametrize("x", [torch.ones(3, 2, dtype=torch.int64), torch.ones(3, 2, dtype=torch.bool), np.ones((3, 2), dtype=np.int32)])
+@pytest.mark.parametrize(
+    "x", [torch.ones(3, 2, dtype=torch.int64), torch.ones(3, 2, dtype=torch.bool), np.ones((3, 2), dtype=np.int32)]
+)
 def test_integer_dtypes(x):
     with pytest.raises(TypeError, match="floating point"):
         tg.similarity_stats(x)
@@ -192,10 +200,14 @@ def test_not_a_tensor():
         tg.similarity_stats([[1.0, 0.0], [0.0, 1.0]])
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(block_size=0), "block_size"), (dict(top_n=-1), "top_n"),
-    (dict(histogram=True, histogram_bins=0), "histogram_bins"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(block_size=0), "block_size"),
+        (dict(top_n=-1), "top_n"),
+        (dict(histogram=True, histogram_bins=0), "histogram_bins"),
+    ],
+)
 def test_bad_options(kw, match):
     with pytest.raises(ValueError, match=match):
         tg.similarity_stats(torch.randn(4, 3), **kw)
@@ -248,8 +260,11 @@ def test_constants_defined_once():
 
     root = Path(tg.__file__).parent
     copies = ("1.44738666", "0.458,", "0.458)", "1.0668005", "1.067,")
-    hits = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
-            if any(c in p.read_text() for c in copies) and p.name != "reproduce.py"]
+    hits = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if any(c in p.read_text() for c in copies) and p.name != "reproduce.py"
+    ]
     assert hits == ["metrics/_capacity_forms.py"]
 
 
@@ -448,8 +463,13 @@ def test_epsilon_and_capacity_metrics(tiny_model):
     r = cap.filter("capacity.W_E").rows[0]
     assert math.isnan(r.value)
     assert {k: r.extras[k] for k in ("form", "preset", "epsilon", "d", "status", "model_class")} == {
-        "form": "adjusted", "preset": "paper", "epsilon": st.epsilon, "d": 32, "status": "indeterminate",
-        "model_class": "class1"}
+        "form": "adjusted",
+        "preset": "paper",
+        "epsilon": st.epsilon,
+        "d": 32,
+        "status": "indeterminate",
+        "model_class": "class1",
+    }
     assert "Class 1" in r.extras["reason"] and cap.provenance["capacity_preset"] == "paper"
     with pytest.raises(ValueError, match="matrices must be"):
         tg.get_metric("epsilon")(tiny_model, matrices=["W_K"])
@@ -533,8 +553,12 @@ from hypothesis import strategies as st_  # noqa: E402
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n=st_.integers(2, 30), d=st_.integers(1, 12), shared=st_.floats(0, 5), seed=st_.integers(0, 2**16),
-    n_zero=st_.integers(0, 3), block=st_.integers(1, 40),
+    n=st_.integers(2, 30),
+    d=st_.integers(1, 12),
+    shared=st_.floats(0, 5),
+    seed=st_.integers(0, 2**16),
+    n_zero=st_.integers(0, 3),
+    block=st_.integers(1, 40),
 )
 def test_exactness_property(n, d, shared, seed, n_zero, block):
     x = _matrix(n + n_zero, d, shared=shared, zeros=range(n_zero), seed=seed)
@@ -545,8 +569,9 @@ def test_exactness_property(n, d, shared, seed, n_zero, block):
 
 
 # ----------------------------------------------------------------------------- estimate, min_n, bad inputs
-@pytest.mark.parametrize("eps,cls", [(0.729, "class1"), (0.2016, "class1"), (0.2, "boundary"), (0.15, "boundary"),
-                                     (0.1, "boundary")])
+@pytest.mark.parametrize(
+    "eps,cls", [(0.729, "class1"), (0.2016, "class1"), (0.2, "boundary"), (0.15, "boundary"), (0.1, "boundary")]
+)
 def test_estimate_is_indeterminate_outside_class2(eps, cls):
     est = tg.capacity_estimate(576, eps)
     assert est.k is None and est.status == "indeterminate" and not est.is_count
@@ -659,9 +684,14 @@ def test_min_n_matches_the_authors_minimize_scalar():
 
 @pytest.mark.parametrize(
     "args,exc,match",
-    [(("32000", 0.1), TypeError, "k must be"), ((True, 0.1), TypeError, "k must be"), ((0.5, 0.1), ValueError, "k must be >= 1"),
-     ((100, 0.0), ValueError, "epsilon must lie"), ((100, 1.2), ValueError, "epsilon must lie"),
-     ((100, "0.1"), TypeError, "epsilon must be")],
+    [
+        (("32000", 0.1), TypeError, "k must be"),
+        ((True, 0.1), TypeError, "k must be"),
+        ((0.5, 0.1), ValueError, "k must be >= 1"),
+        ((100, 0.0), ValueError, "epsilon must lie"),
+        ((100, 1.2), ValueError, "epsilon must lie"),
+        ((100, "0.1"), TypeError, "epsilon must be"),
+    ],
 )
 def test_min_n_bad_inputs(args, exc, match):
     with pytest.raises(exc, match=match):

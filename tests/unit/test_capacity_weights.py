@@ -53,7 +53,9 @@ def write_gguf(path, tensors, quant=None):
 
 def test_safetensors_file_streams_exactly(tmp_path):
     x = _emb()
-    write_safetensors(tmp_path / "model.safetensors", {"model.embed_tokens.weight": x, "model.norm.weight": np.ones(16, np.float32)})
+    write_safetensors(
+        tmp_path / "model.safetensors", {"model.embed_tokens.weight": x, "model.norm.weight": np.ones(16, np.float32)}
+    )
     row = embedding_capacity(tmp_path / "model.safetensors", block=64)
     assert row.epsilon == pytest.approx(reference_eps(x), abs=1e-9)
     assert (row.d_model, row.vocab, row.n_dropped, row.tensor) == (16, 300, 1, "model.embed_tokens.weight")
@@ -75,8 +77,13 @@ def test_class2_embedding_gets_a_count_and_three_sigma(tmp_path):
 def test_bf16_shards_in_an_hf_directory(tmp_path):
     x = _emb(vocab=200, d=12, seed=1)
     xb = torch.from_numpy(x).to(torch.bfloat16)
-    write_safetensors(tmp_path / "model-00001-of-00002.safetensors", {"model.layers.0.mlp.weight": torch.ones(3, 3, dtype=torch.bfloat16)})
-    write_safetensors(tmp_path / "model-00002-of-00002.safetensors", {"model.embed_tokens.weight": xb, "lm_head.weight": xb[:, :] * 2})
+    write_safetensors(
+        tmp_path / "model-00001-of-00002.safetensors",
+        {"model.layers.0.mlp.weight": torch.ones(3, 3, dtype=torch.bfloat16)},
+    )
+    write_safetensors(
+        tmp_path / "model-00002-of-00002.safetensors", {"model.embed_tokens.weight": xb, "lm_head.weight": xb[:, :] * 2}
+    )
     (tmp_path / "config.json").write_text("{}")
     row = embedding_capacity(tmp_path)
     assert row.epsilon == pytest.approx(reference_eps(xb.float().numpy()), abs=1e-9)
@@ -108,7 +115,9 @@ def test_gguf_with_dequantization(tmp_path, quant):
 
 
 def test_missing_embedding_names_the_tensors(tmp_path):
-    write_safetensors(tmp_path / "m.safetensors", {"encoder.w1": np.ones((3, 3), np.float32), "encoder.w2": np.ones(3, np.float32)})
+    write_safetensors(
+        tmp_path / "m.safetensors", {"encoder.w1": np.ones((3, 3), np.float32), "encoder.w2": np.ones(3, np.float32)}
+    )
     with pytest.raises(ValueError, match="no embedding tensor.*encoder.w1, encoder.w2"):
         embedding_capacity(tmp_path / "m.safetensors")
     write_gguf(tmp_path / "m.gguf", {"blk.0.ffn_up.weight": np.ones((4, 4), np.float32)})
@@ -236,12 +245,15 @@ def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
         embedding_capacity(tmp_path / "d")
 
 
-@pytest.mark.parametrize("fmt, content, match", [
-    ("gguf", b"\0" * 64, r"not a GGUF file: it starts with b'\\x00\\x00\\x00\\x00', expected b'GGUF'"),
-    ("gguf", b"GGUF" + (99).to_bytes(4, "little") + b"\0" * 32, "unsupported or corrupt GGUF version 99"),
-    ("safetensors", b"\xff" * 64, "not a safetensors file: its first 8 bytes give a header of"),
-    ("safetensors", (4).to_bytes(8, "little") + b"nope", "corrupt safetensors header"),
-])
+@pytest.mark.parametrize(
+    "fmt, content, match",
+    [
+        ("gguf", b"\0" * 64, r"not a GGUF file: it starts with b'\\x00\\x00\\x00\\x00', expected b'GGUF'"),
+        ("gguf", b"GGUF" + (99).to_bytes(4, "little") + b"\0" * 32, "unsupported or corrupt GGUF version 99"),
+        ("safetensors", b"\xff" * 64, "not a safetensors file: its first 8 bytes give a header of"),
+        ("safetensors", (4).to_bytes(8, "little") + b"nope", "corrupt safetensors header"),
+    ],
+)
 def test_corrupt_files_are_named(tmp_path, fmt, content, match):
     from tl_geometry.weights_reader import CorruptFileError
 

@@ -18,7 +18,10 @@ def test_float16_underflow_warns_with_counts_and_remedy():
     x16 = x32.half()  # most entries fall below float16's smallest subnormal
     n_zero = int((x16.float().norm(dim=1) == 0).sum())  # reference: rows that became exactly 0
     assert n_zero * 2 > len(x16)  # the case under test: most rows
-    with pytest.warns(ZeroRowsWarning, match=rf"{n_zero} of 50 rows have norm 0 .* remaining {50 - n_zero} rows.*torch.float16.*float32"):
+    with pytest.warns(
+        ZeroRowsWarning,
+        match=rf"{n_zero} of 50 rows have norm 0 .* remaining {50 - n_zero} rows.*torch.float16.*float32",
+    ):
         st = tg.similarity_stats(x16, progress=False)
     assert st.n_dropped == n_zero
     # the remedy works: in float32 nothing is dropped and no warning is raised
@@ -51,5 +54,7 @@ def test_a_few_padding_rows_do_not_warn_and_zero_rows_in_float32_warn_without_dt
 
 
 def test_all_rows_underflowed_error_says_why():
-    with pytest.raises(ValueError, match=r"got 0 \(of 50 rows\); the input was torch.float16: small values may have underflowed"):
+    with pytest.raises(
+        ValueError, match=r"got 0 \(of 50 rows\); the input was torch.float16: small values may have underflowed"
+    ):
         tg.similarity_stats(_tiny(1e-9).half(), progress=False)

@@ -25,7 +25,9 @@ def test_collect_matches_run_with_cache(any_tiny_model, tiny_tokens):
 
 def test_run_streams_every_position_in_order(tiny_model, tiny_tokens):
     seen = []
-    n = capture.run(tiny_model, tiny_tokens, ["blocks.1.hook_resid_mid"], lambda h, a: seen.append(a), batch_size=4, progress=False)
+    n = capture.run(
+        tiny_model, tiny_tokens, ["blocks.1.hook_resid_mid"], lambda h, a: seen.append(a), batch_size=4, progress=False
+    )
     assert n == tiny_tokens.numel() and sum(len(a) for a in seen) == n
     _, cache = tiny_model.run_with_cache(tiny_tokens)
     torch.testing.assert_close(torch.cat(seen), cache["blocks.1.hook_resid_mid"].flatten(0, 1), rtol=1e-5, atol=1e-5)
@@ -54,7 +56,9 @@ def test_stops_after_last_needed_hook(tiny_model, tiny_tokens):
     with tiny_model.hooks(fwd_hooks=[("blocks.2.hook_resid_post", lambda a, hook: calls.append(1))]):
         capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: None, progress=False)
         assert calls == []
-        capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: None, progress=False, stop_early=False)
+        capture.run(
+            tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: None, progress=False, stop_early=False
+        )
         assert calls
 
 
@@ -65,8 +69,12 @@ def test_unknown_hook_lists_closest(any_tiny_model):
 
 @pytest.mark.parametrize(
     "hooks, err, match",
-    [([], ValueError, "hooks is empty"), (lambda n: True, TypeError, "list of hook names"),
-     (["hook_embed", "hook_embed"], ValueError, "duplicate"), ([3], TypeError, "must be a string")],
+    [
+        ([], ValueError, "hooks is empty"),
+        (lambda n: True, TypeError, "list of hook names"),
+        (["hook_embed", "hook_embed"], ValueError, "duplicate"),
+        ([3], TypeError, "must be a string"),
+    ],
 )
 def test_bad_hook_lists(tiny_model, hooks, err, match):
     with pytest.raises(err, match=match):
@@ -84,11 +92,13 @@ def test_consumer_error_removes_hooks(any_tiny_model, tiny_tokens):
 
 @pytest.mark.parametrize(
     "tokens, err, match",
-    [(torch.zeros(2, 65, dtype=torch.long), ValueError, "exceeds the model's n_ctx=64"),
-     (torch.zeros(0, 5, dtype=torch.long), ValueError, "tokens is empty"),
-     (torch.zeros(2, 5), TypeError, "integer tensor"),
-     (torch.full((1, 4), 500), ValueError, r"token ids must lie in \[0, 101\)"),
-     ([[1, 2]], TypeError, "torch integer tensor")],
+    [
+        (torch.zeros(2, 65, dtype=torch.long), ValueError, "exceeds the model's n_ctx=64"),
+        (torch.zeros(0, 5, dtype=torch.long), ValueError, "tokens is empty"),
+        (torch.zeros(2, 5), TypeError, "integer tensor"),
+        (torch.full((1, 4), 500), ValueError, r"token ids must lie in \[0, 101\)"),
+        ([[1, 2]], TypeError, "torch integer tensor"),
+    ],
 )
 def test_bad_tokens(tiny_model, tokens, err, match):
     with pytest.raises(err, match=match):

@@ -48,8 +48,22 @@ def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
 
     big = tiny_config(n_layers=80, d_model=8192, d_head=128, n_heads=64, d_mlp=28672, d_vocab=128256, n_ctx=128)
     monkeypatch.setattr(pipeline, "config_for", lambda name: big)
-    assert main(["report", "--model", "meta-llama/Llama-2-70b-hf", "--metrics", "shape",
-                 "--max-memory-gb", "16", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "report",
+                "--model",
+                "meta-llama/Llama-2-70b-hf",
+                "--metrics",
+                "shape",
+                "--max-memory-gb",
+                "16",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "needs about" in err and "GiB" in err and "16.0 GiB is available" in err
 
@@ -137,8 +151,11 @@ def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, cap
     from tests.helpers import make_report
 
     act = _saved(tmp_path, "act.json", make_report(families=("activations",), corpus="pydoc", status="complete"))
-    sae = _saved(tmp_path, "sae.json", make_report(families=("sae",), corpus="shakespeare", status="interrupted",
-                                                    missing_metrics=["sae"]))
+    sae = _saved(
+        tmp_path,
+        "sae.json",
+        make_report(families=("sae",), corpus="shakespeare", status="interrupted", missing_metrics=["sae"]),
+    )
     assert main(["render", act, sae, "--out", str(tmp_path / "page"), "--dpi", "30"]) == 0
     assert "status: interrupted" in capsys.readouterr().err
     prov = json.loads((tmp_path / "page" / "report.json").read_text())["provenance"]
@@ -160,7 +177,9 @@ def test_family_flags_set_only_the_metrics_being_run(tmp_path, monkeypatch, caps
         raise KeyboardInterrupt  # stop here: the arguments are what this test checks
 
     monkeypatch.setattr(pipeline, "run_report", fake_run_report)
-    assert main(["report", "--metrics", "pga", "--max-points", "64", "--n-null", "4", "--out", str(tmp_path / "o")]) == 130
+    assert (
+        main(["report", "--metrics", "pga", "--max-points", "64", "--n-null", "4", "--out", str(tmp_path / "o")]) == 130
+    )
     assert seen["options"] == {"pga": {"max_points": 64, "n_null": 4}}
     assert main(["report", "--n-probes", "4", "--out", str(tmp_path / "o")]) == 130  # nfa is not run by default
     assert seen["options"] == {"agop": {"n_probes": 4}}

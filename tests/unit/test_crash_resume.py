@@ -49,7 +49,8 @@ def test_sigkill_mid_job_then_resume_is_exactly_once(tmp_path, monkeypatch):
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, json.dumps(MODELS), str(out)],
         env=_env(tmp_path, TLG_HANG_ON="tiny-L1-b"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 120

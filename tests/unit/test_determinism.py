@@ -95,7 +95,9 @@ def test_other_seed_changes_sampled_quantities_only(one_thread):
         if ra.value != rb.value and not both_nan:
             changed.add(ra.metric.split(".")[0])
     # weights-only metrics and the (unsampled) spectrum never move with the seed
-    weight_rows = [r.metric for r in a.rows if r.metric.split(".")[0] in {"shape", "epsilon", "capacity", "depth_width", "wtw"}]
+    weight_rows = [
+        r.metric for r in a.rows if r.metric.split(".")[0] in {"shape", "epsilon", "capacity", "depth_width", "wtw"}
+    ]
     assert weight_rows and not changed & {"shape", "epsilon", "capacity", "depth_width", "wtw", "spectral"}
     assert set(SAMPLED_METRICS) <= {r.metric.split(".")[0] for r in a.rows}
     assert changed, "no sampled quantity changed with the seed"

@@ -57,8 +57,13 @@ def test_every_exception_class_in_the_package_is_a_tl_geometry_error():
     for info in pkgutil.walk_packages(tl_geometry.__path__, "tl_geometry."):
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
-            if (isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == info.name
-                    and not issubclass(obj, Warning) and not name.startswith("_")):  # private: control flow
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not issubclass(obj, Warning)
+                and not name.startswith("_")
+            ):  # private: control flow
                 assert issubclass(obj, TLGeometryError), f"{info.name}.{name} does not derive from TLGeometryError"
 
 
@@ -83,7 +88,12 @@ def _pure_cases():
         ("packing", lambda: packing.random_packing(4, 3, trials=0), InputError, r"trials must be >= 1"),
         ("registry", lambda: registry.get_metric("pgaa"), UnknownNameError, r"unknown metric 'pgaa'"),
         ("registry-name", lambda: registry.register_metric("", needs="weights"), InputError, r"non-empty string"),
-        ("report", lambda: GeometryReport.from_dict({"rows": [{"model": "m"}]}), InputError, r"lacks \['metric', 'value'\]"),
+        (
+            "report",
+            lambda: GeometryReport.from_dict({"rows": [{"model": "m"}]}),
+            InputError,
+            r"lacks \['metric', 'value'\]",
+        ),
         ("report-value", lambda: GeometryReport().value("pga.z"), UnknownNameError, r"expected one row"),
         ("sweep", lambda: SweepJob(model=""), InputError, r"SweepJob.model must be a non-empty string"),
     ]
@@ -130,7 +140,9 @@ def test_cli_turns_any_tl_geometry_error_into_exit_2(monkeypatch, capsys):
     monkeypatch.setattr("tl_geometry.commands.metrics.run", bad)
     assert cli.main(["metrics"]) == 2
     err = capsys.readouterr().err
-    assert err == "tl-geometry metrics: error: unknown release 'x'; close matches: ['y'] (see `tl-geometry sae widths`)\n"
+    assert (
+        err == "tl-geometry metrics: error: unknown release 'x'; close matches: ['y'] (see `tl-geometry sae widths`)\n"
+    )
 
 
 def test_cli_path_errors_are_exit_2(tmp_path, capsys):
@@ -140,8 +152,15 @@ def test_cli_path_errors_are_exit_2(tmp_path, capsys):
     assert "no such report file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("internal invariant broken"), ValueError("a dependency's ValueError"),
-                                 KeyError("a bug's missing key"), AssertionError("unreachable")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("internal invariant broken"),
+        ValueError("a dependency's ValueError"),
+        KeyError("a bug's missing key"),
+        AssertionError("unreachable"),
+    ],
+)
 def test_cli_lets_other_exceptions_propagate(monkeypatch, capsys, exc):
     """A bug must show its traceback (exit 1 from the interpreter), not pass for a usage error."""
     from tl_geometry import cli

@@ -40,30 +40,41 @@ def test_duplicate_and_overwrite():
     assert "_t_dup" not in tg.list_families()
 
 
-@pytest.mark.parametrize("spec, match", [
-    (lambda: tg.FamilySpec("_t_c", metrics=("m",), rows=(tg.RowSpec("pga.z"),)), "already declared by family 'pga'"),
-    (lambda: tg.FamilySpec("_t_c", metrics=("m",), figures=(tg.FigureSpec("pga_z", print),)),
-     "already declared by family 'pga'"),
-    (lambda: tg.FamilySpec("_t_c", title="Capacity", metrics=("m",)), "section title 'Capacity'"),
-])
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        (
+            lambda: tg.FamilySpec("_t_c", metrics=("m",), rows=(tg.RowSpec("pga.z"),)),
+            "already declared by family 'pga'",
+        ),
+        (
+            lambda: tg.FamilySpec("_t_c", metrics=("m",), figures=(tg.FigureSpec("pga_z", print),)),
+            "already declared by family 'pga'",
+        ),
+        (lambda: tg.FamilySpec("_t_c", title="Capacity", metrics=("m",)), "section title 'Capacity'"),
+    ],
+)
 def test_a_plugin_cannot_take_a_builtins_rows_figures_or_title(spec, match):
     with pytest.raises(ValueError, match=match):
         tg.register_family(spec())
     assert "_t_c" not in tg.list_families()
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: tg.RowSpec("x", per="layer"), "per must be one of"),
-    (lambda: tg.RowSpec(""), "non-empty"),
-    (lambda: tg.FigureSpec("a/b", print), "figure name"),
-    (lambda: tg.FigureSpec("a", 3), "callable or a 'module:attribute'"),
-    (lambda: tg.FigureSpec("a", "no_colon"), "module:attribute"),
-    (lambda: tg.FamilySpec("f", metrics=("a", "b"), rows=(tg.RowSpec("r"),)), "say which metric emits it"),
-    (lambda: tg.FamilySpec("f", metrics=("a",), rows=(tg.RowSpec("r", by="b"),)), "is not one of its metrics"),
-    (lambda: tg.FamilySpec("f", metrics=("a",), rows=(tg.RowSpec("r"), tg.RowSpec("r"))), "declared twice"),
-    (lambda: tg.FamilySpec("f", metrics=("a",), plot="nope"), "is not one of its figures"),
-    (lambda: tg.FamilySpec("", metrics=("a",)), "non-empty"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: tg.RowSpec("x", per="layer"), "per must be one of"),
+        (lambda: tg.RowSpec(""), "non-empty"),
+        (lambda: tg.FigureSpec("a/b", print), "figure name"),
+        (lambda: tg.FigureSpec("a", 3), "callable or a 'module:attribute'"),
+        (lambda: tg.FigureSpec("a", "no_colon"), "module:attribute"),
+        (lambda: tg.FamilySpec("f", metrics=("a", "b"), rows=(tg.RowSpec("r"),)), "say which metric emits it"),
+        (lambda: tg.FamilySpec("f", metrics=("a",), rows=(tg.RowSpec("r", by="b"),)), "is not one of its metrics"),
+        (lambda: tg.FamilySpec("f", metrics=("a",), rows=(tg.RowSpec("r"), tg.RowSpec("r"))), "declared twice"),
+        (lambda: tg.FamilySpec("f", metrics=("a",), plot="nope"), "is not one of its figures"),
+        (lambda: tg.FamilySpec("", metrics=("a",)), "non-empty"),
+    ],
+)
 def test_bad_declarations(make, match):
     with pytest.raises(ValueError, match=match):
         make()
@@ -117,12 +128,18 @@ def toy_family():
         row = {"metric": "toy.norm", "value": float(w.norm()), "extras": {"matrix": "W_E"}}
         return tg.GeometryReport.from_rows([row], model=model)
 
-    spec = tg.register_family(tg.FamilySpec(
-        "_toy", title="Toy family", paper="none", metrics=("_toy_norm",),
-        rows=(tg.RowSpec("toy.norm", per="model", extras=("matrix",)),),
-        figures=(tg.FigureSpec("_toy_norms", _draw_toy, "Toy norms of the embedding", rows=("toy.norm",)),),
-        read=_read_toy, order=55,
-    ))
+    spec = tg.register_family(
+        tg.FamilySpec(
+            "_toy",
+            title="Toy family",
+            paper="none",
+            metrics=("_toy_norm",),
+            rows=(tg.RowSpec("toy.norm", per="model", extras=("matrix",)),),
+            figures=(tg.FigureSpec("_toy_norms", _draw_toy, "Toy norms of the embedding", rows=("toy.norm",)),),
+            read=_read_toy,
+            order=55,
+        )
+    )
     yield spec
     tg.unregister_family("_toy")
     tg.unregister_metric("_toy_norm")
@@ -193,15 +210,21 @@ def test_entry_point_plugin_declares_a_family_but_cannot_replace_a_builtin(tmp_p
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
         (info / "entry_points.txt").write_text(f"[tl_geometry.metrics]\n{dist} = {dist}\n")
 
-    write("tlg_fam_good", """
+    write(
+        "tlg_fam_good",
+        """
         import tl_geometry as tg
         tg.register_family(tg.FamilySpec("_ep_family", title="EP family", metrics=("_ep_metric",),
                                          rows=(tg.RowSpec("ep.value", per="model"),)))
-    """)
-    write("tlg_fam_evil", """
+    """,
+    )
+    write(
+        "tlg_fam_evil",
+        """
         import tl_geometry as tg
         tg.register_family(tg.FamilySpec("pga", title="Hijacked", metrics=("pga",)), overwrite=True)
-    """)
+    """,
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         with warnings.catch_warnings(record=True) as caught:

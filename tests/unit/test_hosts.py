@@ -36,7 +36,9 @@ def test_table_shape_and_columns():
     assert all(0 < h.epsilon < 1 and h.d_model > 0 and isinstance(h.tied, bool) for h in table.values())
     assert {n: h.d_vocab for n, h in table.items() if h.d_vocab} == tg.sae.D_VOCAB
     # every name and alias maps to one row only
-    keys = [hosts.normalize_name(n) for n in table] + [hosts.normalize_name(a) for h in table.values() for a in h.aliases]
+    keys = [hosts.normalize_name(n) for n in table] + [
+        hosts.normalize_name(a) for h in table.values() for a in h.aliases
+    ]
     owners: dict[str, set[str]] = {}
     for h in table.values():
         for k in [h.name, *h.aliases]:
@@ -63,7 +65,13 @@ def test_suffixes_and_unknown_names():
 def test_host_epsilon_sources():
     assert hosts.host_epsilon(0.25) == hosts.HostEpsilon(0.25, "given")
     he = hosts.host_epsilon("gemma-2-2b")
-    assert (he.source, he.epsilon, he.d_model, he.d_vocab, he.published_as) == ("published", 0.35084, 2304, 256000, "Gemma-2-2B")
+    assert (he.source, he.epsilon, he.d_model, he.d_vocab, he.published_as) == (
+        "published",
+        0.35084,
+        2304,
+        256000,
+        "Gemma-2-2B",
+    )
     with pytest.raises(ValueError, match="no published ε for 'gpt2-small'.*pass a loaded model"):
         hosts.host_epsilon("gpt2-small")
 
@@ -116,11 +124,22 @@ def test_epsilon_class_thresholds_are_defined_once():
 
 
 def test_published_table_is_read_from_one_module():
-    hits = sorted(mod for mod, tree in _modules()
-                  if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and "published_" in n.value
-                         and n.value.endswith(".json") for n in ast.walk(tree)))
+    hits = sorted(
+        mod
+        for mod, tree in _modules()
+        if any(
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and "published_" in n.value
+            and n.value.endswith(".json")
+            for n in ast.walk(tree)
+        )
+    )
     assert hits == ["hosts.py"]
     # no copy of a table row (name with its ε) as code anywhere but the data file
-    copies = sorted(mod for mod, tree in _modules()
-                    if mod != "reproduce.py" and _float_constants(tree, {0.05917, 0.99918, 0.35084, 0.41554}))
+    copies = sorted(
+        mod
+        for mod, tree in _modules()
+        if mod != "reproduce.py" and _float_constants(tree, {0.05917, 0.99918, 0.35084, 0.41554})
+    )
     assert copies == []

@@ -20,13 +20,46 @@ PKG = Path(__file__).resolve().parents[2] / "tl_geometry"
 
 #: What the pure package may not import (module prefixes under tl_geometry).
 PURE_FORBIDDEN = (
-    "capture", "families", "registry", "report", "models", "plotting", "readings", "html", "analysis",
-    "pipeline", "sae", "cli", "commands", "corpus", "hub", "weights_reader", "convergence", "reproduce",
-    "sweep", "experiments", "outdir",
+    "capture",
+    "families",
+    "registry",
+    "report",
+    "models",
+    "plotting",
+    "readings",
+    "html",
+    "analysis",
+    "pipeline",
+    "sae",
+    "cli",
+    "commands",
+    "corpus",
+    "hub",
+    "weights_reader",
+    "convergence",
+    "reproduce",
+    "sweep",
+    "experiments",
+    "outdir",
 )
 #: What the capture package may not import.
-CAPTURE_FORBIDDEN = ("metrics", "families", "registry", "report", "plotting", "readings", "html", "analysis",
-                     "pipeline", "sae", "cli", "commands", "reproduce", "sweep", "experiments")
+CAPTURE_FORBIDDEN = (
+    "metrics",
+    "families",
+    "registry",
+    "report",
+    "plotting",
+    "readings",
+    "html",
+    "analysis",
+    "pipeline",
+    "sae",
+    "cli",
+    "commands",
+    "reproduce",
+    "sweep",
+    "experiments",
+)
 
 
 def imported_modules(path: Path, root: Path = PKG) -> list[tuple[int, str]]:
@@ -72,8 +105,14 @@ def test_capture_knows_no_metric():
 
 
 def test_old_modules_are_gone():
-    for old in ("capture_agop.py", "capture.py", "metrics/basic.py", "metrics/_pga_metric.py",
-                "metrics/_capacity_registered.py", "metrics/_interaction_registered.py"):
+    for old in (
+        "capture_agop.py",
+        "capture.py",
+        "metrics/basic.py",
+        "metrics/_pga_metric.py",
+        "metrics/_capacity_registered.py",
+        "metrics/_interaction_registered.py",
+    ):
         assert not (PKG / old).exists(), old
 
 

@@ -113,8 +113,12 @@ def test_depth_width_ratio_tiny(tiny_model):
 
 @pytest.mark.parametrize(
     "obj, match",
-    [({"n_layers": 3}, "need n_layers and d_model"), ({"n_layers": 0, "d_model": 8}, ">= 1"),
-     ({"n_layers": 2.5, "d_model": 8}, "integers"), (object(), "need n_layers")],
+    [
+        ({"n_layers": 3}, "need n_layers and d_model"),
+        ({"n_layers": 0, "d_model": 8}, ">= 1"),
+        ({"n_layers": 2.5, "d_model": 8}, "integers"),
+        (object(), "need n_layers"),
+    ],
 )
 def test_depth_width_ratio_bad(obj, match):
     with pytest.raises(ValueError, match=match):
@@ -162,6 +166,7 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
             a = act.detach().clone().requires_grad_(True)
             store[name] = a
             return a
+
         return fn
 
     # HOOKS[0] is upstream of HOOKS[1]: capture each in its own forward so each is a leaf
@@ -231,8 +236,13 @@ def test_agop_batches_agree(tiny_model, tiny_tokens):
 
 
 def test_agop_on_bridge_and_hooked(any_tiny_model, tiny_tokens):
-    res = tg.agop(any_tiny_model, tiny_tokens[:2], hooks=["blocks.0.hook_resid_pre", "blocks.2.hook_resid_pre"],
-                  n_probes=4, progress=False)
+    res = tg.agop(
+        any_tiny_model,
+        tiny_tokens[:2],
+        hooks=["blocks.0.hook_resid_pre", "blocks.2.hook_resid_pre"],
+        n_probes=4,
+        progress=False,
+    )
     for s in res.stats.values():
         assert 0 < s.ratio < 1 and s.trace > 0 and math.isfinite(s.stderr)
 
@@ -346,8 +356,12 @@ def test_nfa_correlation_known_answers_and_reference():
 
 @pytest.mark.parametrize(
     "W, G, match",
-    [(torch.ones(4), torch.eye(4), "2-D"), (torch.ones(3, 5), torch.eye(4), "input rows"),
-     (torch.ones(2, 5), torch.eye(2), "d >= 3"), (torch.randn(3, 5), torch.eye(3), "constant")],
+    [
+        (torch.ones(4), torch.eye(4), "2-D"),
+        (torch.ones(3, 5), torch.eye(4), "input rows"),
+        (torch.ones(2, 5), torch.eye(2), "d >= 3"),
+        (torch.randn(3, 5), torch.eye(3), "constant"),
+    ],
 )
 def test_nfa_correlation_bad(W, G, match):
     with pytest.raises(ValueError, match=match):
@@ -365,8 +379,13 @@ def test_nfa_on_tiny_model(tiny_model, tiny_tokens):
 # ----------------------------------------------------------------------------- registered metrics
 def test_registered_metrics(tiny_model, tiny_tokens):
     assert {"agop", "wtw_aofe", "depth_width", "nfa"} <= set(tg.list_metrics())
-    rep = tg.analyze(tiny_model, tiny_tokens[:2], metrics=["agop", "wtw_aofe", "depth_width"],
-                     options={"agop": {"n_probes": 3, "progress": False}}, progress=False)
+    rep = tg.analyze(
+        tiny_model,
+        tiny_tokens[:2],
+        metrics=["agop", "wtw_aofe", "depth_width"],
+        options={"agop": {"n_probes": 3, "progress": False}},
+        progress=False,
+    )
     for h in tg.capture.resid_hooks(tiny_model, "pre"):
         for m in ("agop.aofe", "agop.aofe_ratio", "agop.trace"):
             row = [r for r in rep.rows if r.metric == m and r.hook == h]
@@ -388,8 +407,9 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     monkeypatch.setattr(tg.models, "load", lambda name, **kw: tiny_model)
     monkeypatch.setattr(tg.corpus, "tokens", lambda model, source, **kw: tiny_tokens[: kw["n_seqs"], : kw["seq_len"]])
     out = tmp_path / "agop.json"
-    rc = main(["agop", "--layers", "0", "2", "--n-probes", "3", "--n-seqs", "2", "--seq-len", "8", "--nfa",
-               "--out", str(out)])
+    rc = main(
+        ["agop", "--layers", "0", "2", "--n-probes", "3", "--n-seqs", "2", "--seq-len", "8", "--nfa", "--out", str(out)]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "R_D/W = 3/32" in text and "blocks.2.hook_resid_pre" in text and "nfa.corr_sqrt" in text
@@ -397,8 +417,10 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     assert {"agop.aofe_ratio", "depth_width.ratio", "wtw.aofe_ratio", "nfa.corr"} <= rep.metrics
 
 
-@pytest.mark.parametrize("argv, msg", [(["agop", "--hooks", "x", "--layers", "1"], "not both"),
-                                       (["agop", "--n-probes", "1"], "--n-probes must be >= 2")])
+@pytest.mark.parametrize(
+    "argv, msg",
+    [(["agop", "--hooks", "x", "--layers", "1"], "not both"), (["agop", "--n-probes", "1"], "--n-probes must be >= 2")],
+)
 def test_cli_agop_bad_args(argv, msg, capsys):
     from tl_geometry.cli import main
 
@@ -421,9 +443,15 @@ def test_offdiag_pearson_equals_corrcoef_on_all_offdiagonal_entries():
     assert tg.offdiag_pearson(A.float(), B.float()) == pytest.approx(ref, rel=1e-5)
 
 
-@pytest.mark.parametrize("A, B, match", [(torch.eye(3), torch.eye(4), "same shape"), (torch.ones(3), torch.eye(3), "square"),
-                                         (torch.eye(3), torch.ones(3, 3), "constant"),
-                                         (torch.full((3, 3), float("nan")), torch.eye(3), "non-finite")])
+@pytest.mark.parametrize(
+    "A, B, match",
+    [
+        (torch.eye(3), torch.eye(4), "same shape"),
+        (torch.ones(3), torch.eye(3), "square"),
+        (torch.eye(3), torch.ones(3, 3), "constant"),
+        (torch.full((3, 3), float("nan")), torch.eye(3), "non-finite"),
+    ],
+)
 def test_offdiag_pearson_bad(A, B, match):
     with pytest.raises(ValueError, match=match):
         tg.offdiag_pearson(A, B)
@@ -461,6 +489,7 @@ def _their_spearman(x, y):
         r = np.empty(len(a))
         r[np.argsort(a)] = np.arange(len(a))
         return r
+
     return _their_pearson(rank(np.asarray(x)), rank(np.asarray(y)))
 
 
@@ -489,8 +518,14 @@ def test_loss_correlations_against_their_functions_and_scipy():
     assert math.isnan(tg.loss_correlations([1, 2], {"x": [1, 2]})[0].pearson)  # fewer than 3 runs
 
 
-@pytest.mark.parametrize("kw, match", [(dict(metrics={}), "at least one"), (dict(metrics={"x": [1, 2]}), "'x' has 2"),
-                                       (dict(metrics={"x": [1, 2, 3]}, sizes=[1]), "sizes has 1")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(metrics={}), "at least one"),
+        (dict(metrics={"x": [1, 2]}), "'x' has 2"),
+        (dict(metrics={"x": [1, 2, 3]}, sizes=[1]), "sizes has 1"),
+    ],
+)
 def test_loss_correlations_bad(kw, match):
     with pytest.raises(ValueError, match=match):
         tg.loss_correlations([1.0, 2.0, 3.0], **kw)

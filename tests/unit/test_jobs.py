@@ -128,8 +128,16 @@ def test_run_jobs_on_error_shapes_the_error_record(tmp_path):
     def fn(params):
         raise RuntimeError("boom")
 
-    out = list(run_jobs([{"i": 0}], fn, p, catch=True, progress=False,
-                        on_error=lambda exc: {"error": str(exc), "kind": type(exc).__name__}))
+    out = list(
+        run_jobs(
+            [{"i": 0}],
+            fn,
+            p,
+            catch=True,
+            progress=False,
+            on_error=lambda exc: {"error": str(exc), "kind": type(exc).__name__},
+        )
+    )
     assert (out[0]["error"], out[0]["kind"]) == ("boom", "RuntimeError")
     (rec,) = read_records(p)
     assert rec["status"] == "error" and rec["kind"] == "RuntimeError"
@@ -150,10 +158,22 @@ def test_every_long_job_uses_run_jobs():
     import tl_geometry
 
     pkg = Path(tl_geometry.__file__).parent
-    for mod in ("sweep.py", "convergence.py", "packing.py", "reproduce.py", "experiments/shape_sweep.py",
-                "experiments/toy_superposition.py"):
+    for mod in (
+        "sweep.py",
+        "convergence.py",
+        "packing.py",
+        "reproduce.py",
+        "experiments/shape_sweep.py",
+        "experiments/toy_superposition.py",
+    ):
         tree = ast.parse((pkg / mod).read_text())
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        appends = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "append"
-                   and isinstance(n.value, ast.Name) and n.value.id == "rf"]
+        appends = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and n.attr == "append"
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "rf"
+        ]
         assert "run_jobs" in called and not appends, mod

@@ -68,8 +68,16 @@ def test_collect_holds_max_points_rows(model):
 def test_batch_size_is_respected(model):
     seen = []
     tokens = torch.zeros(10, 8, dtype=torch.long)
-    capture.run(model, tokens, capture.resid_hooks(model, "post")[:1], lambda h, a: seen.append(a.shape[0]),
-                batch_size=3, progress=False)
+    capture.run(
+        model,
+        tokens,
+        capture.resid_hooks(model, "post")[:1],
+        lambda h, a: seen.append(a.shape[0]),
+        batch_size=3,
+        progress=False,
+    )
     assert seen == [24, 24, 24, 8]  # 3 sequences x 8 positions per forward, the rest last
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
-        capture.run(model, tokens, capture.resid_hooks(model, "post")[:1], lambda h, a: None, batch_size=0, progress=False)
+        capture.run(
+            model, tokens, capture.resid_hooks(model, "post")[:1], lambda h, a: None, batch_size=0, progress=False
+        )

@@ -28,7 +28,9 @@ def test_hub_unreachable_message(monkeypatch):
         models.load("gpt2")
 
 
-@pytest.mark.parametrize("device, match", [("cuda:7", "not available"), ("tpu", "invalid device"), ("meta", "unsupported device")])
+@pytest.mark.parametrize(
+    "device, match", [("cuda:7", "not available"), ("tpu", "invalid device"), ("meta", "unsupported device")]
+)
 def test_bad_device(device, match):
     if device.startswith("cuda") and torch.cuda.device_count() > 7:
         pytest.skip("machine has 8 GPUs")
@@ -86,8 +88,17 @@ def _write_hf_dir(path):
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     hf = LlamaForCausalLM(cfg).eval()
     hf.save_pretrained(path)
     fast.save_pretrained(path)
@@ -101,11 +112,21 @@ def hf_dir(tmp_path_factory):
     return d, hf
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("gpt2", False), ("EleutherAI/pythia-70m", False), ("smollm2-135m", False),
-    ("some/file.gguf", True), ("model.GGUF", True), ("m.safetensors", True), ("./gpt2", True),
-    ("/abs/dir", True), ("a/b/c", True), ("~/models/x", True),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("gpt2", False),
+        ("EleutherAI/pythia-70m", False),
+        ("smollm2-135m", False),
+        ("some/file.gguf", True),
+        ("model.GGUF", True),
+        ("m.safetensors", True),
+        ("./gpt2", True),
+        ("/abs/dir", True),
+        ("a/b/c", True),
+        ("~/models/x", True),
+    ],
+)
 def test_is_path(name, expected):
     assert models.is_path(name) is expected
 
@@ -176,7 +197,9 @@ def test_truncated_safetensors_in_a_model_directory(hf_dir, tmp_path):
     shutil.copytree(d, bad)
     data = (d / "model.safetensors").read_bytes()
     (bad / "model.safetensors").write_bytes(data[: len(data) - 1000])
-    with pytest.raises(CorruptFileError, match=f"truncated.*says {len(data):,} bytes but the file has {len(data) - 1000:,}"):
+    with pytest.raises(
+        CorruptFileError, match=f"truncated.*says {len(data):,} bytes but the file has {len(data) - 1000:,}"
+    ):
         models.load(str(bad))
 
 
@@ -188,12 +211,17 @@ def test_truncated_gguf_is_refused_before_transformers(tmp_path, monkeypatch):
     size = src.stat().st_size
     import transformers
 
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
-                        lambda *a, **k: pytest.fail("transformers must not see a truncated file"))
+    monkeypatch.setattr(
+        transformers.AutoModelForCausalLM,
+        "from_pretrained",
+        lambda *a, **k: pytest.fail("transformers must not see a truncated file"),
+    )
     cut = tmp_path / "cut.gguf"
     with open(src, "rb") as fh:
         cut.write_bytes(fh.read(1 << 20))  # 1 MiB: inside the header (tokenizer tables)
-    with pytest.raises(CorruptFileError, match=f"truncated: its GGUF header alone needs at least .* the file has {1 << 20:,} bytes"):
+    with pytest.raises(
+        CorruptFileError, match=f"truncated: its GGUF header alone needs at least .* the file has {1 << 20:,} bytes"
+    ):
         models.load(str(cut))
     with open(src, "rb") as fh, open(cut, "wb") as out:  # 1 MiB short: inside the tensor data
         out.write(fh.read(size - (1 << 20)))
@@ -221,8 +249,12 @@ def test_unreachable_hub_fails_fast_and_quietly(monkeypatch, capsys, caplog, tmp
         calls.append(a)
         raise OSError("the hub client was called although the probe said unreachable")
 
-    for mod, attr in ((loading_from_pretrained, "get_pretrained_model_config"), (huggingface_hub, "hf_hub_download"),
-                      (huggingface_hub.file_download, "hf_hub_download"), (huggingface_hub.file_download, "get_hf_file_metadata")):
+    for mod, attr in (
+        (loading_from_pretrained, "get_pretrained_model_config"),
+        (huggingface_hub, "hf_hub_download"),
+        (huggingface_hub.file_download, "hf_hub_download"),
+        (huggingface_hub.file_download, "get_hf_file_metadata"),
+    ):
         monkeypatch.setattr(mod, attr, never)
     caplog.set_level("DEBUG")
     code = main(["report", "--model", "gpt2", "--out", str(tmp_path / "r"), "--no-figures"])

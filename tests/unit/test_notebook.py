@@ -95,7 +95,9 @@ def test_repr_html_is_what_jupyter_calls(report, frag, monkeypatch):
     assert HTMLFormatter()(report) == frag
 
 
-@pytest.mark.parametrize("family,figure", sorted(plotting.FAMILY_FIGURES.items()) + [("cosine_histogram", "cosine_histogram")])
+@pytest.mark.parametrize(
+    "family,figure", sorted(plotting.FAMILY_FIGURES.items()) + [("cosine_histogram", "cosine_histogram")]
+)
 def test_plot_returns_the_familys_figure(report, family, figure):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure

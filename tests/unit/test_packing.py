@@ -87,7 +87,9 @@ def test_optimized_packing_is_seeded():
 def test_optimized_packing_one_step_is_the_initial_draw():
     gen = torch.Generator().manual_seed(5)
     x = torch.nn.functional.normalize(torch.randn(15, 4, generator=gen), dim=1)
-    assert packing.optimized_packing(15, 4, steps=1, seed=5, device="cpu") == pytest.approx(ref_max_abs_cos(x), abs=1e-6)
+    assert packing.optimized_packing(15, 4, steps=1, seed=5, device="cpu") == pytest.approx(
+        ref_max_abs_cos(x), abs=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,7 +108,11 @@ def test_paper_schedule(k, d, lr, p):
 
 # ----------------------------------------------------------------------------- fit
 def test_fit_recovers_known_constants():
-    rows = [[k, d, math.sqrt(0.5 * math.log(k**1.1 / d) ** 1.3 / d**0.9)] for k in (1000, 4000, 16000, 64000) for d in (32, 128, 512)]
+    rows = [
+        [k, d, math.sqrt(0.5 * math.log(k**1.1 / d) ** 1.3 / d**0.9)]
+        for k in (1000, 4000, 16000, 64000)
+        for d in (32, 128, 512)
+    ]
     res = packing.fit(rows, form="full")
     assert res.params == pytest.approx({"C": 0.5, "a": 1.1, "b": 1.3, "c": 0.9}, rel=1e-4)
     assert res.r2 == pytest.approx(1.0) and res.mape < 1e-3
@@ -125,7 +131,9 @@ def test_fit_reproduces_the_paper_on_optimized_packing():
     # metrics against a plain recomputation
     k, d, y = np.array(data).T
     pred = np.where(k > d, np.sqrt(1.293 * np.log(np.clip(k / d, 1.00001, None)) / d), 0.0)
-    r2, mape = ref_r2_mape(y, np.where(k > d, np.sqrt(adj.params["C"] * np.log(np.clip(k / d, 1.00001, None)) / d), 0.0))
+    r2, mape = ref_r2_mape(
+        y, np.where(k > d, np.sqrt(adj.params["C"] * np.log(np.clip(k / d, 1.00001, None)) / d), 0.0)
+    )
     assert (adj.r2, adj.mape) == pytest.approx((r2, mape))
     assert ref_r2_mape(y, pred)[1] == pytest.approx(7.9, abs=0.1)
 

@@ -260,8 +260,13 @@ def test_pga_metric_bad_arguments(tiny_model, tiny_tokens):
 
 def test_pga_is_registered_and_runs_through_analyze(tiny_model, tiny_tokens):
     assert "pga" in tg.list_metrics() and "spectral" in tg.list_metrics()
-    r = tg.analyze(tiny_model, tiny_tokens, metrics=["pga"], options={"pga": {"k": 4, "n_null": 4, "max_points": 30}},
-                   progress=False)
+    r = tg.analyze(
+        tiny_model,
+        tiny_tokens,
+        metrics=["pga"],
+        options={"pga": {"k": 4, "n_null": 4, "max_points": 30}},
+        progress=False,
+    )
     assert len(r.filter("pga.z")) == tiny_model.cfg.n_layers
 
 
@@ -270,11 +275,30 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     from tl_geometry import cli
 
     asked = []
-    monkeypatch.setattr(tg.models, "load", lambda name, device="cpu", processing="tl": asked.append(processing) or tiny_model)
+    monkeypatch.setattr(
+        tg.models, "load", lambda name, device="cpu", processing="tl": asked.append(processing) or tiny_model
+    )
     monkeypatch.setattr(tg.corpus, "tokens", lambda model, source, **kw: tiny_tokens)
     out = tmp_path / "r.json"
-    rc = cli.main(["pga", "--k", "4", "--n-null", "4", "--ccr", "0", "1", "--max-points", "40", "--layers", "0", "2",
-                   "--out", str(out)])
+    rc = cli.main(
+        [
+            "pga",
+            "--k",
+            "4",
+            "--n-null",
+            "4",
+            "--ccr",
+            "0",
+            "1",
+            "--max-points",
+            "40",
+            "--layers",
+            "0",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "z CCR-0" in text and "blocks.2.hook_resid_post" in text
@@ -283,8 +307,23 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     assert asked == ["tl"] and {row.extras["preset"] for row in r.filter("pga.z").rows} == {"library"}
     # the paper preset loads the unprocessed model and uses Hugging Face's hidden_states hooks
     with pytest.warns(UserWarning, match="processing of this HookedTransformer is unknown"):
-        rc = cli.main(["pga", "--preset", "paper", "--k", "4", "--n-null", "4", "--ccr", "1", "--max-points", "40",
-                       "--out", str(out)])
+        rc = cli.main(
+            [
+                "pga",
+                "--preset",
+                "paper",
+                "--k",
+                "4",
+                "--n-null",
+                "4",
+                "--ccr",
+                "1",
+                "--max-points",
+                "40",
+                "--out",
+                str(out),
+            ]
+        )
     assert rc == 0 and asked[-1] == "none"
     r = tg.GeometryReport.from_json(out)
     assert [row.hook for row in r.filter("pga.z").rows] == tg.capture.hidden_state_hooks(tiny_model)

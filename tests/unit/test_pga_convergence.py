@@ -53,7 +53,10 @@ def test_convergence_matches_reference():
     g = torch.Generator().manual_seed(0)
     A = torch.randn(30, 12, generator=g)
     B = torch.cat([A[:, :6], torch.randn(30, 10, generator=g)], 1) @ torch.randn(16, 16, generator=g)
-    Va, Vb = tg.readout_basis(torch.randn(12, 40, generator=g), 3), tg.readout_basis(torch.randn(16, 40, generator=g), 3)
+    Va, Vb = (
+        tg.readout_basis(torch.randn(12, 40, generator=g), 3),
+        tg.readout_basis(torch.randn(16, 40, generator=g), 3),
+    )
     s = cv.convergence_score(A, B, Va, Vb, n_null=10, seed=4)
     full, read, z = _ref_convergence(A, B, Va, Vb, tg.haar_bases(12, 3, 10, seed=4), tg.haar_bases(16, 3, 10, seed=5))
     assert s.rho_full == pytest.approx(full, abs=1e-9)
@@ -126,7 +129,8 @@ def test_trajectory_table_resume_and_heatmap(tmp_path, tiny_tokens):
     # the same rows as tg.pga on one model
     ref = tg.pga(models["step1"], tiny_tokens, progress=False, **opts)
     assert r.value("pga.z", hook="blocks.2.hook_resid_post", ccr=1, checkpoint="step1") == pytest.approx(
-        ref.value("pga.z", hook="blocks.2.hook_resid_post", ccr=1))
+        ref.value("pga.z", hook="blocks.2.hook_resid_post", ccr=1)
+    )
 
     def boom():
         raise AssertionError("finished checkpoints must not be reloaded")

@@ -19,12 +19,30 @@ def _hf(kind):
 
     torch.manual_seed(0)
     if kind == "llama":  # RMSNorm, rotary, untied unembedding
-        hf = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                          tie_word_embeddings=False))
+        hf = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=97,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=3,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=64,
+                tie_word_embeddings=False,
+            )
+        )
     else:  # Pythia's architecture: LayerNorm (center_writing_weights changes the residual stream)
-        hf = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                                              num_attention_heads=4, max_position_embeddings=64, rotary_pct=0.25))
+        hf = GPTNeoXForCausalLM(
+            GPTNeoXConfig(
+                vocab_size=97,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=3,
+                num_attention_heads=4,
+                max_position_embeddings=64,
+                rotary_pct=0.25,
+            )
+        )
     with torch.no_grad():
         for name, p in hf.named_parameters():
             if "norm" in name and name.endswith("weight"):
@@ -50,7 +68,12 @@ def test_unprocessed_model_is_hugging_faces(hf_pair):
     with torch.no_grad():
         out = hf(toks, output_hidden_states=True)
     hooks = capture.hidden_state_hooks(raw)
-    assert hooks == ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post", "unembed.hook_in"]
+    assert hooks == [
+        "blocks.0.hook_resid_pre",
+        "blocks.0.hook_resid_post",
+        "blocks.1.hook_resid_post",
+        "unembed.hook_in",
+    ]
     assert len(hooks) == len(out.hidden_states) == raw.cfg.n_layers + 1
     _, cache = raw.run_with_cache(toks, names_filter=hooks)
     for h, ref in zip(hooks, out.hidden_states):
@@ -73,7 +96,9 @@ def test_processing_is_recorded(hf_pair):
     assert tl._tl_geometry_processing == {"fold_ln": True, "center_writing_weights": True, "center_unembed": True}
     assert tg.GeometryReport.from_rows([], model=raw).provenance["processing"] == "none"
     assert models.processing_flags("tl", center_unembed=False) == (
-        "custom", {"fold_ln": True, "center_writing_weights": True, "center_unembed": False, "fold_value_biases": True})
+        "custom",
+        {"fold_ln": True, "center_writing_weights": True, "center_unembed": False, "fold_value_biases": True},
+    )
     assert models.processing_name(torch.nn.Linear(2, 2)) == "unknown"
 
 
@@ -171,9 +196,17 @@ def test_registered_pga_refuses_too_few_points(tiny_model, tiny_tokens):
 
 
 # ----------------------------------------------------------------------------- plotting positions
-@pytest.mark.parametrize("hook,pos", [("blocks.0.hook_resid_pre", -1.0), ("blocks.3.hook_resid_pre", 2.0),
-                                      ("blocks.3.hook_resid_post", 3.0), ("unembed.hook_in", 5.0),
-                                      ("ln_final.hook_normalized", 5.0), ("hook_embed", -1.0)])
+@pytest.mark.parametrize(
+    "hook,pos",
+    [
+        ("blocks.0.hook_resid_pre", -1.0),
+        ("blocks.3.hook_resid_pre", 2.0),
+        ("blocks.3.hook_resid_post", 3.0),
+        ("unembed.hook_in", 5.0),
+        ("ln_final.hook_normalized", 5.0),
+        ("hook_embed", -1.0),
+    ],
+)
 def test_hook_position(hook, pos):
     from tl_geometry.report import layer_of
 

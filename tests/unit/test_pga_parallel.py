@@ -28,8 +28,14 @@ def _cases():
     zeros[1::7] = 1e-300
     zeros[2::11] = -1e-300
     return {
-        "random": base, "crowded": crowded, "ties": ties, "signed zeros": zeros,
-        "float32": base.float(), "float32 ties": ties.float(), "two": base[:2], "pow2": base[:4097],
+        "random": base,
+        "crowded": crowded,
+        "ties": ties,
+        "signed zeros": zeros,
+        "float32": base.float(),
+        "float32 ties": ties.float(),
+        "two": base[:2],
+        "pow2": base[:4097],
     }
 
 

@@ -30,8 +30,15 @@ def broken_metrics():
 
 
 def test_failed_metric_gives_partial_report(byte_model, broken_metrics, tmp_path):
-    rep = run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_fail", "depth_width"],
-                     out=tmp_path / "r", figures=False, progress=False)
+    rep = run_report(
+        byte_model,
+        n_seqs=2,
+        seq_len=16,
+        metrics=["shape", "_t_fail", "depth_width"],
+        out=tmp_path / "r",
+        figures=False,
+        progress=False,
+    )
     assert rep.provenance["status"] == "partial"
     assert "metric exploded" in rep.provenance["errors"]["_t_fail"]
     assert rep.value("shape.d_model") == 32 and "depth_width.ratio" in rep.metrics
@@ -41,16 +48,24 @@ def test_failed_metric_gives_partial_report(byte_model, broken_metrics, tmp_path
 
 def test_interrupted_run_keeps_results_marked(byte_model, broken_metrics, tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_interrupt", "depth_width"],
-                   out=tmp_path / "r", figures=False, progress=False)
+        run_report(
+            byte_model,
+            n_seqs=2,
+            seq_len=16,
+            metrics=["shape", "_t_interrupt", "depth_width"],
+            out=tmp_path / "r",
+            figures=False,
+            progress=False,
+        )
     saved = tg.GeometryReport.from_json(tmp_path / "r" / "report.json")
     assert saved.provenance["status"] == "interrupted"
     assert "shape.n_layers" in saved.metrics and "depth_width.ratio" not in saved.metrics
 
 
 def test_complete_run_with_figures(byte_model, tmp_path):
-    rep = run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "epsilon", "spectral"],
-                     out=tmp_path / "r", progress=False)
+    rep = run_report(
+        byte_model, n_seqs=2, seq_len=16, metrics=["shape", "epsilon", "spectral"], out=tmp_path / "r", progress=False
+    )
     assert rep.provenance["status"] == "complete" and rep.provenance["n_tokens"] == 32
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"report.json", "report.md", "index.html", "spectral.png"} <= files
@@ -75,8 +90,9 @@ def _assert_marked(folder, status):
 def test_fresh_interrupted_run_is_marked_in_every_file(byte_model, broken_metrics, tmp_path):
     out = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_interrupt", "depth_width"],
-                   out=out, progress=False)
+        run_report(
+            byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_interrupt", "depth_width"], out=out, progress=False
+        )
     _assert_marked(out, "interrupted")  # no previous report: the partial one is promoted, marked
     assert "depth_width" in tg.GeometryReport.from_json(out / "report.json").provenance["missing_metrics"]
     assert not (out / "partial-run").exists() and not (out / ".tl-geometry.lock").exists()
@@ -88,8 +104,15 @@ def test_interrupted_force_run_keeps_the_previous_report(byte_model, broken_metr
     before = _snapshot(out)
     assert "spectral.png" in before and "index.html" in before
     with pytest.raises(KeyboardInterrupt):
-        run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_interrupt", "spectral"],
-                   out=out, force=True, progress=False)
+        run_report(
+            byte_model,
+            n_seqs=2,
+            seq_len=16,
+            metrics=["shape", "_t_interrupt", "spectral"],
+            out=out,
+            force=True,
+            progress=False,
+        )
     assert _snapshot(out) == before  # byte for byte: report.json, report.md, index.html, PNGs
     _assert_marked(out / "partial-run", "interrupted")
     assert not (out / ".tl-geometry.lock").exists()
@@ -100,8 +123,15 @@ def test_interrupted_force_run_keeps_the_previous_report(byte_model, broken_metr
 
 
 def test_failed_metric_is_marked_in_every_file(byte_model, broken_metrics, tmp_path):
-    run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_fail"], out=tmp_path / "r",
-               figures=False, progress=False)
+    run_report(
+        byte_model,
+        n_seqs=2,
+        seq_len=16,
+        metrics=["shape", "_t_fail"],
+        out=tmp_path / "r",
+        figures=False,
+        progress=False,
+    )
     _assert_marked(tmp_path / "r", "partial")
     assert "metric exploded" in (tmp_path / "r" / "index.html").read_text()
 
@@ -141,8 +171,9 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
     ready = tmp_path / "ready"
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(script), str(out), str(ready)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(out), str(ready)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():
@@ -227,7 +258,11 @@ def _bad_inputs(tmp_path):
         (dict(ok, metrics=["shape", "shape"]), ValueError, "more than once"),
         (dict(ok, metrics=["pga"], options={"pga": {"n_null": 1}}), ValueError, "n_null=1 for metric 'pga'"),
         (dict(ok, metrics=["pga"], options={"pga": {"max_points": 1}}), ValueError, "max_points=1"),
-        (dict(ok, metrics=["epsilon_activations"], options={"epsilon_activations": {"max_points": 0}}), ValueError, "max_points=0"),
+        (
+            dict(ok, metrics=["epsilon_activations"], options={"epsilon_activations": {"max_points": 0}}),
+            ValueError,
+            "max_points=0",
+        ),
         (dict(ok, metrics=["agop"], options={"agop": {"n_probes": 1}}), ValueError, "n_probes=1 for metric 'agop'"),
         (dict(ok, metrics=["nfa"], options={"nfa": {"n_probes": 0}}), ValueError, "n_probes=0 for metric 'nfa'"),
         (dict(ok, metrics=["pga"], options={"pga": {"k": 0}}), ValueError, "option k=0"),
@@ -331,8 +366,13 @@ def test_progress_false_silences_the_metrics_own_bars(byte_model, tmp_path, caps
     assert "agop" in capsys.readouterr().err  # the bar this test looks for does exist
     run_report(byte_model, progress=False, **kw)
     assert capsys.readouterr().err == ""
-    tg.analyze(byte_model, tg.corpus.tokens(byte_model, n_seqs=2, seq_len=16), metrics=["agop"],
-               options={"agop": {"n_probes": 2}}, progress=False)
+    tg.analyze(
+        byte_model,
+        tg.corpus.tokens(byte_model, n_seqs=2, seq_len=16),
+        metrics=["agop"],
+        options={"agop": {"n_probes": 2}},
+        progress=False,
+    )
     assert capsys.readouterr().err == ""
 
 

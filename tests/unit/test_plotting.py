@@ -86,9 +86,16 @@ def test_spectral_panels_only_for_present_metrics():
 
 
 def test_spectral_draws_both_definitions_when_present():
-    rows = [{"metric": m, "hook": f"blocks.{l}.hook_resid_post", "value": v + l}
-            for l in range(3) for m, v in (("spectral.rankme", 10.0), ("spectral.rankme_eig", 4.0),
-                                           ("spectral.alpha_req", 1.5), ("spectral.alpha_req_reptrix", 0.9))]
+    rows = [
+        {"metric": m, "hook": f"blocks.{l}.hook_resid_post", "value": v + l}
+        for l in range(3)
+        for m, v in (
+            ("spectral.rankme", 10.0),
+            ("spectral.rankme_eig", 4.0),
+            ("spectral.alpha_req", 1.5),
+            ("spectral.alpha_req_reptrix", 0.9),
+        )
+    ]
     fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
     rank_ax, alpha_ax = [ax for ax in fig.axes if ax.axison]
     assert [list(line.get_ydata()) for line in rank_ax.lines] == [[10.0, 11.0, 12.0], [4.0, 5.0, 6.0]]
@@ -103,8 +110,10 @@ def test_aofe_title_names_depth_width(full_report):
 
 
 def test_sae_widths_bound_off_chart():
-    rows = [{"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
-            {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.05}}]
+    rows = [
+        {"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
+        {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.05}},
+    ]
     fig = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m"))
     ax = fig.axes[0]
     assert any("off the chart" in t.get_text() for t in ax.texts)
@@ -114,8 +123,10 @@ def test_sae_widths_bound_off_chart():
 @pytest.mark.parametrize("eps", [0.5, 0.15])
 def test_sae_widths_no_count_outside_class2(eps):
     """A number in a Class-1 or boundary capacity row (an old report) is never drawn as a count."""
-    rows = [{"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
-            {"metric": "capacity.W_E", "value": 3000.0, "extras": {"d": 64, "form": "full", "epsilon": eps}}]
+    rows = [
+        {"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
+        {"metric": "capacity.W_E", "value": 3000.0, "extras": {"d": 64, "form": "full", "epsilon": eps}},
+    ]
     ax = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m")).axes[0]
     assert any("indeterminate" in t.get_text() for t in ax.texts)
     assert not any("capacity from" in line.get_label() for line in ax.lines)
@@ -150,7 +161,9 @@ def test_log10_capacity_matches_package_capacity():
     for d, eps in [(64, 0.3), (576, 0.15)]:
         k = cap.capacity(d, eps, form="full")
         # the package rounds up (ceil); compare in log space
-        assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(math.log10(k), abs=1e-6 + math.log10(1 + 1 / k))
+        assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(
+            math.log10(k), abs=1e-6 + math.log10(1 + 1 / k)
+        )
 
 
 def test_capacity_curve_too_wide_for_float_stays_finite():
@@ -175,11 +188,14 @@ def test_histogram_of_reads_what_the_epsilon_metric_writes():
     np.testing.assert_array_equal(edges, [0, 0.5, 1])
 
 
-@pytest.mark.parametrize("extras", [  # shapes no metric writes
-    {"histogram": [[1, 2], [0, 0.5, 1]]},
-    {"counts": [1, 2], "edges": [0, 0.5, 1]},
-    {"hist_counts": [1, 2], "hist_edges": [0, 0.5, 1]},
-])
+@pytest.mark.parametrize(
+    "extras",
+    [  # shapes no metric writes
+        {"histogram": [[1, 2], [0, 0.5, 1]]},
+        {"counts": [1, 2], "edges": [0, 0.5, 1]},
+        {"hist_counts": [1, 2], "hist_edges": [0, 0.5, 1]},
+    ],
+)
 def test_histogram_of_ignores_other_shapes(extras):
     assert plotting.histogram_of(extras) is None
 
@@ -230,7 +246,13 @@ def test_capacity_reading_names_class_and_published_model():
 def test_sections_are_optional():
     assert readings.sections(GeometryReport.from_rows([], model="m")) == {}
     assert list(readings.sections(make_report(families=("sae",)))) == ["SAE comparison"]
-    assert list(readings.sections(make_report())) == ["Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"]
+    assert list(readings.sections(make_report())) == [
+        "Capacity",
+        "Subspace PGA",
+        "Spectral",
+        "Interaction",
+        "SAE comparison",
+    ]
 
 
 def test_pga_reading_counts_negative_layers(full_report):
@@ -243,7 +265,9 @@ def test_pga_reading_counts_negative_layers(full_report):
 
 
 def test_depth_width_reading():
-    rows = [{"metric": "depth_width.ratio", "value": 30 / 576, "extras": {"in_interval": False, "interval": [0.023, 0.047]}}]
+    rows = [
+        {"metric": "depth_width.ratio", "value": 30 / 576, "extras": {"in_interval": False, "interval": [0.023, 0.047]}}
+    ]
     (line,) = readings.read_interaction(GeometryReport.from_rows(rows, model="m"))
     assert "0.0521" in line and "above" in line
 
@@ -267,8 +291,10 @@ def test_closest_width_brute_force():
 
 def test_reading_smollm2_like_example():
     """The issue's example: ε = 0.73 at d = 576 reads "Class 1, like Gemma-3-270M (0.416)"."""
-    rows = [{"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576}},
-            {"metric": "capacity.W_E", "value": 6.5e34, "extras": {"form": "full", "epsilon": 0.729, "d": 576}}]
+    rows = [
+        {"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576}},
+        {"metric": "capacity.W_E", "value": 6.5e34, "extras": {"form": "full", "epsilon": 0.729, "d": 576}},
+    ]
     text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "ε = 0.729" in text and "Class 1, like Gemma-3-270M (0.416, d = 640)" in text
     assert "capacity indeterminate, not a count" in text and "6.5" not in text  # the number is not read out
@@ -277,9 +303,20 @@ def test_reading_smollm2_like_example():
 
 def test_reading_compares_only_raw_w_e_with_the_table():
     """SmolLM2 is tied: W_E ε 0.729 (raw) is the paper's number; the processed W_U's 0.23 is not compared."""
-    rows = [{"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576, "raw": True}},
-            {"metric": "epsilon.W_U", "value": 0.23, "extras": {"mean": 0.03, "std": 0.1, "d": 576, "raw": False,
-                                                                 "raw_why": "fold_ln and center_unembed changed W_U"}}]
+    rows = [
+        {"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576, "raw": True}},
+        {
+            "metric": "epsilon.W_U",
+            "value": 0.23,
+            "extras": {
+                "mean": 0.03,
+                "std": 0.1,
+                "d": 576,
+                "raw": False,
+                "raw_why": "fold_ln and center_unembed changed W_U",
+            },
+        },
+    ]
     lines = readings.read_capacity(GeometryReport.from_rows(rows, model="m"))
     we = next(t for t in lines if t.startswith("W_E"))
     wu = next(t for t in lines if t.startswith("W_U"))
@@ -289,10 +326,22 @@ def test_reading_compares_only_raw_w_e_with_the_table():
 
 def test_reading_count_says_preset_and_three_sigma():
     k = tg.capacity(4096, 0.0645)
-    rows = [{"metric": "epsilon.W_E", "value": 0.0645, "extras": {"d": 4096, "raw": True}},
-            {"metric": "capacity.W_E", "value": k, "extras": {"form": "full", "preset": "paper", "epsilon": 0.0645,
-                                                               "d": 4096, "status": "count", "reason": "",
-                                                               "k_3sigma": 1.0e9}}]
+    rows = [
+        {"metric": "epsilon.W_E", "value": 0.0645, "extras": {"d": 4096, "raw": True}},
+        {
+            "metric": "capacity.W_E",
+            "value": k,
+            "extras": {
+                "form": "full",
+                "preset": "paper",
+                "epsilon": 0.0645,
+                "d": 4096,
+                "status": "count",
+                "reason": "",
+                "k_3sigma": 1.0e9,
+            },
+        },
+    ]
     text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "capacity k ≈ 3.99e+07" in text and 'preset "paper"' in text and "μ + 3σ" in text
 
@@ -312,14 +361,25 @@ def test_sae_layer_sources(row, layer):
 
 
 def test_sae_layer_unknown_is_nan():
-    (r,) = GeometryReport.from_rows([{"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "final"}}], model="m").rows
+    (r,) = GeometryReport.from_rows(
+        [{"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "final"}}], model="m"
+    ).rows
     assert math.isnan(plotting._sae_layer(r))
 
 
 def test_model_line():
-    rep = GeometryReport.from_rows([{"metric": "shape.d_vocab", "value": 49152.0}], model="m",
-                                   provenance={"n_layers": 30, "d_model": 576, "tokens_shape": [4, 64], "corpus": "pydoc",
-                                               "total_s": 61.2, "weight_processing": {"fold_ln": True, "center_unembed": False}})
+    rep = GeometryReport.from_rows(
+        [{"metric": "shape.d_vocab", "value": 49152.0}],
+        model="m",
+        provenance={
+            "n_layers": 30,
+            "d_model": 576,
+            "tokens_shape": [4, 64],
+            "corpus": "pydoc",
+            "total_s": 61.2,
+            "weight_processing": {"fold_ln": True, "center_unembed": False},
+        },
+    )
     assert readings.model_line(rep) == (
         "30 layers, d_model 576, vocabulary 49,152; 4 × 64 tokens of pydoc; computed in 61 s; weights processed with fold_ln."
     )

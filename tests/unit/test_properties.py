@@ -177,8 +177,12 @@ def test_readout_basis(mk, k):
 
 
 @FAST
-@given(mk=matrices(min_rows=0, max_rows=12, min_cols=2, max_cols=6), k=st.integers(1, 8),
-       n_null=st.integers(0, 5), ccr=st.integers(0, 2))
+@given(
+    mk=matrices(min_rows=0, max_rows=12, min_cols=2, max_cols=6),
+    k=st.integers(1, 8),
+    n_null=st.integers(0, 5),
+    ccr=st.integers(0, 2),
+)
 def test_pga_score_finite_or_clear_error(mk, k, n_null, ccr):
     Hm, kind = mk
     d = Hm.shape[1]
@@ -224,8 +228,13 @@ def _ref_aofe(G: torch.Tensor):
 
 
 @FAST
-@given(n=st.integers(0, 6), m=st.integers(0, 6), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16),
-       bad=st.sampled_from(["none", "none", "none", "nan", "zero"]))
+@given(
+    n=st.integers(0, 6),
+    m=st.integers(0, 6),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**16),
+    bad=st.sampled_from(["none", "none", "none", "nan", "zero"]),
+)
 def test_aofe(n, m, dtype, seed, bad):
     G = torch.randn(n, m, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
     if bad == "nan" and G.numel():
@@ -302,8 +311,17 @@ def _models():
         from transformer_lens.model_bridge import TransformerBridge  # noqa: F401
 
         if H.has_hooked_transformer():  # on TL 4 tiny_model already is a bridge
-            kw = dict(n_layers=2, d_model=16, n_ctx=32, d_head=4, n_heads=4, d_mlp=32, d_vocab=53,
-                      act_fn="gelu", normalization_type="LN")
+            kw = dict(
+                n_layers=2,
+                d_model=16,
+                n_ctx=32,
+                d_head=4,
+                n_heads=4,
+                d_mlp=32,
+                d_vocab=53,
+                act_fn="gelu",
+                normalization_type="LN",
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out.append(("bridge", TransformerBridge.boot_native(kw).eval()))
@@ -377,8 +395,13 @@ def test_registered_metrics_bad_options_raise_and_leave_no_hook(which, case):
 
 
 @SLOW
-@given(which=st.integers(0, 1), max_points=st.integers(1, 80), n_seqs=st.integers(1, 5),
-       seq_len=st.integers(2, 12), seed=st.integers(0, 1000))
+@given(
+    which=st.integers(0, 1),
+    max_points=st.integers(1, 80),
+    n_seqs=st.integers(1, 5),
+    seq_len=st.integers(2, 12),
+    seed=st.integers(0, 1000),
+)
 def test_collect_respects_max_points(which, max_points, n_seqs, seq_len, seed):
     name, model = models()[which % len(models())]
     tokens = torch.randint(0, model.cfg.d_vocab, (n_seqs, seq_len), generator=torch.Generator().manual_seed(seed))

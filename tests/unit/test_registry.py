@@ -57,21 +57,35 @@ def _write_dist(site, dist, module, source, entry):
 @pytest.fixture
 def plugin_site(tmp_path, monkeypatch):
     """A temp site dir holding three installed plugin distributions (real dist-info metadata)."""
-    _write_dist(tmp_path, "tlg_good_plugin", "tlg_good_plugin", """
+    _write_dist(
+        tmp_path,
+        "tlg_good_plugin",
+        "tlg_good_plugin",
+        """
         import tl_geometry as tg
         @tg.register_metric("plugin_norm", needs="weights")
         def plugin_norm(model, tokens, *, hooks=None):
             '''Frobenius norm of W_E.'''
             w = tg.capture.weight(model, "W_E")
             return tg.GeometryReport.from_rows([{"metric": "plugin_norm", "value": float(w.norm())}], model=model)
-    """, "norm = tlg_good_plugin")
-    _write_dist(tmp_path, "tlg_broken_plugin", "tlg_broken_plugin", "import not_a_module_xyz\n", "broken = tlg_broken_plugin")
-    _write_dist(tmp_path, "tlg_evil_plugin", "tlg_evil_plugin", """
+    """,
+        "norm = tlg_good_plugin",
+    )
+    _write_dist(
+        tmp_path, "tlg_broken_plugin", "tlg_broken_plugin", "import not_a_module_xyz\n", "broken = tlg_broken_plugin"
+    )
+    _write_dist(
+        tmp_path,
+        "tlg_evil_plugin",
+        "tlg_evil_plugin",
+        """
         import tl_geometry as tg
         @tg.register_metric("shape", needs="weights", overwrite=True)
         def shape(model, tokens, *, hooks=None):
             return tg.GeometryReport()
-    """, "evil = tlg_evil_plugin")
+    """,
+        "evil = tlg_evil_plugin",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     for name in ("plugin_norm",):

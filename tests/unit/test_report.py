@@ -91,7 +91,11 @@ def test_atomic_write_text_mode_follows_umask(tmp_path, umask):
     assert want == 0o666 & ~umask
     for name in ("a.txt", "r.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == want
-    assert (tmp_path / "a.txt").read_text() == "y" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "plain.txt", "r.json"]
+    assert (tmp_path / "a.txt").read_text() == "y" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.txt",
+        "plain.txt",
+        "r.json",
+    ]
 
 
 def test_transformer_lens_version_is_the_installed_one(tiny_model):

@@ -25,7 +25,13 @@ def test_nfa_left_out_unless_named_and_the_report_says_so(byte_model, monkeypatc
     metrics = set(rep.to_pandas()["metric"])
     assert not any(m.startswith("nfa") for m in metrics) and any(m.startswith("depth_width") for m in metrics)
     assert "nfa" in rep.provenance["left_out"] and "--metrics" in rep.provenance["left_out"]["nfa"]
-    named = pipeline.run_report(byte_model, n_seqs=2, seq_len=16, metrics=["depth_width", "nfa"],
-                                options={"nfa": {"n_probes": 2}}, progress=False)
+    named = pipeline.run_report(
+        byte_model,
+        n_seqs=2,
+        seq_len=16,
+        metrics=["depth_width", "nfa"],
+        options={"nfa": {"n_probes": 2}},
+        progress=False,
+    )
     assert any(m.startswith("nfa.corr") for m in set(named.to_pandas()["metric"]))
     assert named.provenance["left_out"] == {}

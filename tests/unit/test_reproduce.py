@@ -33,8 +33,13 @@ def _by_id(res):
 # ----------------------------------------------------------------------------- rows and tolerances
 @pytest.mark.parametrize(
     "text, value, tol",
-    [("3.029", 3.029, 0.001 / 3.029), ("277", 277.0, 1 / 277), ("3.99e7", 3.99e7, 0.01 / 3.99), ("2e20", 2e20, 0.5),
-     ("0.9998", 0.9998, 1e-4 / 0.9998)],
+    [
+        ("3.029", 3.029, 0.001 / 3.029),
+        ("277", 277.0, 1 / 277),
+        ("3.99e7", 3.99e7, 0.01 / 3.99),
+        ("2e20", 2e20, 0.5),
+        ("0.9998", 0.9998, 1e-4 / 0.9998),
+    ],
 )
 def test_published_tolerance_is_one_unit_of_the_last_digit(text, value, tol):
     v, t = published_tolerance(text)
@@ -50,10 +55,16 @@ def test_compare_and_delta():
     assert _compare(100.0, 100.9, 0.01) == "reproduced"
     assert _compare(100.0, 101.1, 0.01) == "differs"
     assert _compare(100.0, float("nan"), 0.01) == "differs"
-    row = ReproRow(id="capacity.x", family="capacity", figure="f", paper=200.0, ours=210.0, tolerance=0.1, status="reproduced")
+    row = ReproRow(
+        id="capacity.x", family="capacity", figure="f", paper=200.0, ours=210.0, tolerance=0.1, status="reproduced"
+    )
     assert row.delta == pytest.approx(0.05)
-    assert ReproRow(id="capacity.y", family="capacity", figure="f", paper="9–24", ours=3.0, tolerance=None,
-                    status="measured").delta is None
+    assert (
+        ReproRow(
+            id="capacity.y", family="capacity", figure="f", paper="9–24", ours=3.0, tolerance=None, status="measured"
+        ).delta
+        is None
+    )
 
 
 def test_row_rejects_unknown_status_and_family():
@@ -83,9 +94,18 @@ def test_tiny_run_writes_outputs(tiny_run):
 def test_tiny_run_reproduces_the_published_fits(tiny_run):
     """Against the capacity paper's published constants (Sec. 3.2–3.3) and the authors' code."""
     rows = _by_id(tiny_run)
-    for id_ in ("capacity.fit.jl_random.C", "capacity.fit.adjusted.C", "capacity.fit.full.C", "capacity.fit.full.a",
-                "capacity.fit.full.b", "capacity.fit.full.c", "capacity.fit.full.R2", "capacity.fit.jl_optimized.MAPE",
-                "capacity.bound.jl_C8", "capacity.bound.jl_C3029"):
+    for id_ in (
+        "capacity.fit.jl_random.C",
+        "capacity.fit.adjusted.C",
+        "capacity.fit.full.C",
+        "capacity.fit.full.a",
+        "capacity.fit.full.b",
+        "capacity.fit.full.c",
+        "capacity.fit.full.R2",
+        "capacity.fit.jl_optimized.MAPE",
+        "capacity.bound.jl_C8",
+        "capacity.bound.jl_C3029",
+    ):
         assert rows[id_].status == "reproduced", rows[id_]
     assert rows["capacity.fit.jl_random.C"].paper == 3.029
     assert rows["capacity.bound.jl_C3029"].ours == pytest.approx(277, abs=1)
@@ -126,8 +146,14 @@ def test_tiny_toy_has_an_interior_peak(tiny_run):
 # ----------------------------------------------------------------------------- given model
 @pytest.mark.filterwarnings("ignore:PGA preset 'paper' expects the unprocessed model")
 def test_given_model_runs_model_rows(tmp_path, tiny_model):
-    res = tg.reproduce(["pga", "interaction"], size="tiny", out=tmp_path, model=tiny_model, progress=False,
-                       checks=["pga.profile", "interaction.offline_rdw"])
+    res = tg.reproduce(
+        ["pga", "interaction"],
+        size="tiny",
+        out=tmp_path,
+        model=tiny_model,
+        progress=False,
+        checks=["pga.profile", "interaction.offline_rdw"],
+    )
     rows = _by_id(res)
     assert rows["interaction.offline.rdw"].ours == pytest.approx(3 / 32)
     assert rows["interaction.offline.rdw"].status == "measured"
@@ -142,6 +168,7 @@ def _counting(monkeypatch):
     calls = []
     new = []
     for c in CHECKS:
+
         def fn(ctx, _c=c):
             calls.append(_c.id)
             return _c.fn(ctx)
@@ -192,8 +219,10 @@ def test_failing_check_is_an_error_row_and_retried(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- CLI
 def test_cli_tiny_exit_0(tmp_path, capsys):
-    assert main(["reproduce", "capacity", "--tiny", "--check", "capacity.bounds", "--out", str(tmp_path),
-                 "--no-progress"]) == 0
+    assert (
+        main(["reproduce", "capacity", "--tiny", "--check", "capacity.bounds", "--out", str(tmp_path), "--no-progress"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "8 reproduced" in out and "reproduce.md" in out
     assert "Llama-2-7B JL bound at C = 3.029" in (tmp_path / "reproduce.md").read_text()

@@ -113,7 +113,16 @@ def test_parse_width_rules(texts, d_model, expected):
 
 def test_k_suffix_means_nearest_power_of_two():
     # k: the power of two within 5% of N*1000, else N*1024
-    for n, want in [(4, 4096), (16, 16384), (32, 32768), (65, 65536), (131, 131072), (262, 262144), (524, 524288), (80, 81920)]:
+    for n, want in [
+        (4, 4096),
+        (16, 16384),
+        (32, 32768),
+        (65, 65536),
+        (131, 131072),
+        (262, 262144),
+        (524, 524288),
+        (80, 81920),
+    ]:
         assert S.parse_width(f"width_{n}k")[0] == want
 
 
@@ -187,8 +196,16 @@ def test_widths_cover_the_whole_directory(all_widths, directory):
 
 def test_widths_spot_checks_against_ids(all_widths):
     # plain reference: the width written in a gemma-scope id is the width parsed
-    table = {"width_4k": 4096, "width_16k": 16384, "width_32k": 32768, "width_65k": 65536,
-             "width_131k": 131072, "width_262k": 262144, "width_524k": 524288, "width_1m": 1048576}
+    table = {
+        "width_4k": 4096,
+        "width_16k": 16384,
+        "width_32k": 32768,
+        "width_65k": 65536,
+        "width_131k": 131072,
+        "width_262k": 262144,
+        "width_524k": 524288,
+        "width_1m": 1048576,
+    }
     checked = 0
     for w in all_widths:
         for key, value in table.items():
@@ -383,7 +400,9 @@ def test_compare_published_names_with_directory_saes():
     assert {r.value for r in rep.filter("sae.d_sae").rows} == {32768.0, 131072.0}
     shared = rep.filter("sae.shared_ratio").rows[0]
     assert shared.extras["tied"] is False  # Llama-3.1-8B has a separate lm_head: 2V
-    assert shared.value == pytest.approx((2 * 128256 + rep.filter("sae.d_sae").rows[0].value) / rep.value("capacity.W_E"))
+    assert shared.value == pytest.approx(
+        (2 * 128256 + rep.filter("sae.d_sae").rows[0].value) / rep.value("capacity.W_E")
+    )
     assert rep.provenance["sae_n_unknown_width"] == 2  # temporal-sae-llama-3.1-8b
 
 
@@ -417,8 +436,14 @@ def test_registered_metric_returns_only_sae_rows(wide_model):
     spec = tg.get_metric("sae")
     assert spec.needs == "weights"
     rep = spec(wide_model, None, saes=[make_sae(d_in=256, d_sae=32)])
-    assert rep.metrics == {"sae.d_sae", "sae.capacity_ratio", "sae.shared_ratio",
-                           "sae.decoder_epsilon", "sae.frac_above_host_epsilon", "sae.decoder_capacity"}
+    assert rep.metrics == {
+        "sae.d_sae",
+        "sae.capacity_ratio",
+        "sae.shared_ratio",
+        "sae.decoder_epsilon",
+        "sae.frac_above_host_epsilon",
+        "sae.decoder_capacity",
+    }
     assert len(spec(wide_model, None).rows) == 0  # no SAE of a random model in the directory
 
 
@@ -499,7 +524,10 @@ def test_from_pretrained_with_converter_hook():
 
 # ----------------------------------------------------------------------------- bad input
 def test_offline_without_cache_fails_fast_and_clearly(hf_cache):
-    with pytest.raises(S.HubUnavailableError, match="HF_HUB_OFFLINE is set and repository 'jbloom/GPT2-Small-SAEs-Reformatted' is not in the local"):
+    with pytest.raises(
+        S.HubUnavailableError,
+        match="HF_HUB_OFFLINE is set and repository 'jbloom/GPT2-Small-SAEs-Reformatted' is not in the local",
+    ):
         S.load(release="gpt2-small-res-jb", sae_id="blocks.0.hook_resid_pre")
     with pytest.raises(S.HubUnavailableError, match="config='hub' needs the Hugging Face hub"):
         S.widths("gpt2-small", config="hub")
@@ -529,7 +557,9 @@ def test_unreachable_hub_without_cache_fails_fast(hf_cache, monkeypatch):
 def test_unknown_release_and_sae_id_list_close_matches():
     with pytest.raises(ValueError, match=r"unknown sae_lens release 'gemma-scope-2b-pt-rez'.*gemma-scope-2b-pt-res"):
         S.load(release="gemma-scope-2b-pt-rez", sae_id="x")
-    with pytest.raises(ValueError, match=r"unknown sae_id 'layer_20/width_16k/average_l0_7'.*layer_20/width_16k/average_l0_71"):
+    with pytest.raises(
+        ValueError, match=r"unknown sae_id 'layer_20/width_16k/average_l0_7'.*layer_20/width_16k/average_l0_71"
+    ):
         S.load(release="gemma-scope-2b-pt-res", sae_id="layer_20/width_16k/average_l0_7")
     with pytest.raises(ValueError, match="unknown sae_lens release 'nope'"):
         S.widths(releases=["nope"])
@@ -588,14 +618,42 @@ def test_cli_widths_and_compare(tmp_path, capsys):
     matplotlib.use("Agg")
     from tl_geometry.cli import main
 
-    assert main(["sae", "widths", "--model", "meta-llama/Llama-3.1-8B", "--config", "none",
-                 "--json", str(tmp_path / "w.json")]) == 0
+    assert (
+        main(
+            [
+                "sae",
+                "widths",
+                "--model",
+                "meta-llama/Llama-3.1-8B",
+                "--config",
+                "none",
+                "--json",
+                str(tmp_path / "w.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "llama_scope_lxr_8x" in out and "32,768" in out and "unknown width: temporal-sae-llama-3.1-8b (2)" in out
     data = json.loads((tmp_path / "w.json").read_text())
     assert data["summary"]["n"] == len(data["rows"]) == len(S.widths("meta-llama/Llama-3.1-8B", config="none"))
-    assert main(["sae", "compare", "--model", "gemma-2-27b", "--config", "none",
-                 "--out", str(tmp_path / "r.json"), "--figure", str(tmp_path / "f.png")]) == 0
+    assert (
+        main(
+            [
+                "sae",
+                "compare",
+                "--model",
+                "gemma-2-27b",
+                "--config",
+                "none",
+                "--out",
+                str(tmp_path / "r.json"),
+                "--figure",
+                str(tmp_path / "f.png"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Gemma-2-27B" in out and "published" in out and "gemma-scope-27b-pt-res" in out
     assert (tmp_path / "f.png").exists() and (tmp_path / "r.json").exists()

@@ -18,5 +18,8 @@ def test_truncated_saved_sae_names_the_file_and_sizes(tmp_path):
     (weights,) = (tmp_path / "sae").glob("*.safetensors")
     data = weights.read_bytes()
     weights.write_bytes(data[:-64])
-    with pytest.raises(CorruptFileError, match=rf"{weights.name} is truncated: .* says {len(data):,} bytes but the file has {len(data) - 64:,}"):
+    with pytest.raises(
+        CorruptFileError,
+        match=rf"{weights.name} is truncated: .* says {len(data):,} bytes but the file has {len(data) - 64:,}",
+    ):
         S.load(path=tmp_path / "sae")

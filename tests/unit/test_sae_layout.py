@@ -9,8 +9,16 @@ from pathlib import Path
 import tl_geometry as tg
 
 PACKAGE = Path(tg.__file__).parent
-MODEL_FACING = ("tl_geometry.models", "tl_geometry.capture", "tl_geometry.registry", "tl_geometry.report",
-                "tl_geometry.plotting", "tl_geometry.sae", "tl_geometry.hosts", "tl_geometry.analysis")
+MODEL_FACING = (
+    "tl_geometry.models",
+    "tl_geometry.capture",
+    "tl_geometry.registry",
+    "tl_geometry.report",
+    "tl_geometry.plotting",
+    "tl_geometry.sae",
+    "tl_geometry.hosts",
+    "tl_geometry.analysis",
+)
 
 
 def _imports(tree: ast.AST, *, top_level_only: bool = False) -> list[str]:
@@ -37,8 +45,11 @@ def test_sae_lens_is_imported_only_inside_functions():
 
 
 def test_hub_cache_and_offline_switch_live_in_hub_py():
-    hits = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
-                  if any(s in p.read_text() for s in ("constants.HF_HUB_CACHE", "constants.HF_HUB_OFFLINE =", "models--{")))
+    hits = sorted(
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if any(s in p.read_text() for s in ("constants.HF_HUB_CACHE", "constants.HF_HUB_OFFLINE =", "models--{"))
+    )
     assert hits == ["hub.py"]
 
 

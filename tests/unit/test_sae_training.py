@@ -23,7 +23,9 @@ def trained(tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("sae") / "sae"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        T.train_sae(tiny_model, tokens, hook=HOOK, out=out, d_sae=96, k=4, training_tokens=16384, batch_tokens=256, lr=3e-3)
+        T.train_sae(
+            tiny_model, tokens, hook=HOOK, out=out, d_sae=96, k=4, training_tokens=16384, batch_tokens=256, lr=3e-3
+        )
     return out, tokens
 
 

@@ -64,7 +64,12 @@ def scan(source: str, filename: str = "<src>") -> list[str]:
             name = _dotted(node.func)
             if isinstance(node.func, ast.Name) and name in ("eval", "exec", "compile"):
                 problems.append(f"{where}: calls {name}()")
-            if isinstance(node.func, ast.Name) and name == "__import__" and node.args and not isinstance(node.args[0], ast.Constant):
+            if (
+                isinstance(node.func, ast.Name)
+                and name == "__import__"
+                and node.args
+                and not isinstance(node.args[0], ast.Constant)
+            ):
                 problems.append(f"{where}: __import__ with a computed name")
             if name in ("os.system", "os.popen", "os.execv", "os.execvp", "commands.getoutput"):
                 problems.append(f"{where}: calls {name}")

@@ -20,8 +20,9 @@ def text_file(tmp_path):
 
 
 def tiny_cfg(source, **kw):
-    base = dict(budgets=(9000.0,), depths=(1, 2), steps=3, n_ctx=16, batch_size=4, eval_seqs=4, n_agop_seqs=2,
-                source=source)
+    base = dict(
+        budgets=(9000.0,), depths=(1, 2), steps=3, n_ctx=16, batch_size=4, eval_seqs=4, n_agop_seqs=2, source=source
+    )
     base.update(kw)
     return ss.SweepConfig(**base)
 
@@ -60,8 +61,15 @@ def test_shapes_for_budget_and_too_small():
         ss.tinygpt_config(2, 10)
 
 
-@pytest.mark.parametrize("kw, match", [(dict(budgets=()), "budgets"), (dict(depths=(0,)), "depths"),
-                                       (dict(steps=0), "steps"), (dict(test_fraction=1.5), "test_fraction")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(budgets=()), "budgets"),
+        (dict(depths=(0,)), "depths"),
+        (dict(steps=0), "steps"),
+        (dict(test_fraction=1.5), "test_fraction"),
+    ],
+)
 def test_config_bad(kw, match):
     with pytest.raises(ValueError, match=match):
         ss.SweepConfig(**kw)
@@ -71,7 +79,7 @@ def test_byte_data(text_file, tmp_path):
     train, test = ss.byte_data(text_file, test_fraction=0.25)
     raw = open(text_file, "rb").read()
     assert len(train) + len(test) == len(raw) and int(train.max()) < 256
-    assert bytes(test.tolist()) == raw[-len(test):]
+    assert bytes(test.tolist()) == raw[-len(test) :]
     with pytest.raises(ValueError, match="could not load|not installed"):
         ss.byte_data("no-such-source-" + "x" * 8)
     small = tmp_path / "small.txt"
@@ -95,7 +103,9 @@ def test_sweep_runs_and_resumes_after_a_crash(text_file, tmp_path, monkeypatch):
     monkeypatch.setattr(ss, "train_run", crashing)
     with pytest.raises(RuntimeError, match="simulated kill"):
         ss.shape_sweep(cfg, out, progress=False)
-    done_before = [(r["params"]["budget"], r["params"]["n_layers"]) for r in map(json.loads, out.read_text().splitlines())]
+    done_before = [
+        (r["params"]["budget"], r["params"]["n_layers"]) for r in map(json.loads, out.read_text().splitlines())
+    ]
     assert done_before == calls[:2]
 
     calls.clear()
@@ -125,8 +135,16 @@ def test_bytes_per_param_sets_steps(text_file, tmp_path, monkeypatch):
 
 
 def test_frontier_and_plot(tmp_path):
-    recs = [{"params": {"budget": b, "n_layers": L, "d_model": d}, "test_ce": ce, "r_dw": L / d}
-            for b, L, d, ce in [(1e5, 1, 68, 2.0), (1e5, 2, 52, 1.8), (1e5, 3, 44, 1.9), (2e5, 1, 96, 1.7), (2e5, 4, 52, 1.75)]]
+    recs = [
+        {"params": {"budget": b, "n_layers": L, "d_model": d}, "test_ce": ce, "r_dw": L / d}
+        for b, L, d, ce in [
+            (1e5, 1, 68, 2.0),
+            (1e5, 2, 52, 1.8),
+            (1e5, 3, 44, 1.9),
+            (2e5, 1, 96, 1.7),
+            (2e5, 4, 52, 1.75),
+        ]
+    ]
     fr = ss.frontier(recs)
     assert [(f["budget"], f["n_layers"]) for f in fr] == [(1e5, 2), (2e5, 1)]
     assert fr[0]["alpha"] == 2 / 52
@@ -142,8 +160,26 @@ def test_cli_sweep_shape(text_file, tmp_path, capsys):
 
     assert {"shape", "toy"} <= set(sweep.BUILDERS)
     out = tmp_path / "cli.jsonl"
-    rc = main(["sweep", "shape", "--budgets", "9000", "--depths", "1", "--steps", "2", "--n-ctx", "16",
-               "--source", text_file, "--out", str(out), "--figure", str(tmp_path / "f.png")])
+    rc = main(
+        [
+            "sweep",
+            "shape",
+            "--budgets",
+            "9000",
+            "--depths",
+            "1",
+            "--steps",
+            "2",
+            "--n-ctx",
+            "16",
+            "--source",
+            text_file,
+            "--out",
+            str(out),
+            "--figure",
+            str(tmp_path / "f.png"),
+        ]
+    )
     assert rc == 0 and len(out.read_text().splitlines()) == 1
     assert "best at" in capsys.readouterr().out
     assert main(["sweep", "shape", "--budgets", "10", "--out", str(out)]) == 2
@@ -230,8 +266,12 @@ def test_paper_grid_holds_every_committed_shape():
     assert len(rows) == 122
     for r in rows:
         s = cells[(float(r["target_n"]), int(r["depth"]))]
-        assert (s.d_model, s.n_heads, s.d_mlp, s.active) == (int(r["d_model"]), int(r["n_heads"]), int(r["d_ff"]),
-                                                             int(r["active_n"]))
+        assert (s.d_model, s.n_heads, s.d_mlp, s.active) == (
+            int(r["d_model"]),
+            int(r["n_heads"]),
+            int(r["d_ff"]),
+            int(r["active_n"]),
+        )
         assert round(s.pad_ratio, 4) == float(r["pad_ratio"])
     # the whole grid: 11 budgets × 12 depths, none over 20 % padding
     assert len(cells) == len(ss.paper_grid(include_skipped=True)) == 11 * 12
@@ -243,8 +283,9 @@ def test_library_preset_is_narrower_where_it_differs():
     """Our biased TinyGPT picks a width 4 narrower than the authors' in 14 of their 108 0.3M–3M shapes."""
     rows = [r for r in _rows("ntp_shapes.csv") if float(r["target_n"]) <= 3e6]
     assert len(rows) == 108
-    diffs = [int(r["d_model"]) - ss.width_for_budget(float(r["target_n"]), int(r["depth"]), preset="library")
-             for r in rows]
+    diffs = [
+        int(r["d_model"]) - ss.width_for_budget(float(r["target_n"]), int(r["depth"]), preset="library") for r in rows
+    ]
     assert sum(x != 0 for x in diffs) == 14 and set(diffs) == {0, 4}
 
 
@@ -288,8 +329,11 @@ def test_padding_rule_skips_over_20_percent():
         assert ((s.budget, s.depth) not in kept) == over == s.skip.startswith("padding")
         n_skipped += over
     assert n_skipped > 0
-    assert all(not s.skip for s in ss.grid(budgets, (1, 2, 6, 12), preset="library", include_skipped=True)
-               if s.d_model is not None)  # no padding rule in ours
+    assert all(
+        not s.skip
+        for s in ss.grid(budgets, (1, 2, 6, 12), preset="library", include_skipped=True)
+        if s.d_model is not None
+    )  # no padding rule in ours
 
 
 def test_presets_bad():
@@ -297,25 +341,52 @@ def test_presets_bad():
         ss.param_count(1, 16, preset="authors")
     with pytest.raises(ValueError, match="preset must be one of"):
         ss.SweepConfig(preset="gpt2")
-    for kw, match in [(dict(warmup=2.5), "warmup"), (dict(grad_clip=0), "grad_clip"), (dict(patience=0), "patience"),
-                      (dict(max_train_factor=0.5), "max_train_factor"), (dict(agop_split="val"), "agop_split"),
-                      (dict(eval_seqs=0), "eval_seqs")]:
+    for kw, match in [
+        (dict(warmup=2.5), "warmup"),
+        (dict(grad_clip=0), "grad_clip"),
+        (dict(patience=0), "patience"),
+        (dict(max_train_factor=0.5), "max_train_factor"),
+        (dict(agop_split="val"), "agop_split"),
+        (dict(eval_seqs=0), "eval_seqs"),
+    ]:
         with pytest.raises(ValueError, match=match):
             ss.SweepConfig(**kw)
 
 
 def test_paper_sweep_config():
     c = ss.PAPER_SWEEP
-    assert (c.preset, c.n_ctx, c.batch_size, c.lr, c.weight_decay, c.warmup, c.bytes_per_param) == \
-        ("paper", 256, 64, 3e-4, 0.01, 300, 60.0)
+    assert (c.preset, c.n_ctx, c.batch_size, c.lr, c.weight_decay, c.warmup, c.bytes_per_param) == (
+        "paper",
+        256,
+        64,
+        3e-4,
+        0.01,
+        300,
+        60.0,
+    )
     assert (c.grad_clip, c.patience, c.eval_every, c.max_train_factor, c.d_head) == (1.0, 10, 200, 1.5, 4)
     assert c.budgets == ss.PAPER_BUDGETS and c.depths == ss.PAPER_DEPTHS
 
 
 def paper_tiny_cfg(source, **kw):
-    base = dict(preset="paper", budgets=(13000.0,), depths=(1,), steps=2, n_ctx=16, batch_size=4, eval_seqs=4,
-                n_agop_seqs=2, source=source, warmup=1, grad_clip=1.0, patience=1, eval_every=1, max_train_factor=5.0,
-                lr=1e-12, agop_split="train")
+    base = dict(
+        preset="paper",
+        budgets=(13000.0,),
+        depths=(1,),
+        steps=2,
+        n_ctx=16,
+        batch_size=4,
+        eval_seqs=4,
+        n_agop_seqs=2,
+        source=source,
+        warmup=1,
+        grad_clip=1.0,
+        patience=1,
+        eval_every=1,
+        max_train_factor=5.0,
+        lr=1e-12,
+        agop_split="train",
+    )
     base.update(kw)
     return ss.SweepConfig(**base)
 
@@ -351,8 +422,23 @@ def test_cli_dry_run_marks_done_runs(text_file, tmp_path, capsys):
     from tl_geometry.cli import main
 
     out = tmp_path / "d.jsonl"
-    args = ["sweep", "shape", "--budgets", "9000", "12000", "--depths", "1", "--steps", "2", "--n-ctx", "16",
-            "--source", text_file, "--out", str(out)]
+    args = [
+        "sweep",
+        "shape",
+        "--budgets",
+        "9000",
+        "12000",
+        "--depths",
+        "1",
+        "--steps",
+        "2",
+        "--n-ctx",
+        "16",
+        "--source",
+        text_file,
+        "--out",
+        str(out),
+    ]
     assert main(["sweep", "shape", "--budgets", "9000", *args[5:]]) == 0
     capsys.readouterr()
     assert main(args + ["--dry-run"]) == 0

@@ -76,8 +76,9 @@ def test_each_consumer_of_a_shared_pass_gets_what_it_gets_alone(tiny_model, tiny
 
 def test_run_is_run_shared_with_one_consumer(any_tiny_model, tiny_tokens):
     got = []
-    n = capture.run(any_tiny_model, tiny_tokens, HOOKS, lambda h, a: got.append((h, a.shape[0])), batch_size=4,
-                    progress=False)
+    n = capture.run(
+        any_tiny_model, tiny_tokens, HOOKS, lambda h, a: got.append((h, a.shape[0])), batch_size=4, progress=False
+    )
     r = Recorder(HOOKS)
     assert capture.run_shared(any_tiny_model, tiny_tokens, [r], batch_size=4, progress=False) == [n]
     assert [x for x in got if x[0] == HOOKS[0]] == [(HOOKS[0], a.shape[0]) for a in r.got[HOOKS[0]]]
@@ -88,8 +89,9 @@ def test_shared_report_equals_separate_report_and_runs_one_pass(tiny_model, tiny
     try:
         shared = tg.analyze(tiny_model, tiny_tokens, metrics=ACT_METRICS, options=SMALL, progress=False)
         n_shared, counter.n = counter.n, 0
-        separate = tg.analyze(tiny_model, tiny_tokens, metrics=ACT_METRICS, options=SMALL, progress=False,
-                              capture="separate")
+        separate = tg.analyze(
+            tiny_model, tiny_tokens, metrics=ACT_METRICS, options=SMALL, progress=False, capture="separate"
+        )
         n_separate = counter.n
     finally:
         counter.close()

@@ -86,7 +86,9 @@ def test_known_spectra():
     iso = tg.spectral_metrics(torch.randn(20000, 16, generator=g))
     assert iso.rankme > 15.9 and iso.isotropy > 0.99 and iso.condition_number < 1.2
     # rank one: RankMe 1, isotropy 1/d
-    one = tg.spectral_metrics(torch.randn(100, 1, generator=g, dtype=torch.float64) * torch.randn(1, 8, dtype=torch.float64))
+    one = tg.spectral_metrics(
+        torch.randn(100, 1, generator=g, dtype=torch.float64) * torch.randn(1, 8, dtype=torch.float64)
+    )
     assert one.n_kept == 1 and one.rankme == pytest.approx(1.0) and one.isotropy == pytest.approx(1 / 8)
     assert np.isnan(one.alpha_req)
     # power law λ_i = i^-2 gives α = 2 exactly
@@ -126,7 +128,9 @@ def test_power_law_fit_matches_weighted_polyfit(weighted):
     ra, rr2 = reference_fit(lam, 11, 101, weighted)
     assert a == pytest.approx(ra, rel=1e-9) and r2 == pytest.approx(rr2, rel=1e-9)
     if weighted:
-        assert m.alpha_req_reptrix == pytest.approx(ra, rel=1e-9) and m.alpha_req_reptrix_r2 == pytest.approx(rr2, rel=1e-9)
+        assert m.alpha_req_reptrix == pytest.approx(ra, rel=1e-9) and m.alpha_req_reptrix_r2 == pytest.approx(
+            rr2, rel=1e-9
+        )
 
 
 def test_alpha_fits_on_an_exact_power_law_and_a_gaussian_cloud():
@@ -192,8 +196,10 @@ def test_spectral_metric_on_tiny_model(any_tiny_model, tiny_tokens):
     model = any_tiny_model
     hooks = tg.capture.resid_hooks(model, "post")
     r = tg.spectral(model, tiny_tokens, progress=False)
-    assert {f"spectral.{n}" for n in ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy",
-                                      "condition_number")} == r.metrics
+    assert {
+        f"spectral.{n}"
+        for n in ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
+    } == r.metrics
     # same as collecting everything and calling the pure function
     cap = tg.capture.collect(model, tiny_tokens, hooks, max_points=None, progress=False)
     for h in hooks:

@@ -88,8 +88,13 @@ def test_model_is_freed_after_each_job(tmp_path):
         refs.append(weakref.ref(m))
         return m
 
-    sweep([dict(model="a", corpus="random", n_seqs=1, seq_len=4), dict(model="b", corpus="random", n_seqs=1, seq_len=4)],
-          metrics=["shape"], out=tmp_path / "r.jsonl", loader=loader, progress=False)
+    sweep(
+        [dict(model="a", corpus="random", n_seqs=1, seq_len=4), dict(model="b", corpus="random", n_seqs=1, seq_len=4)],
+        metrics=["shape"],
+        out=tmp_path / "r.jsonl",
+        loader=loader,
+        progress=False,
+    )
     gc.collect()
     assert len(refs) == 2 and all(r() is None for r in refs)
 
@@ -101,8 +106,13 @@ def test_python_callable_loader_and_plain_names(tmp_path):
         seen.append(job)
         return H.portable_tiny_model(1)
 
-    sweep(["m1", SweepJob("m2", corpus="random", n_seqs=1, seq_len=4)], metrics=["shape"],
-          out=tmp_path / "r.jsonl", loader=loader, progress=False)
+    sweep(
+        ["m1", SweepJob("m2", corpus="random", n_seqs=1, seq_len=4)],
+        metrics=["shape"],
+        out=tmp_path / "r.jsonl",
+        loader=loader,
+        progress=False,
+    )
     assert [j["model"] for j in seen] == ["m1", "m2"]
     assert seen[0]["corpus"] == "pydoc" and seen[0]["checkpoint"] is None
 
@@ -123,7 +133,11 @@ def test_loader_errors_are_recorded_not_raised(tmp_path):
         (dict(jobs=["a", "a"], metrics=["shape"]), ValueError, "duplicate jobs"),
         (dict(jobs=["a"], metrics=["no_such_metric"]), KeyError, "unknown metric 'no_such_metric'"),
         (dict(jobs=["a"], metrics=[]), ValueError, "metrics is empty"),
-        (dict(jobs=["a"], metrics=["shape"], options={"pga": {}}), ValueError, "options given for metrics not being run"),
+        (
+            dict(jobs=["a"], metrics=["shape"], options={"pga": {}}),
+            ValueError,
+            "options given for metrics not being run",
+        ),
         (dict(jobs=["a"], metrics=["shape"], num_cpus=-1), ValueError, "num_cpus and num_gpus must be >= 0"),
         (dict(jobs=[dict(model="a", batch=3)], metrics=["shape"]), ValueError, r"unknown job fields \['batch'\]"),
         (dict(jobs=[dict(model="a", n_seqs=0)], metrics=["shape"]), ValueError, "n_seqs must be a positive int"),
@@ -155,8 +169,12 @@ def ray_session():
     ray = pytest.importorskip("ray", reason="ray not installed (optional extra tl-geometry[ray])")
     # workers import the "tests.helpers:tiny_loader" loader by name
     path = os.pathsep.join([H.ROOT, os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
+    )
     yield ray
     ray.shutdown()
 

@@ -1,14 +1,25 @@
 """``tl-geometry sweep models``: the CLI over tl_geometry.sweep."""
 
-
 import pytest
 
 from tl_geometry.cli import main
 from tl_geometry.commands._sweep_models import _parse_options
 from tl_geometry.jobs import read_records
 
-BASE = ["sweep", "models", "--metrics", "shape", "--corpus", "random", "--n-seqs", "2", "--seq-len", "8",
-        "--loader", "tests.helpers:tiny_loader"]
+BASE = [
+    "sweep",
+    "models",
+    "--metrics",
+    "shape",
+    "--corpus",
+    "random",
+    "--n-seqs",
+    "2",
+    "--seq-len",
+    "8",
+    "--loader",
+    "tests.helpers:tiny_loader",
+]
 
 
 def test_models_sweep_runs_resumes_and_reports_failures(tmp_path, capsys):
@@ -43,7 +54,20 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, match):
 
 def test_zoo_model_with_checkpoint_is_recorded_as_error(tmp_path, capsys):
     out = tmp_path / "r.jsonl"
-    rc = main(["sweep", "models", "--models", "smollm2-135m", "--checkpoints", "1000", "--metrics", "shape", "--out", str(out)])
+    rc = main(
+        [
+            "sweep",
+            "models",
+            "--models",
+            "smollm2-135m",
+            "--checkpoints",
+            "1000",
+            "--metrics",
+            "shape",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 1
     (rec,) = read_records(out)
     assert rec["status"] == "error" and "offline zoo model without training checkpoints" in rec["error"]
@@ -51,7 +75,10 @@ def test_zoo_model_with_checkpoint_is_recorded_as_error(tmp_path, capsys):
 
 def test_parse_options():
     assert _parse_options(["pga.k=50", "pga.ccr=[0,1]", "agop.space=output", "x.flag=true"]) == {
-        "pga": {"k": 50, "ccr": [0, 1]}, "agop": {"space": "output"}, "x": {"flag": True}}
+        "pga": {"k": 50, "ccr": [0, 1]},
+        "agop": {"space": "output"},
+        "x": {"flag": True},
+    }
     assert _parse_options(None) == {}
     # values are data, never code
     assert _parse_options(["a.b=__import__('os').system('x')"]) == {"a": {"b": "__import__('os').system('x')"}}

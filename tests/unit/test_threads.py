@@ -182,13 +182,16 @@ def test_cli_threads_applies_during_the_command_and_is_restored(two_threads, mon
     assert seen == [1] and torch.get_num_threads() == 2
 
 
-@pytest.mark.parametrize("runnable,cores,expected", [
-    ([1, 1, 1], 2, 2),  # only us: both cores free
-    ([2, 2, 2], 2, 1),  # one other runnable thread
-    ([1, 2, 1], 2, 1),  # the largest look counts: a busy machine must not be missed
-    ([5, 5, 5], 2, 0),
-    ([1, 1, 1], 16, 16),
-])
+@pytest.mark.parametrize(
+    "runnable,cores,expected",
+    [
+        ([1, 1, 1], 2, 2),  # only us: both cores free
+        ([2, 2, 2], 2, 1),  # one other runnable thread
+        ([1, 2, 1], 2, 1),  # the largest look counts: a busy machine must not be missed
+        ([5, 5, 5], 2, 0),
+        ([1, 1, 1], 16, 16),
+    ],
+)
 def test_free_cores_from_the_runnable_count(monkeypatch, runnable, cores, expected):
     looks = iter(runnable)
     monkeypatch.setattr(threads, "_runnable_now", lambda: next(looks))
@@ -235,12 +238,24 @@ def test_model_passes_follow_the_machines_load(two_threads, free, tiny_model, ti
 
     free["free"] = 1
     seen = []
-    capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: seen.append(torch.get_num_threads()),
-                batch_size=3, progress=False)
+    capture.run(
+        tiny_model,
+        tiny_tokens,
+        ["blocks.0.hook_resid_post"],
+        lambda h, a: seen.append(torch.get_num_threads()),
+        batch_size=3,
+        progress=False,
+    )
     assert seen == [1, 1]
     free["free"] = 2
-    capture.run(tiny_model, tiny_tokens, ["blocks.0.hook_resid_post"], lambda h, a: seen.append(torch.get_num_threads()),
-                batch_size=3, progress=False)
+    capture.run(
+        tiny_model,
+        tiny_tokens,
+        ["blocks.0.hook_resid_post"],
+        lambda h, a: seen.append(torch.get_num_threads()),
+        batch_size=3,
+        progress=False,
+    )
     assert seen == [1, 1, 2, 2] and torch.get_num_threads() == 2
 
 

@@ -17,8 +17,17 @@ TL_MAJOR = int(__import__("importlib.metadata").metadata.version("transformer-le
 def _bridge():
     from transformer_lens.model_bridge import TransformerBridge
 
-    kw = dict(n_layers=2, d_model=16, n_ctx=32, d_head=4, n_heads=4, d_mlp=32, d_vocab=53, act_fn="gelu",
-              normalization_type="LN")
+    kw = dict(
+        n_layers=2,
+        d_model=16,
+        n_ctx=32,
+        d_head=4,
+        n_heads=4,
+        d_mlp=32,
+        d_vocab=53,
+        act_fn="gelu",
+        normalization_type="LN",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
@@ -66,17 +75,38 @@ def test_capture_metrics_report_on_a_bridge(bridge, tmp_path):
     hooks = capture.resid_hooks(bridge, "post")
     c = capture.collect(bridge, tokens, hooks, max_points=12, progress=False)
     assert c.n_points == 12 and c.acts[hooks[0]].shape == (12, 16)
-    metrics = [m for m in ["shape", "epsilon", "capacity", "depth_width", "wtw_aofe", "epsilon_activations",
-                           "spectral", "pga", "agop"] if m in tg.list_metrics()]
-    opts = {"pga": {"k": 3, "n_null": 4, "max_points": 16, "progress": False}, "agop": {"n_probes": 3, "progress": False},
-            "spectral": {"progress": False}, "epsilon_activations": {"max_points": 16}}
-    rep = tg.analyze(bridge, tokens, metrics=metrics, options={k: v for k, v in opts.items() if k in metrics}, progress=False)
+    metrics = [
+        m
+        for m in [
+            "shape",
+            "epsilon",
+            "capacity",
+            "depth_width",
+            "wtw_aofe",
+            "epsilon_activations",
+            "spectral",
+            "pga",
+            "agop",
+        ]
+        if m in tg.list_metrics()
+    ]
+    opts = {
+        "pga": {"k": 3, "n_null": 4, "max_points": 16, "progress": False},
+        "agop": {"n_probes": 3, "progress": False},
+        "spectral": {"progress": False},
+        "epsilon_activations": {"max_points": 16},
+    }
+    rep = tg.analyze(
+        bridge, tokens, metrics=metrics, options={k: v for k, v in opts.items() if k in metrics}, progress=False
+    )
     prefixes = {r.metric.split(".")[0] for r in rep.rows}
     assert {"shape", "epsilon"} <= prefixes
     for m in ("pga", "agop", "spectral"):
         if m in metrics:
             assert m in prefixes
-    assert all(r.value == r.value for r in rep.rows if r.metric.startswith(("epsilon", "spectral.rankme", "agop.trace")))
+    assert all(
+        r.value == r.value for r in rep.rows if r.metric.startswith(("epsilon", "spectral.rankme", "agop.trace"))
+    )
     rep.to_json(tmp_path / "report.json")
     back = tg.GeometryReport.from_json(tmp_path / "report.json")
     assert back.to_json() == rep.to_json()

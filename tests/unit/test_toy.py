@@ -31,8 +31,15 @@ def test_closed_form_agop_equals_autograd_reference():
     torch.testing.assert_close(toy.toy_agop(W, b, X), ref)
 
 
-@pytest.mark.parametrize("kw, match", [(dict(n_features=1), "n_features"), (dict(sparsity=1.0), "sparsity"),
-                                       (dict(steps=0), "positive"), (dict(warmup=1.0), "warmup")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(n_features=1), "n_features"),
+        (dict(sparsity=1.0), "sparsity"),
+        (dict(steps=0), "positive"),
+        (dict(warmup=1.0), "warmup"),
+    ],
+)
 def test_toy_config_bad(kw, match):
     with pytest.raises(ValueError, match=match):
         toy.ToyConfig(**kw)
@@ -77,8 +84,30 @@ def test_toy_sweep_resumes(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- presets (the authors' code)
 #: data_size column of the authors' committed Double_descent/results_bottleneck_scaling/summary.csv
-THEIR_SIZES = (3, 5, 8, 10, 15, 30, 50, 100, 200, 500, 1000, 1395, 1946, 2714, 3786, 5282, 7368, 10278, 14337,
-               20000, 30000, 40000)
+THEIR_SIZES = (
+    3,
+    5,
+    8,
+    10,
+    15,
+    30,
+    50,
+    100,
+    200,
+    500,
+    1000,
+    1395,
+    1946,
+    2714,
+    3786,
+    5282,
+    7368,
+    10278,
+    14337,
+    20000,
+    30000,
+    40000,
+)
 
 
 def test_paper_preset_is_the_authors_code():
@@ -91,8 +120,15 @@ def test_paper_preset_is_the_authors_code():
     assert toy.PRESET_SEEDS["paper"] == (0, 1, 2, 3, 4)
     assert toy.PRESET_SIZES["paper"] == toy.PAPER_SIZES == THEIR_SIZES
     h = toy.PRESETS["henighan"]
-    assert (h.preset, h.steps, h.lr, h.init, h.batch_size, h.data_seed, h.warmup_start) == \
-        ("henighan", 50_000, 1e-3, "normal", None, None, None)
+    assert (h.preset, h.steps, h.lr, h.init, h.batch_size, h.data_seed, h.warmup_start) == (
+        "henighan",
+        50_000,
+        1e-3,
+        "normal",
+        None,
+        None,
+        None,
+    )
     assert toy.PRESETS["cpu"].preset == "cpu" and toy.PRESETS["cpu"].n_features == 100
 
 
@@ -174,8 +210,9 @@ def test_paper_training_equals_their_loop():
 
 
 def test_every_row_records_preset_seed_and_overrides(tmp_path):
-    recs = toy.run("paper", sizes=(6,), seeds=(0, 1), out=tmp_path / "t.jsonl", progress=False,
-                   n_features=12, steps=4, n_test=30)
+    recs = toy.run(
+        "paper", sizes=(6,), seeds=(0, 1), out=tmp_path / "t.jsonl", progress=False, n_features=12, steps=4, n_test=30
+    )
     assert [(r["preset"], r["seed"], r["n_train"]) for r in recs] == [("paper", 0, 6), ("paper", 1, 6)]
     assert all(r["overrides"] == {"n_features": 12, "steps": 4, "n_test": 30} for r in recs)
     assert set(toy.METRICS) <= set(recs[0])
@@ -186,15 +223,28 @@ def test_every_row_records_preset_seed_and_overrides(tmp_path):
     assert toy.run("cpu", sizes=(4,), steps=3, n_test=10, progress=False)[0]["preset"] == "cpu"
 
 
-@pytest.mark.parametrize("kw, match", [(dict(preset="nope"), "unknown toy preset 'nope'; accepted: paper"),
-                                       (dict(lr_=1.0), "unknown or reserved"), (dict(seed=3), "reserved")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(preset="nope"), "unknown toy preset 'nope'; accepted: paper"),
+        (dict(lr_=1.0), "unknown or reserved"),
+        (dict(seed=3), "reserved"),
+    ],
+)
 def test_run_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         toy.run(sizes=(3,), progress=False, **kw)
 
 
-@pytest.mark.parametrize("kw, match", [(dict(init="he"), "init must be one of"), (dict(batch_size=0), "batch_size"),
-                                       (dict(warmup_start=0.0), "warmup_start"), (dict(data_seed=None), "together")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(init="he"), "init must be one of"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(warmup_start=0.0), "warmup_start"),
+        (dict(data_seed=None), "together"),
+    ],
+)
 def test_toy_config_bad_new_fields(kw, match):
     with pytest.raises(ValueError, match=match):
         toy.ToyConfig(**kw)
@@ -213,8 +263,16 @@ def test_toy_records_match_metric_functions():
 
 
 def test_correlations_over_a_sweep():
-    recs = [{"n_train": T, "seed": 0, "preset": "x", "test_loss": 1.0 + 0.01 * k, **{m: float(k) for m in toy.METRICS
-            if m not in ("test_loss",)}} for k, T in enumerate((3, 10, 100, 1000, 2000, 5000))]
+    recs = [
+        {
+            "n_train": T,
+            "seed": 0,
+            "preset": "x",
+            "test_loss": 1.0 + 0.01 * k,
+            **{m: float(k) for m in toy.METRICS if m not in ("test_loss",)},
+        }
+        for k, T in enumerate((3, 10, 100, 1000, 2000, 5000))
+    ]
     out = {(c.metric, c.regime): c for c in toy.correlations(recs)}
     assert out[("aofe_ratio", "all")].pearson == pytest.approx(1.0) and out[("aofe_ratio", "all")].n == 6
     assert out[("aofe_ratio", "size >= 1000")].n == 3
@@ -243,10 +301,31 @@ def test_cli_sweep_toy_preset(tmp_path, capsys, monkeypatch):
     small = dataclasses.replace(toy.PAPER_TOY, n_features=12, n_test=30)
     monkeypatch.setitem(toy.PRESETS, "paper", small)
     out = tmp_path / "toy.jsonl"
-    rc = main(["sweep", "toy", "--preset", "paper", "--sizes", "5", "9", "20", "--seeds", "0", "1", "--steps", "3",
-               "--out", str(out), "--figure", str(tmp_path / "toy.png")])
+    rc = main(
+        [
+            "sweep",
+            "toy",
+            "--preset",
+            "paper",
+            "--sizes",
+            "5",
+            "9",
+            "20",
+            "--seeds",
+            "0",
+            "1",
+            "--steps",
+            "3",
+            "--out",
+            str(out),
+            "--figure",
+            str(tmp_path / "toy.png"),
+        ]
+    )
     text = capsys.readouterr().out
-    assert rc == 0 and "preset paper" in text and "'steps': 3" in text and "corr(aofe_ratio, test loss) [all, n=6]" in text
+    assert (
+        rc == 0 and "preset paper" in text and "'steps': 3" in text and "corr(aofe_ratio, test loss) [all, n=6]" in text
+    )
     recs = toy.toy_sweep((5, 9, 20), dataclasses.replace(small, steps=3), seeds=(0, 1), results=out, progress=False)
     assert len(recs) == 6 and {r["preset"] for r in recs} == {"paper"}
     assert (tmp_path / "toy.png").stat().st_size > 1000

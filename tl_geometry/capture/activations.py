@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence, overload, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import torch
 from jaxtyping import Float, Int
@@ -166,7 +167,9 @@ def weight(model: Any, name: str, *, optional: bool = False) -> Tensor | None:
     except AttributeError:
         if optional:
             return None
-        raise InputError(f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ...") from None
+        raise InputError(
+            f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ..."
+        ) from None
     if not isinstance(obj, Tensor):
         if optional:
             return None
@@ -221,7 +224,9 @@ def valid_mask(
     mask = torch.ones(tokens.shape, dtype=torch.bool)
     if attention_mask is not None:
         if attention_mask.shape != tokens.shape:
-            raise InputError(f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}")
+            raise InputError(
+                f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}"
+            )
         mask &= attention_mask.to("cpu").bool()
     if drop_bos:
         bos = bos_token_id(model)
@@ -435,8 +440,15 @@ def run(
     if not callable(update):
         raise InputTypeError("consumer must be callable(hook, acts) or have an update(hook, acts) method")
     return run_shared(
-        model, tokens, [FnPass(hooks, consumer, positions)], batch_size=batch_size, attention_mask=attention_mask,
-        drop_bos=drop_bos, stop_early=stop_early, progress=progress, desc=desc,
+        model,
+        tokens,
+        [FnPass(hooks, consumer, positions)],
+        batch_size=batch_size,
+        attention_mask=attention_mask,
+        drop_bos=drop_bos,
+        stop_early=stop_early,
+        progress=progress,
+        desc=desc,
     )[0]
 
 
@@ -532,8 +544,17 @@ def collect(
 
     Memory is ``max_points × d`` per hook, whatever the number of tokens.
     """
-    sample = Sample(model, tokens, hooks, max_points=max_points, seed=seed, attention_mask=attention_mask,
-                    drop_bos=drop_bos)
-    run_shared(model, tokens, [sample], batch_size=batch_size, attention_mask=attention_mask, drop_bos=drop_bos,
-               progress=progress, desc="collect")
+    sample = Sample(
+        model, tokens, hooks, max_points=max_points, seed=seed, attention_mask=attention_mask, drop_bos=drop_bos
+    )
+    run_shared(
+        model,
+        tokens,
+        [sample],
+        batch_size=batch_size,
+        attention_mask=attention_mask,
+        drop_bos=drop_bos,
+        progress=progress,
+        desc="collect",
+    )
     return sample.result()

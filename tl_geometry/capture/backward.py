@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -98,7 +99,9 @@ def gradients(
     result = {}
     for h, g in zip(names, grads):
         if g is None:
-            raise InputError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+            raise InputError(
+                f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding"
+            )
         if not torch.isfinite(g).all():
             raise InputError(f"non-finite gradient at {h!r}")
         result[h] = _to_float(g.detach())
@@ -173,7 +176,9 @@ def probe_gradients(
                 grads = torch.autograd.grad((u * logits).sum(), xs, retain_graph=p < n_probes - 1, allow_unused=True)
                 for h, g in zip(hooks, grads):
                     if g is None:
-                        raise InputError(f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding")
+                        raise InputError(
+                            f"the logits do not depend on the activation at {h!r}; choose a hook before the unembedding"
+                        )
                     consumer(h, p, g[m])
 
 
@@ -200,7 +205,9 @@ def jacobian_grams(
                 logits = model(seq)
             a0 = _check_acts(acts, [h])[0].detach()
             if logits.numel() * a0.numel() > EXACT_MAX_ENTRIES:
-                raise InputError(f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes")
+                raise InputError(
+                    f"exact=True needs a {logits.numel()} × {a0.numel()} Jacobian per sequence; use probes"
+                )
 
             def f(x: Tensor, h: str = h, seq: Tensor = seq) -> Tensor:
                 with model.hooks(fwd_hooks=_replace(h, x)):
@@ -239,7 +246,9 @@ def output_jvps(
     device = model_device(model)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     n_seq = 0
-    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)):
+    for start in per_step(
+        tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)
+    ):
         batch = tokens[start : start + batch_size].to(device)
         with grad_capture(model, [hook]) as acts, torch.no_grad():
             model(batch)
@@ -268,7 +277,9 @@ def output_gram(
     device = model_device(model)
     k = P.shape[0]
     G, n_seq = torch.zeros(k, k, dtype=torch.float64, device=device), 0
-    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)):
+    for start in per_step(
+        tqdm(range(0, tokens.shape[0], batch_size), desc="agop out", disable=not progress, leave=False)
+    ):
         batch = tokens[start : start + batch_size].to(device)
         with grad_capture(model, [hook]) as acts, torch.enable_grad():
             y = model(batch)[:, -1] @ P.T  # (B, k)
@@ -283,7 +294,12 @@ def output_gram(
 
 
 def loss_gradient_grams(
-    model: Any, tokens: Int[Tensor, "batch pos"], hooks: Sequence[str], mask: Tensor, *, batch_size: int,
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    hooks: Sequence[str],
+    mask: Tensor,
+    *,
+    batch_size: int,
     progress: bool = True,
 ) -> tuple[dict[str, Tensor], int]:
     """``Σ g gᵀ`` (float64) per hook and the number of positions, g = ∂L_b/∂a_{b,t} of the summed
@@ -293,10 +309,14 @@ def loss_gradient_grams(
 
     device = model_device(model)
     if tokens.shape[1] < 2:
-        raise InputError(f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}")
+        raise InputError(
+            f"space='loss' needs sequences of at least 2 tokens (a next token to predict), got {tokens.shape[1]}"
+        )
     sums: dict[str, Tensor] = {}
     n = 0
-    for start in per_step(tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False)):
+    for start in per_step(
+        tqdm(range(0, tokens.shape[0], batch_size), desc="agop loss", disable=not progress, leave=False)
+    ):
         batch = tokens[start : start + batch_size].to(device)
         keep = mask[start : start + batch_size].clone()
         keep[:, -1] = False  # the last position predicts nothing: its gradient is 0 by causality
@@ -307,11 +327,14 @@ def loss_gradient_grams(
             logits = model(batch)
             xs = _check_acts(acts, hooks)
             loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
+                logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum"
+            )
             grads = torch.autograd.grad(loss, xs, allow_unused=True)
         for h, g in zip(hooks, grads):
             if g is None:
-                raise InputError(f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding")
+                raise InputError(
+                    f"the loss does not depend on the activation at {h!r}; choose a hook before the unembedding"
+                )
             g = g.detach()[keep].double()
             if not torch.isfinite(g).all():
                 raise InputError(f"non-finite gradient at {h!r}")

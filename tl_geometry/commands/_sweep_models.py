@@ -46,16 +46,28 @@ def build(sub) -> None:
     p = sub.add_parser("models", help="run metrics over many models/checkpoints/seeds (resumable, local or Ray)")
     p.add_argument("--models", nargs="+", required=True, help="model names (tg.models.load, or your --loader)")
     p.add_argument("--metrics", nargs="+", default=None, help="registered metric names (default: all)")
-    p.add_argument("--checkpoints", nargs="+", type=_checkpoint, default=None,
-                   help="training checkpoints (steps) per model (default: the final weights)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="one job per seed (corpus sample and metric sampling)")
+    p.add_argument(
+        "--checkpoints",
+        nargs="+",
+        type=_checkpoint,
+        default=None,
+        help="training checkpoints (steps) per model (default: the final weights)",
+    )
+    p.add_argument(
+        "--seeds", nargs="+", type=int, default=[0], help="one job per seed (corpus sample and metric sampling)"
+    )
     p.add_argument("--corpus", default="pydoc", help="pydoc, shakespeare, a text file, or 'random' token ids")
     p.add_argument("--n-seqs", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--device", default="cpu")
     p.add_argument("--loader", default=None, help="'package.module:function' called as function(job_dict) -> model")
-    p.add_argument("--option", action="append", default=None, metavar="METRIC.NAME=VALUE",
-                   help="a metric option, e.g. pga.k=50 (repeatable; values parsed as JSON)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=None,
+        metavar="METRIC.NAME=VALUE",
+        help="a metric option, e.g. pga.k=50 (repeatable; values parsed as JSON)",
+    )
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--num-cpus", type=float, default=1, help="Ray: CPUs per job")
     p.add_argument("--num-gpus", type=float, default=0, help="Ray: GPUs per job")
@@ -70,15 +82,30 @@ def run(args) -> int:
 
     options = _parse_options(args.option)
     jobs = [
-        SweepJob(model=m, checkpoint=c, corpus=args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len,
-                 seed=s, loader=args.loader, device=args.device)
+        SweepJob(
+            model=m,
+            checkpoint=c,
+            corpus=args.corpus,
+            n_seqs=args.n_seqs,
+            seq_len=args.seq_len,
+            seed=s,
+            loader=args.loader,
+            device=args.device,
+        )
         for m in args.models
         for c in (args.checkpoints or [None])
         for s in args.seeds
     ]
-    summary = sweep(jobs, metrics=args.metrics, out=args.out, executor=args.executor,
-                    retry_errors=args.retry_errors, options=options or None,
-                    num_cpus=args.num_cpus, num_gpus=args.num_gpus)
+    summary = sweep(
+        jobs,
+        metrics=args.metrics,
+        out=args.out,
+        executor=args.executor,
+        retry_errors=args.retry_errors,
+        options=options or None,
+        num_cpus=args.num_cpus,
+        num_gpus=args.num_gpus,
+    )
     print(f"{args.out}: {len(summary.ran)} ran, {len(summary.skipped)} already done, {len(summary.failed)} failed")
     for key, err in summary.failed.items():
         params = json.loads(key)

@@ -24,10 +24,15 @@ from tl_geometry.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "capacity", help="ε (μ + 2σ of embedding cosines) and capacity bound from weights files or models (capacity paper)"
+        "capacity",
+        help="ε (μ + 2σ of embedding cosines) and capacity bound from weights files or models (capacity paper)",
     )
-    p.add_argument("targets", nargs="*", metavar="PATH_OR_MODEL", help="checkpoint path(s), zoo model, or published model name")
-    p.add_argument("--form", default="full", choices=["full", "adjusted", "jl", "jl_random"], help="capacity form (default full)")
+    p.add_argument(
+        "targets", nargs="*", metavar="PATH_OR_MODEL", help="checkpoint path(s), zoo model, or published model name"
+    )
+    p.add_argument(
+        "--form", default="full", choices=["full", "adjusted", "jl", "jl_random"], help="capacity form (default full)"
+    )
     p.add_argument("--matrix", default="embed", choices=["embed", "unembed"], help="embedding (default) or unembedding")
     p.add_argument("--tensor", default=None, help="explicit tensor name in the checkpoint")
     p.add_argument("--published", action="store_true", help="list the capacity paper's published ε table")
@@ -40,8 +45,12 @@ def _estimate(d: int, eps: float, form: str, mean=None, std=None) -> dict:
     from tl_geometry.metrics.capacity import capacity_estimate
 
     if eps >= 1:
-        return {"capacity": None, "status": "indeterminate", "reason": f"ε = {eps:.5g} ≥ 1: outside the formula's domain",
-                "capacity_3sigma": None}
+        return {
+            "capacity": None,
+            "status": "indeterminate",
+            "reason": f"ε = {eps:.5g} ≥ 1: outside the formula's domain",
+            "capacity_3sigma": None,
+        }
     est = capacity_estimate(d, eps, mean=mean, std=std, form=form)
     return {"capacity": est.k, "status": est.status, "reason": est.reason, "capacity_3sigma": est.k_3sigma}
 
@@ -50,9 +59,20 @@ def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped
     from tl_geometry.metrics.capacity import model_class_of
 
     return {
-        "source": source, "kind": kind, "tensor": tensor, "d_model": d, "vocab": vocab, "mean": mean, "std": std,
-        "epsilon": eps, "model_class": model_class_of(eps), **_estimate(d, eps, form, mean, std), "form": form,
-        "preset": "paper", "n_dropped": n_dropped, "raw": raw,
+        "source": source,
+        "kind": kind,
+        "tensor": tensor,
+        "d_model": d,
+        "vocab": vocab,
+        "mean": mean,
+        "std": std,
+        "epsilon": eps,
+        "model_class": model_class_of(eps),
+        **_estimate(d, eps, form, mean, std),
+        "form": form,
+        "preset": "paper",
+        "n_dropped": n_dropped,
+        "raw": raw,
     }
 
 
@@ -96,10 +116,14 @@ def table(records: list[dict]) -> str:
             + (f"{f(r['capacity'], '>13.3g')}" if r.get("status", "count") == "count" else f"{'indeterminate':>13}")
         )
     if records:
-        lines.append(f"capacity: {records[0]['form']} form, preset \"paper\": a count only for ε < 0.1 (Class 2), "
-                     "as in the capacity paper; 'indeterminate' otherwise (reasons with --json)")
-        lines.append("ε: of the raw input embedding for files and 'published' rows (the paper's matrix; 'published' "
-                     "rows are the capacity paper's Table 1 values); loaded models use TransformerLens's W_E/W_U")
+        lines.append(
+            f'capacity: {records[0]["form"]} form, preset "paper": a count only for ε < 0.1 (Class 2), '
+            "as in the capacity paper; 'indeterminate' otherwise (reasons with --json)"
+        )
+        lines.append(
+            "ε: of the raw input embedding for files and 'published' rows (the paper's matrix; 'published' "
+            "rows are the capacity paper's Table 1 values); loaded models use TransformerLens's W_E/W_U"
+        )
     return "\n".join(lines)
 
 
@@ -110,7 +134,10 @@ def run(args) -> int:
         raise InputError("give at least one PATH_OR_MODEL, or --published for the paper's table")
     records = []
     if args.published:
-        records += [_record(name, "published", r.d_model, None, None, None, r.epsilon, args.form) for name, r in tg.published().items()]
+        records += [
+            _record(name, "published", r.d_model, None, None, None, r.epsilon, args.form)
+            for name, r in tg.published().items()
+        ]
     records += [resolve_target(t, args) for t in args.targets]
     if args.json:
         print(json.dumps(records, indent=2, default=lambda v: None))

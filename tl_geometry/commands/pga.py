@@ -16,22 +16,44 @@ from tl_geometry.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
-    p.add_argument("--preset", choices=("library", "paper"), default="library",
-                   help="'paper': the unprocessed model (raw hidden states, raw W_U) at Hugging Face's hidden_states "
-                        "(embeddings, blocks 0..n-2, final normalized state), as the PGA paper; 'library' (default): "
-                        "TransformerLens's weight processing, every blocks.L.hook_resid_post")
-    p.add_argument("--processing", choices=("tl", "none"), default=None,
-                   help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)")
-    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name")
+    p.add_argument(
+        "--preset",
+        choices=("library", "paper"),
+        default="library",
+        help="'paper': the unprocessed model (raw hidden states, raw W_U) at Hugging Face's hidden_states "
+        "(embeddings, blocks 0..n-2, final normalized state), as the PGA paper; 'library' (default): "
+        "TransformerLens's weight processing, every blocks.L.hook_resid_post",
+    )
+    p.add_argument(
+        "--processing",
+        choices=("tl", "none"),
+        default=None,
+        help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)",
+    )
+    p.add_argument(
+        "--model",
+        default="smollm2-135m",
+        help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name",
+    )
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
-    p.add_argument("--corpus-encoding", default="utf-8",
-                   help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
+    p.add_argument(
+        "--corpus-encoding",
+        default="utf-8",
+        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
+    )
     p.add_argument("--n-seqs", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=256)
-    p.add_argument("--layers", type=int, nargs="+", default=None,
-                   help="layers for blocks.{l}.hook_resid_post (default: all, or the preset's hooks)")
+    p.add_argument(
+        "--layers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="layers for blocks.{l}.hook_resid_post (default: all, or the preset's hooks)",
+    )
     p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
-    p.add_argument("--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)")
+    p.add_argument(
+        "--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)"
+    )
     p.add_argument("--k", type=int, default=100, help="readout subspace dimension (< d_model)")
     p.add_argument("--n-null", type=int, default=100, help="random null subspaces (>= 2)")
     p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
@@ -40,9 +62,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
-                        "library runs its sort-bound kernels on one of them")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
+        "library runs its sort-bound kernels on one of them",
+    )
     p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
     p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
     p.set_defaults(func=run)
@@ -65,22 +91,34 @@ def run(args) -> int:
     model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
         raise InputError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
-    tokens = tg.corpus.tokens(model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
-                              encoding=args.corpus_encoding)
+    tokens = tg.corpus.tokens(
+        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
+    )
     if args.hooks:
         hooks = args.hooks
     elif args.layers is not None:
         hooks = capture.resid_hooks(model, "post", args.layers)
     else:
         hooks = capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
-    rep = tg.pga(model, tokens, preset=args.preset, hooks=hooks, k=args.k, n_null=args.n_null, ccr=args.ccr,
-                 max_points=args.max_points,
-                 seed=args.seed, max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, batch_size=args.batch_size)
+    rep = tg.pga(
+        model,
+        tokens,
+        preset=args.preset,
+        hooks=hooks,
+        k=args.k,
+        n_null=args.n_null,
+        ccr=args.ccr,
+        max_points=args.max_points,
+        seed=args.seed,
+        max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS,
+        batch_size=args.batch_size,
+    )
     reports = [rep]
     if not args.no_spectral:
         reports.append(tg.spectral(model, tokens, preset=args.preset, hooks=hooks, batch_size=args.batch_size))
-    report = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape),
-                                     preset=args.preset)
+    report = tg.GeometryReport.merge(
+        *reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape), preset=args.preset
+    )
     print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")
     print(summary(report, args.ccr))
     if args.out:
@@ -100,11 +138,15 @@ def summary(report, ccrs) -> str:
     z = {(r.hook, r.extras.get("ccr")): r.value for r in report.rows if r.metric == "pga.z"}
     pc1 = {r.hook: r for r in report.rows if r.metric == "pga.pc1_overlap"}
     rankme = {r.hook: r.value for r in report.rows if r.metric == "spectral.rankme"}
-    head = f"{'hook':<28}" + "".join(f"{'z CCR-' + str(c):>10}" for c in ccrs) + f"{'PC1 ovl':>9}{'k/d':>7}{'RankMe':>9}"
+    head = (
+        f"{'hook':<28}" + "".join(f"{'z CCR-' + str(c):>10}" for c in ccrs) + f"{'PC1 ovl':>9}{'k/d':>7}{'RankMe':>9}"
+    )
     lines = [head, "-" * len(head)]
     for h in pc1:
         zs = "".join(f"{z.get((h, c), float('nan')):>10.2f}" for c in ccrs)
         rm = rankme.get(h)
-        lines.append(f"{h:<28}{zs}{pc1[h].value:>9.3f}{pc1[h].extras.get('expected', float('nan')):>7.3f}"
-                     + (f"{rm:>9.1f}" if rm is not None else ""))
+        lines.append(
+            f"{h:<28}{zs}{pc1[h].value:>9.3f}{pc1[h].extras.get('expected', float('nan')):>7.3f}"
+            + (f"{rm:>9.1f}" if rm is not None else "")
+        )
     return "\n".join(lines)

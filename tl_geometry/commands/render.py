@@ -25,12 +25,19 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("render", help="render saved report.json file(s) into PNG figures, report.md and index.html")
-    p.add_argument("reports", nargs="+",
-                   help="report.json file(s); several are combined when they hold different models or metrics "
-                        "(two runs of the same model are refused)")
+    p = subparsers.add_parser(
+        "render", help="render saved report.json file(s) into PNG figures, report.md and index.html"
+    )
+    p.add_argument(
+        "reports",
+        nargs="+",
+        help="report.json file(s); several are combined when they hold different models or metrics "
+        "(two runs of the same model are refused)",
+    )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--force", action="store_true", help="write into an existing non-empty directory (other files are kept)")
+    p.add_argument(
+        "--force", action="store_true", help="write into an existing non-empty directory (other files are kept)"
+    )
     p.add_argument("--dpi", type=int, default=110, help="figure resolution (default 110)")
     p.set_defaults(func=run)
 
@@ -39,7 +46,7 @@ def add_parser(subparsers) -> None:
 _STATUS_ORDER = ("interrupted", "running", "partial", "complete")
 
 
-def combine(reports, paths) -> "GeometryReport":
+def combine(reports, paths) -> GeometryReport:
     """One report from several, refusing two that hold the same metric for the same model.
 
     Raises:
@@ -116,7 +123,9 @@ def run(args) -> int:
     report = combine(reports, list(args.reports))
     index = write_outputs(report, args.out, force=args.force, dpi=args.dpi, force_hint="--force")
     print(summary_table(report))
-    print(f"\nwrote {index.parent}/report.json, report.md, index.html and {len(list(index.parent.glob('*.png')))} figure(s)")
+    print(
+        f"\nwrote {index.parent}/report.json, report.md, index.html and {len(list(index.parent.glob('*.png')))} figure(s)"
+    )
     status = report.provenance.get("status")
     if status not in (None, "complete"):
         print(f"status: {status} (the page carries a partial-results banner)", file=sys.stderr)

@@ -9,31 +9,63 @@ from tl_geometry.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="compute every metric on a model and write reports/<model>/")
-    p.add_argument("--model", default="smollm2-135m", help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
-                   "or any TransformerLens model name (needs the hub)")
+    p.add_argument(
+        "--model",
+        default="smollm2-135m",
+        help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
+        "or any TransformerLens model name (needs the hub)",
+    )
     p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
-    p.add_argument("--corpus-encoding", default="utf-8",
-                   help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)")
+    p.add_argument(
+        "--corpus-encoding",
+        default="utf-8",
+        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
+    )
     p.add_argument("--n-seqs", type=int, default=8, help="sequences of text (default 8)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--metrics", nargs="+", default=None, help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        default=None,
+        help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)",
+    )
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
-    p.add_argument("--force", action="store_true", help="replace the report in an existing output directory (only once the new one is whole)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the report in an existing output directory (only once the new one is whole)",
+    )
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
     p.add_argument("--n-null", type=int, default=None, help="PGA null subspaces (report default 50; fast 20)")
     p.add_argument("--n-probes", type=int, default=None, help="AGOP/NFA gradient probes (report default 16; fast 4)")
     p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures (report.json, report.md and index.html are still written)")
+    p.add_argument(
+        "--no-figures",
+        action="store_true",
+        help="skip the PNG figures (report.json, report.md and index.html are still written)",
+    )
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
-                        "library runs its sort-bound kernels on one of them")
-    p.add_argument("--capture", choices=("shared", "separate"), default="shared",
-                   help="shared (default): ONE forward pass over the corpus feeds pga, spectral and epsilon_activations; "
-                        "separate: one pass per metric (the same numbers, slower)")
-    p.add_argument("--max-memory-gb", type=float, default=None,
-                   help="refuse a model whose estimated peak memory exceeds this (default: available RAM)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
+        "library runs its sort-bound kernels on one of them",
+    )
+    p.add_argument(
+        "--capture",
+        choices=("shared", "separate"),
+        default="shared",
+        help="shared (default): ONE forward pass over the corpus feeds pga, spectral and epsilon_activations; "
+        "separate: one pass per metric (the same numbers, slower)",
+    )
+    p.add_argument(
+        "--max-memory-gb",
+        type=float,
+        default=None,
+        help="refuse a model whose estimated peak memory exceeds this (default: available RAM)",
+    )
     p.set_defaults(func=run)
 
 
@@ -60,20 +92,37 @@ def run(args) -> int:
             continue
         used = [m for m in families if m in running]  # a flag sets only the metrics being run
         if not used:
-            raise InputError(f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})")
+            raise InputError(
+                f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})"
+            )
         for m in used:
             options.setdefault(m, {})[option] = value
     from tl_geometry.models import display_name
 
     out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
     report = run_report(
-        args.model, corpus=args.corpus, corpus_encoding=args.corpus_encoding, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed,
-        metrics=args.metrics, options=options, fast=args.fast, out=out, force=args.force,
-        figures=not args.no_figures, device=args.device, max_memory_gb=args.max_memory_gb, force_hint="--force",
+        args.model,
+        corpus=args.corpus,
+        corpus_encoding=args.corpus_encoding,
+        n_seqs=args.n_seqs,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        metrics=args.metrics,
+        options=options,
+        fast=args.fast,
+        out=out,
+        force=args.force,
+        figures=not args.no_figures,
+        device=args.device,
+        max_memory_gb=args.max_memory_gb,
+        force_hint="--force",
         capture=args.capture,
     )
     print(summary_table(report))
-    print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + ("" if args.no_figures else " and the figures"))
+    print(
+        f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html"
+        + ("" if args.no_figures else " and the figures")
+    )
     status = report.provenance.get("status")
     if status != "complete":
         print(f"status: {status}; errors: {report.provenance.get('errors')}", file=sys.stderr)

@@ -17,13 +17,26 @@ import sys
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("reproduce", help="run the papers' published figures and write a side-by-side table")
-    p.add_argument("families", nargs="*", default=["all"], metavar="FAMILY",
-                   help="capacity, pga, interaction, sae or all (default all)")
+    p.add_argument(
+        "families",
+        nargs="*",
+        default=["all"],
+        metavar="FAMILY",
+        help="capacity, pga, interaction, sae or all (default all)",
+    )
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--size", choices=["tiny", "cpu", "full"], default=None,
-                      help="tiny (seconds, model rows skipped), cpu (default, minutes) or full (the papers' sizes, for a GPU)")
-    size.add_argument("--full", dest="size", action="store_const", const="full", help="the papers' sizes (same as --size full)")
-    size.add_argument("--tiny", dest="size", action="store_const", const="tiny", help="seconds-sized (same as --size tiny)")
+    size.add_argument(
+        "--size",
+        choices=["tiny", "cpu", "full"],
+        default=None,
+        help="tiny (seconds, model rows skipped), cpu (default, minutes) or full (the papers' sizes, for a GPU)",
+    )
+    size.add_argument(
+        "--full", dest="size", action="store_const", const="full", help="the papers' sizes (same as --size full)"
+    )
+    size.add_argument(
+        "--tiny", dest="size", action="store_const", const="tiny", help="seconds-sized (same as --size tiny)"
+    )
     p.add_argument("--out", default="reproduce", help="output folder (default ./reproduce; reused to resume)")
     p.add_argument("--check", nargs="+", default=None, metavar="ID", help="only these checks (see --list)")
     p.add_argument("--device", default="cpu", help="device for the experiments (cpu, cuda, ...)")
@@ -41,8 +54,15 @@ def run(args) -> int:
             flags = " [offline model]" if c.uses_model else (" [sae_lens]" if c.heavy else "")
             print(f"{c.id:<28}{c.title}{flags}")
         return 0
-    res = reproduce(args.families, out=args.out, size=args.size or "cpu", checks=args.check, device=args.device,
-                    fresh=args.fresh, progress=not args.no_progress)
+    res = reproduce(
+        args.families,
+        out=args.out,
+        size=args.size or "cpu",
+        checks=args.check,
+        device=args.device,
+        fresh=args.fresh,
+        progress=not args.no_progress,
+    )
     counts = res.counts()
     print(f"{len(res.rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     for r in res.rows:
@@ -51,7 +71,9 @@ def run(args) -> int:
     print(f"the table: {res.out / 'reproduce.md'} (rows with presets, sizes and times: {res.out / 'reproduce.json'})")
     if res.n_errors:
         bad = sorted({r.id for r in res.rows if r.status == "error"})
-        print(f"tl-geometry reproduce: {res.n_errors} check(s) failed: {', '.join(bad)}; run again to retry them",
-              file=sys.stderr)
+        print(
+            f"tl-geometry reproduce: {res.n_errors} check(s) failed: {', '.join(bad)}; run again to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0

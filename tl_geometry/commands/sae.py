@@ -24,8 +24,12 @@ def add_parser(subparsers) -> None:
     w = sub.add_parser("widths", help="list SAE widths of sae_lens's pretrained directory")
     w.add_argument("--model", default=None, help="only SAEs of this model (sae_lens model name)")
     w.add_argument("--release", action="append", default=None, help="only this release (repeatable)")
-    w.add_argument("--config", choices=("cache", "hub", "none"), default="cache",
-                   help="read SAE configs from the local HF cache (default), the hub, or not at all")
+    w.add_argument(
+        "--config",
+        choices=("cache", "hub", "none"),
+        default="cache",
+        help="read SAE configs from the local HF cache (default), the hub, or not at all",
+    )
     w.add_argument("--json", default=None, help="write every row as JSON to this path")
     w.add_argument("--all", action="store_true", help="print every SAE, not one line per release")
     w.set_defaults(func=_widths)
@@ -33,9 +37,16 @@ def add_parser(subparsers) -> None:
     c = sub.add_parser("compare", help="SAE widths against the model's capacity bound (+ figure)")
     c.add_argument("--model", required=True, help="published-table name or a tl_geometry.models name")
     c.add_argument("--release", action="append", default=None, help="only this release (repeatable)")
-    c.add_argument("--sae", "--sae-path", dest="sae_path", action="append", default=None, metavar="PATH|REPO:ID",
-                   help="an SAE to measure (repeatable): a directory saved by sae_lens, or REPO:ID of a Hugging "
-                        "Face repository in the local cache (loaded with SAE.from_pretrained, offline)")
+    c.add_argument(
+        "--sae",
+        "--sae-path",
+        dest="sae_path",
+        action="append",
+        default=None,
+        metavar="PATH|REPO:ID",
+        help="an SAE to measure (repeatable): a directory saved by sae_lens, or REPO:ID of a Hugging "
+        "Face repository in the local cache (loaded with SAE.from_pretrained, offline)",
+    )
     c.add_argument("--form", default="full", choices=("full", "adjusted", "jl", "jl_random"))
     c.add_argument("--config", choices=("cache", "hub", "none"), default="cache")
     c.add_argument("--out", default=None, help="write the GeometryReport JSON here")
@@ -88,11 +99,13 @@ def _compare(args) -> int:
     eps = rep.filter("epsilon.W_E").rows[0]
     cap = rep.filter("capacity.W_E").rows[0]
     ce = cap.extras
-    cap_text = (f"{cap.value:.4g}" if ce.get("status", "count") == "count"
-                else f"indeterminate ({ce.get('reason')})")
-    print(f"model {rep.provenance.get('model')}: d_model {eps.extras.get('d')}, ε(W_E) = {eps.value:.5f} "
-          f"({eps.extras.get('epsilon_source')}, {eps.extras.get('model_class')}), "
-          f"capacity ({args.form} form, preset {ce.get('preset', 'paper')}) = {cap_text}")
+    cap_text = f"{cap.value:.4g}" if ce.get("status", "count") == "count" else f"indeterminate ({ce.get('reason')})"
+    print(
+        f"model {rep.provenance.get('model')}: d_model {eps.extras.get('d')}, ε(W_E) = {eps.value:.5f} "
+        f"({eps.extras.get('epsilon_source')}, {eps.extras.get('model_class')}), "
+        f"capacity ({args.form} form, preset {ce.get('preset', 'paper')}) = {cap_text}"
+    )
+
     def key(r):
         return (r.extras.get("release"), r.extras.get("sae_id"))
 
@@ -108,11 +121,17 @@ def _compare(args) -> int:
         ratio = max((r.value for r in rs), default=float("nan"))
         share = max((shared[key(r)] for r in rs), default=float("nan"))
         verdicts = sorted({str(r.extras.get("verdict")) for r in rs})
-        print(f"{rel:<52} {len(rs):>5} {max(d_sae[key(r)] for r in rs):>10,.0f} {ratio:>12.4g} "
-              f"{share:>16.4g}  {', '.join(verdicts)}")
-    print(f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped")
-    print("shared ratio (capacity paper, Eq. 2): (2V + d_sae) / k for untied hosts, (V + d_sae) / k for tied ones"
-          + ("" if tied is not None else "; tied unknown for this host: not computed"))
+        print(
+            f"{rel:<52} {len(rs):>5} {max(d_sae[key(r)] for r in rs):>10,.0f} {ratio:>12.4g} "
+            f"{share:>16.4g}  {', '.join(verdicts)}"
+        )
+    print(
+        f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped"
+    )
+    print(
+        "shared ratio (capacity paper, Eq. 2): (2V + d_sae) / k for untied hosts, (V + d_sae) / k for tied ones"
+        + ("" if tied is not None else "; tied unknown for this host: not computed")
+    )
     if args.out:
         rep.to_json(args.out)
         print(f"report: {args.out}")

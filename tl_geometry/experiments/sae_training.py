@@ -93,16 +93,20 @@ def train_sae(
         SAELensNotInstalledError: sae_lens missing.
     """
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
-        raise InputError("tokens must be a 2-D integer tensor (n_seqs, seq_len) of token ids, "
-                         f"got {type(tokens).__name__} {getattr(tokens, 'shape', '')}")
+        raise InputError(
+            "tokens must be a 2-D integer tensor (n_seqs, seq_len) of token ids, "
+            f"got {type(tokens).__name__} {getattr(tokens, 'shape', '')}"
+        )
     hook_dict = getattr(model, "hook_dict", None)
     if hook_dict is None or not hasattr(model, "run_with_cache"):
         raise InputError(f"expected a TransformerLens HookedTransformer, got {type(model).__name__}")
     if hook not in hook_dict:
         import difflib
 
-        raise InputError(f"hook {hook!r} is not a hook of the model; closest: "
-                         f"{difflib.get_close_matches(hook, list(hook_dict), n=3, cutoff=0.5)}")
+        raise InputError(
+            f"hook {hook!r} is not a hook of the model; closest: "
+            f"{difflib.get_close_matches(hook, list(hook_dict), n=3, cutoff=0.5)}"
+        )
     d_model = int(model.cfg.d_model)
     d_sae = int(d_sae) if d_sae is not None else int(expansion) * d_model
     for name, v in (("d_sae", d_sae), ("k", k), ("training_tokens", training_tokens), ("batch_tokens", batch_tokens)):

@@ -42,8 +42,9 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -52,10 +53,34 @@ from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SweepConfig", "Shape", "PRESETS", "tinygpt_config", "build_model", "param_count", "n_params",
-           "width_for_budget", "shapes_for_budget", "grid", "paper_grid", "paper_base_steps", "byte_data",
-           "train_run", "shape_sweep", "frontier", "plot_sweep", "PAPER_BUDGETS", "PAPER_DEPTHS", "CPU_BUDGETS",
-           "plan", "trainable_params", "PAPER_SWEEP", "PAPER_WIDTH_RANGE", "PAPER_MAX_PADDING", "PAPER_PROJECTION_SEED"]
+__all__ = [
+    "SweepConfig",
+    "Shape",
+    "PRESETS",
+    "tinygpt_config",
+    "build_model",
+    "param_count",
+    "n_params",
+    "width_for_budget",
+    "shapes_for_budget",
+    "grid",
+    "paper_grid",
+    "paper_base_steps",
+    "byte_data",
+    "train_run",
+    "shape_sweep",
+    "frontier",
+    "plot_sweep",
+    "PAPER_BUDGETS",
+    "PAPER_DEPTHS",
+    "CPU_BUDGETS",
+    "plan",
+    "trainable_params",
+    "PAPER_SWEEP",
+    "PAPER_WIDTH_RANGE",
+    "PAPER_MAX_PADDING",
+    "PAPER_PROJECTION_SEED",
+]
 
 #: The authors' parameter budgets (their committed results cover 0.3M … 3M, 5M and 10M).
 PAPER_BUDGETS = (3.0e5, 6.0e5, 1.0e6, 1.3e6, 1.6e6, 2.0e6, 2.3e6, 2.7e6, 3.0e6, 5.0e6, 10.0e6)
@@ -170,21 +195,45 @@ class SweepConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def replace(self, **kw) -> "SweepConfig":
+    def replace(self, **kw) -> SweepConfig:
         return dataclasses.replace(self, **kw)
 
 
 #: The authors' protocol (transformer_ntp_shape_sweep.py defaults); GPU-sized: 60 bytes per parameter.
 PAPER_SWEEP = SweepConfig(
-    preset="paper", budgets=PAPER_BUDGETS, depths=PAPER_DEPTHS, max_depth=max(PAPER_DEPTHS), d_head=4, n_ctx=256,
-    batch_size=64, lr=3e-4, weight_decay=0.01, warmup=300, bytes_per_param=60.0, grad_clip=1.0, patience=10,
-    eval_every=200, max_train_factor=1.5, eval_seqs=None, n_agop_seqs=512, agop_split="train", seed=0,
+    preset="paper",
+    budgets=PAPER_BUDGETS,
+    depths=PAPER_DEPTHS,
+    max_depth=max(PAPER_DEPTHS),
+    d_head=4,
+    n_ctx=256,
+    batch_size=64,
+    lr=3e-4,
+    weight_decay=0.01,
+    warmup=300,
+    bytes_per_param=60.0,
+    grad_clip=1.0,
+    patience=10,
+    eval_every=200,
+    max_train_factor=1.5,
+    eval_seqs=None,
+    n_agop_seqs=512,
+    agop_split="train",
+    seed=0,
 )
 
 
 # ----------------------------------------------------------------------------- model and parameter count
-def tinygpt_config(n_layers: int, d_model: int, *, d_head: int = 4, n_ctx: int = 256, d_vocab: int = 256, seed: int = 0,
-                   preset: str = "library"):
+def tinygpt_config(
+    n_layers: int,
+    d_model: int,
+    *,
+    d_head: int = 4,
+    n_ctx: int = 256,
+    d_vocab: int = 256,
+    seed: int = 0,
+    preset: str = "library",
+):
     """HookedTransformerConfig of a byte-level pre-LN TinyGPT (d_mlp = 4·d_model, GELU, learned positions).
 
     ``preset="paper"`` sets the authors' initialization scale (0.02); use :func:`build_model`,
@@ -197,14 +246,31 @@ def tinygpt_config(n_layers: int, d_model: int, *, d_head: int = 4, n_ctx: int =
         raise InputError(f"d_model={d_model} is not a multiple of d_head={d_head}")
     extra: dict[str, Any] = {"initializer_range": 0.02} if preset == "paper" else {}
     return HookedTransformerConfig(
-        n_layers=int(n_layers), d_model=int(d_model), d_head=int(d_head), n_heads=int(d_model) // int(d_head),
-        d_mlp=4 * int(d_model), d_vocab=int(d_vocab), n_ctx=int(n_ctx), act_fn="gelu",
-        normalization_type="LN", positional_embedding_type="standard", seed=int(seed), **extra,
+        n_layers=int(n_layers),
+        d_model=int(d_model),
+        d_head=int(d_head),
+        n_heads=int(d_model) // int(d_head),
+        d_mlp=4 * int(d_model),
+        d_vocab=int(d_vocab),
+        n_ctx=int(n_ctx),
+        act_fn="gelu",
+        normalization_type="LN",
+        positional_embedding_type="standard",
+        seed=int(seed),
+        **extra,
     )
 
 
-def build_model(n_layers: int, d_model: int, *, preset: str = "paper", d_head: int = 4, n_ctx: int = 256,
-                d_vocab: int = 256, seed: int = 0):
+def build_model(
+    n_layers: int,
+    d_model: int,
+    *,
+    preset: str = "paper",
+    d_head: int = 4,
+    n_ctx: int = 256,
+    d_vocab: int = 256,
+    seed: int = 0,
+):
     """A TinyGPT ``HookedTransformer`` of the given preset, initialized with ``seed``.
 
     ``"paper"``: the authors' TinyGPT_NTP as a TransformerLens model: the linear biases (b_Q, b_K,
@@ -275,8 +341,9 @@ def _width_range(preset: str, d_head: int) -> tuple[int, int | None]:
     return d_head, None
 
 
-def width_for_budget(budget: float, n_layers: int, *, d_head: int = 4, n_ctx: int = 256, d_vocab: int = 256,
-                     preset: str = "library") -> int | None:
+def width_for_budget(
+    budget: float, n_layers: int, *, d_head: int = 4, n_ctx: int = 256, d_vocab: int = 256, preset: str = "library"
+) -> int | None:
     """Widest d_model (a multiple of d_head) with param_count ≤ budget at this depth, or None.
 
     ``"library"``: widths from d_head up. ``"paper"``: widths in [16, 1024] (the authors' binary
@@ -317,8 +384,16 @@ class Shape:
         return asdict(self)
 
 
-def grid(budgets: Sequence[float], depths: Sequence[int], *, preset: str = "paper", d_head: int = 4,
-         n_ctx: int = 256, d_vocab: int = 256, include_skipped: bool = False) -> list[Shape]:
+def grid(
+    budgets: Sequence[float],
+    depths: Sequence[int],
+    *,
+    preset: str = "paper",
+    d_head: int = 4,
+    n_ctx: int = 256,
+    d_vocab: int = 256,
+    include_skipped: bool = False,
+) -> list[Shape]:
     """The shapes of a sweep, budget by budget and depth by depth, without training anything.
 
     A depth with no width under the budget is skipped ("no width"); in the paper preset so is a
@@ -353,8 +428,16 @@ def paper_grid(*, include_skipped: bool = False) -> list[Shape]:
     return grid(PAPER_BUDGETS, PAPER_DEPTHS, preset="paper", include_skipped=include_skipped)
 
 
-def shapes_for_budget(budget: float, depths: Sequence[int] | None = None, *, max_depth: int = 6, d_head: int = 4,
-                      n_ctx: int = 256, d_vocab: int = 256, preset: str = "library") -> list[tuple[int, int]]:
+def shapes_for_budget(
+    budget: float,
+    depths: Sequence[int] | None = None,
+    *,
+    max_depth: int = 6,
+    d_head: int = 4,
+    n_ctx: int = 256,
+    d_vocab: int = 256,
+    preset: str = "library",
+) -> list[tuple[int, int]]:
     """(depth, d_model) per depth, the widest shape under ``budget``; skipped depths left out.
 
     Raises:
@@ -363,14 +446,23 @@ def shapes_for_budget(budget: float, depths: Sequence[int] | None = None, *, max
     lo, _ = _width_range(_check_preset(preset), int(d_head))
     if width_for_budget(budget, 1, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, preset=preset) is None:
         need = param_count(1, lo, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
-        raise InputError(f"budget {budget:g} is too small for even depth 1 (needs >= {need} parameters at d_model={lo})")
-    cells = grid([budget], list(range(1, max_depth + 1)) if depths is None else depths, preset=preset, d_head=d_head,
-                 n_ctx=n_ctx, d_vocab=d_vocab)
+        raise InputError(
+            f"budget {budget:g} is too small for even depth 1 (needs >= {need} parameters at d_model={lo})"
+        )
+    cells = grid(
+        [budget],
+        list(range(1, max_depth + 1)) if depths is None else depths,
+        preset=preset,
+        d_head=d_head,
+        n_ctx=n_ctx,
+        d_vocab=d_vocab,
+    )
     return [(s.depth, s.d_model) for s in cells if s.d_model is not None]  # grid() keeps runnable shapes only
 
 
-def paper_base_steps(budget: float, *, bytes_per_param: float = 60.0, n_ctx: int = 256, batch_size: int = 64,
-                     min_steps: int = 200) -> int:
+def paper_base_steps(
+    budget: float, *, bytes_per_param: float = 60.0, n_ctx: int = 256, batch_size: int = 64, min_steps: int = 200
+) -> int:
     """The authors' base steps: ``max(200, ⌊⌊bytes_per_param · budget⌋ / n_ctx⌋ // batch_size)``."""
     return max(int(min_steps), int(bytes_per_param * budget) // int(n_ctx) // int(batch_size))
 
@@ -408,11 +500,15 @@ def _hf_texts(name: str) -> list[str]:
     try:
         import datasets
     except ImportError:
-        raise InputError(f"unknown text source {name!r}: not pydoc/shakespeare/a file, and `datasets` is not installed") from None
+        raise InputError(
+            f"unknown text source {name!r}: not pydoc/shakespeare/a file, and `datasets` is not installed"
+        ) from None
     try:
         ds = datasets.load_dataset(name, split="train")
     except Exception as exc:  # offline, unknown name, ...
-        raise InputError(f"could not load text source {name!r} as a Hugging Face dataset: {type(exc).__name__}: {exc}") from None
+        raise InputError(
+            f"could not load text source {name!r} as a Hugging Face dataset: {type(exc).__name__}: {exc}"
+        ) from None
     col = "text" if "text" in ds.column_names else ds.column_names[0]
     return [t for t in ds[col] if t]
 
@@ -445,8 +541,9 @@ def _loss(model: Any, win: Tensor, *, shifted: bool, reduction: str = "mean") ->
             return model(win, return_type="loss", loss_per_token=True).sum()
         return model(win, return_type="loss")
     logits = model(win[:, :-1])
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1),
-                                             reduction=reduction)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1), reduction=reduction
+    )
 
 
 @torch.no_grad()
@@ -459,8 +556,9 @@ def _ce(model: Any, windows: Tensor, *, shifted: bool, batch_size: int, device: 
     return tot / n
 
 
-def train_run(params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tensor | None = None, *,
-              device: Any = "cpu") -> dict:
+def train_run(
+    params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tensor | None = None, *, device: Any = "cpu"
+) -> dict:
     """Train one TinyGPT shape and measure it; ``params`` is one job of :func:`shape_sweep`.
 
     Returns test_ce (and val_ce with early stopping), train_loss, aofe_ratio_out (output-space
@@ -533,18 +631,32 @@ def train_run(params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tenso
     else:
         agop_win = _eval_windows(test, p["n_agop_seqs"], n_ctx)
     bs = min(len(agop_win), 32 if device.type == "cuda" else 8)
-    out = agop(model, agop_win, space="output", exact=True, progress=False, batch_size=bs,
-               projection_seed=PAPER_PROJECTION_SEED if paper else None)
+    out = agop(
+        model,
+        agop_win,
+        space="output",
+        exact=True,
+        progress=False,
+        batch_size=bs,
+        projection_seed=PAPER_PROJECTION_SEED if paper else None,
+    )
     lossg = agop(model, agop_win, space="loss", progress=False, batch_size=bs)
     active = trainable_params(model)
     budget = float(p.get("budget", active))
     rec = {
-        "test_ce": test_ce, "train_loss": float(loss.detach()),
+        "test_ce": test_ce,
+        "train_loss": float(loss.detach()),
         "aofe_ratio_out": out.stats["blocks.0.hook_resid_pre"].ratio,
         "aofe_ratio_loss": lossg.stats["hook_embed"].ratio,
-        "wtw_aofe_ratio": float(wtw_aofe(model.W_E.detach()).ratio), "r_dw": depth_width_ratio(model.cfg),
-        "n_params": active, "pad": int(budget - active), "pad_ratio": (budget - active) / budget, "preset": preset,
-        "steps_run": steps_run, "stopped_early": stopped, "seconds": round(time.perf_counter() - t0, 2),
+        "wtw_aofe_ratio": float(wtw_aofe(model.W_E.detach()).ratio),
+        "r_dw": depth_width_ratio(model.cfg),
+        "n_params": active,
+        "pad": int(budget - active),
+        "pad_ratio": (budget - active) / budget,
+        "preset": preset,
+        "steps_run": steps_run,
+        "stopped_early": stopped,
+        "seconds": round(time.perf_counter() - t0, 2),
     }
     if val_win is not None:
         rec["val_ce"] = best_val
@@ -561,16 +673,25 @@ def _steps(cfg: SweepConfig, budget: float, L: int, d: int) -> int:
 
 
 def _jobs(cfg: SweepConfig) -> list[tuple[Shape, dict]]:
-    common = {k: v for k, v in cfg.to_dict().items()
-              if k not in ("budgets", "depths", "max_depth", "bytes_per_param", "device")}
+    common = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k not in ("budgets", "depths", "max_depth", "bytes_per_param", "device")
+    }
     depths = cfg.depths if cfg.depths is not None else tuple(range(1, cfg.max_depth + 1))
     out = []
     for budget in cfg.budgets:
         shapes_for_budget(budget, depths, d_head=cfg.d_head, n_ctx=cfg.n_ctx, preset=cfg.preset)  # too small → raise
         for s in grid([budget], depths, preset=cfg.preset, d_head=cfg.d_head, n_ctx=cfg.n_ctx):
             assert s.d_model is not None  # grid() without include_skipped: runnable shapes only
-            job = {"experiment": "shape_sweep", "budget": float(budget), "n_layers": s.depth, "d_model": s.d_model,
-                   **common, "steps": _steps(cfg, budget, s.depth, s.d_model)}
+            job = {
+                "experiment": "shape_sweep",
+                "budget": float(budget),
+                "n_layers": s.depth,
+                "d_model": s.d_model,
+                **common,
+                "steps": _steps(cfg, budget, s.depth, s.d_model),
+            }
             out.append((s, job))
     return out
 
@@ -592,7 +713,9 @@ def plan(cfg: SweepConfig = SweepConfig(), results: Any = None) -> list[dict]:
     return rows
 
 
-def shape_sweep(cfg: SweepConfig = SweepConfig(), results: Any = "shape_sweep.jsonl", *, progress: bool = True) -> list[dict]:
+def shape_sweep(
+    cfg: SweepConfig = SweepConfig(), results: Any = "shape_sweep.jsonl", *, progress: bool = True
+) -> list[dict]:
     """Run (or resume) the sweep; every finished run is appended to ``results`` at once.
 
     Returns:
@@ -617,7 +740,7 @@ def shape_sweep(cfg: SweepConfig = SweepConfig(), results: Any = "shape_sweep.js
             if cfg.patience:
                 if len(train) < 2 * len(test):
                     raise InputError(f"source {cfg.source!r} is too short for a validation split")
-                train, val = train[: -len(test)], train[-len(test):]
+                train, val = train[: -len(test)], train[-len(test) :]
             data.update(train=train, test=test, val=val)
         return train_run(params, data["train"], data["test"], data["val"], device=cfg.device)
 
@@ -634,8 +757,16 @@ def frontier(records: Sequence[Mapping[str, Any]]) -> list[dict]:
         b = r["params"]["budget"]
         if b not in best or r["test_ce"] < best[b]["test_ce"]:
             best[b] = r
-    return [{"budget": b, "n_layers": r["params"]["n_layers"], "d_model": r["params"]["d_model"],
-             "alpha": r["r_dw"], "test_ce": r["test_ce"]} for b, r in sorted(best.items())]
+    return [
+        {
+            "budget": b,
+            "n_layers": r["params"]["n_layers"],
+            "d_model": r["params"]["d_model"],
+            "alpha": r["r_dw"],
+            "test_ce": r["test_ce"],
+        }
+        for b, r in sorted(best.items())
+    ]
 
 
 def plot_sweep(records: Sequence[Mapping[str, Any]], path: Any = None):

@@ -41,8 +41,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,9 +54,28 @@ from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ToyConfig", "ToyResult", "toy_data", "toy_agop", "train_toy", "toy_sweep", "summarize",
-           "correlations", "plot_toy", "run", "lr_factor", "PRESETS", "PRESET_SIZES", "PRESET_SEEDS",
-           "PAPER_TOY", "HENIGHAN_TOY", "CPU_TOY", "PAPER_SIZES", "HENIGHAN_SIZES", "CPU_SIZES"]
+__all__ = [
+    "ToyConfig",
+    "ToyResult",
+    "toy_data",
+    "toy_agop",
+    "train_toy",
+    "toy_sweep",
+    "summarize",
+    "correlations",
+    "plot_toy",
+    "run",
+    "lr_factor",
+    "PRESETS",
+    "PRESET_SIZES",
+    "PRESET_SEEDS",
+    "PAPER_TOY",
+    "HENIGHAN_TOY",
+    "CPU_TOY",
+    "PAPER_SIZES",
+    "HENIGHAN_SIZES",
+    "CPU_SIZES",
+]
 
 _INITS = ("normal", "xavier")
 
@@ -122,7 +142,9 @@ class ToyConfig:
         if self.batch_size is not None and (isinstance(self.batch_size, bool) or int(self.batch_size) < 1):
             raise InputError(f"batch_size must be None (full batch) or a positive integer, got {self.batch_size!r}")
         if (self.data_seed is None) != (self.test_seed is None):
-            raise InputError(f"data_seed and test_seed are set together or not at all, got {self.data_seed}, {self.test_seed}")
+            raise InputError(
+                f"data_seed and test_seed are set together or not at all, got {self.data_seed}, {self.test_seed}"
+            )
         if not isinstance(self.preset, str) or not self.preset:
             raise InputError(f"preset must be a non-empty name, got {self.preset!r}")
 
@@ -133,15 +155,33 @@ class ToyConfig:
 #: The authors' code (``Double_descent/data_scaling.py``, ``main()``): see the module docstring.
 PAPER_TOY = ToyConfig()
 #: Their grid: 10 small sizes, 10 log-spaced 1000 … 20,000, then 30,000 and 40,000.
-PAPER_SIZES = (3, 5, 8, 10, 15, 30, 50, 100, 200, 500) + tuple(
-    int(round(x)) for x in np.logspace(np.log10(1000), np.log10(20000), 10).tolist()) + (30_000, 40_000)
+PAPER_SIZES = (
+    (3, 5, 8, 10, 15, 30, 50, 100, 200, 500)
+    + tuple(int(round(x)) for x in np.logspace(np.log10(1000), np.log10(20000), 10).tolist())
+    + (30_000, 40_000)
+)
 #: The settings this library used first (after Henighan et al. 2023).
-HENIGHAN_TOY = ToyConfig(n_features=1000, n_hidden=2, sparsity=0.99, steps=50_000, lr=1e-3, weight_decay=1e-2,
-                         warmup=0.05, n_test=10_000, preset="henighan", init="normal", warmup_start=None,
-                         batch_size=None, data_seed=None, test_seed=None)
+HENIGHAN_TOY = ToyConfig(
+    n_features=1000,
+    n_hidden=2,
+    sparsity=0.99,
+    steps=50_000,
+    lr=1e-3,
+    weight_decay=1e-2,
+    warmup=0.05,
+    n_test=10_000,
+    preset="henighan",
+    init="normal",
+    warmup_start=None,
+    batch_size=None,
+    data_seed=None,
+    test_seed=None,
+)
 HENIGHAN_SIZES = tuple(int(round(x)) for x in torch.logspace(math.log10(3), math.log10(40_000), 22).tolist())
 #: Scaled down for a CPU minute (sparsity 0.95 so that 100 features still show the peak).
-CPU_TOY = dataclasses.replace(HENIGHAN_TOY, n_features=100, sparsity=0.95, steps=2000, lr=1e-2, n_test=2000, preset="cpu")
+CPU_TOY = dataclasses.replace(
+    HENIGHAN_TOY, n_features=100, sparsity=0.95, steps=2000, lr=1e-2, n_test=2000, preset="cpu"
+)
 CPU_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 PRESETS: dict[str, ToyConfig] = {"paper": PAPER_TOY, "henighan": HENIGHAN_TOY, "cpu": CPU_TOY}
@@ -197,12 +237,17 @@ class ToyResult:
     b: Float[Tensor, " n"]
 
     def to_dict(self) -> dict:
-        return {"n_train": self.n_train, "seed": self.seed, "preset": self.preset,
-                **{k: getattr(self, k) for k in METRICS}}
+        return {
+            "n_train": self.n_train,
+            "seed": self.seed,
+            "preset": self.preset,
+            **{k: getattr(self, k) for k in METRICS},
+        }
 
 
-def toy_data(n: int, n_features: int, sparsity: float, *, generator: torch.Generator,
-             mask_first: bool = False) -> Float[Tensor, "n f"]:
+def toy_data(
+    n: int, n_features: int, sparsity: float, *, generator: torch.Generator, mask_first: bool = False
+) -> Float[Tensor, "n f"]:
     """``n`` sparse samples: features present w.p. ``1 - sparsity``, values U[0, 1), unit norm.
 
     ``mask_first=True`` draws the presence mask before the values, as the paper's
@@ -273,10 +318,16 @@ def train_toy(n_train: int, cfg: ToyConfig = CPU_TOY) -> ToyResult:
         gm = g
     else:  # the paper's: data fixed per size, the model seed drives init and minibatches
         assert cfg.data_seed is not None and cfg.test_seed is not None  # set together (ToyConfig checks)
-        X = toy_data(T, cfg.n_features, cfg.sparsity, generator=torch.Generator().manual_seed(cfg.data_seed + T),
-                     mask_first=True)
-        X_test = toy_data(cfg.n_test, cfg.n_features, cfg.sparsity,
-                          generator=torch.Generator().manual_seed(cfg.test_seed + T), mask_first=True)
+        X = toy_data(
+            T, cfg.n_features, cfg.sparsity, generator=torch.Generator().manual_seed(cfg.data_seed + T), mask_first=True
+        )
+        X_test = toy_data(
+            cfg.n_test,
+            cfg.n_features,
+            cfg.sparsity,
+            generator=torch.Generator().manual_seed(cfg.test_seed + T),
+            mask_first=True,
+        )
         gm = torch.Generator().manual_seed(cfg.seed)
     with torch.no_grad():
         if cfg.init == "xavier":
@@ -302,10 +353,21 @@ def train_toy(n_train: int, cfg: ToyConfig = CPU_TOY) -> ToyResult:
         G = W.T @ W
         a = aofe(A) if float((A**2).sum()) > 0 else None
     return ToyResult(
-        T, int(cfg.seed), cfg.preset, train_loss, test_loss,
-        float(a.ratio) if a else float("nan"), float(a.aofe) if a else float("nan"),
-        _safe(weighted_mean_cos2, A), _safe(lambda M: aofe(M).ratio, G), _safe(weighted_mean_cos2, G),
-        _safe(offdiag_pearson, G, A), A, W.detach().clone(), b.detach().clone())
+        T,
+        int(cfg.seed),
+        cfg.preset,
+        train_loss,
+        test_loss,
+        float(a.ratio) if a else float("nan"),
+        float(a.aofe) if a else float("nan"),
+        _safe(weighted_mean_cos2, A),
+        _safe(lambda M: aofe(M).ratio, G),
+        _safe(weighted_mean_cos2, G),
+        _safe(offdiag_pearson, G, A),
+        A,
+        W.detach().clone(),
+        b.detach().clone(),
+    )
 
 
 def toy_sweep(
@@ -338,10 +400,15 @@ def toy_sweep(
     if not seeds:
         raise InputError("seeds must name at least one seed")
     ov = overrides(cfg)
-    jobs = [{"experiment": "toy", "n_train": s, **dataclasses.replace(cfg, seed=k).to_dict()} for s in sizes for k in seeds]
+    jobs = [
+        {"experiment": "toy", "n_train": s, **dataclasses.replace(cfg, seed=k).to_dict()} for s in sizes for k in seeds
+    ]
 
     def one(params: Mapping[str, Any]) -> dict:
-        return {**train_toy(params["n_train"], dataclasses.replace(cfg, seed=params["seed"])).to_dict(), "overrides": ov}
+        return {
+            **train_toy(params["n_train"], dataclasses.replace(cfg, seed=params["seed"])).to_dict(),
+            "overrides": ov,
+        }
 
     if results is None:
         recs = [one(j) for j in jobs]
@@ -376,8 +443,12 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> list[dict]:
     return out
 
 
-def correlations(records: Sequence[Mapping[str, Any]], *, large_from: int = 1000,
-                 metrics: Sequence[str] = ("aofe_ratio", "aofe", "agop_cos2", "wtw_aofe_ratio", "wtw_cos2", "nfa_pearson")):
+def correlations(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    large_from: int = 1000,
+    metrics: Sequence[str] = ("aofe_ratio", "aofe", "agop_cos2", "wtw_aofe_ratio", "wtw_cos2", "nfa_pearson"),
+):
     """Pearson and Spearman correlation of each metric with the test loss over all runs (one
     point per size and seed, as the paper's ``print_correlations``), globally and for
     ``n_train >= large_from``: see :func:`tl_geometry.metrics.interaction.loss_correlations`."""
@@ -385,12 +456,20 @@ def correlations(records: Sequence[Mapping[str, Any]], *, large_from: int = 1000
 
     loss = [float(r["test_loss"]) for r in records]
     sizes = [int(r["n_train"]) for r in records]
-    return loss_correlations(loss, {m: [float(r[m]) for r in records] for m in metrics}, sizes=sizes,
-                             large_from=large_from)
+    return loss_correlations(
+        loss, {m: [float(r[m]) for r in records] for m in metrics}, sizes=sizes, large_from=large_from
+    )
 
 
-def run(preset: str = "paper", *, sizes: Sequence[int] | None = None, seeds: Iterable[int] | None = None,
-        out: Any = None, progress: bool = True, **changes) -> list[dict]:
+def run(
+    preset: str = "paper",
+    *,
+    sizes: Sequence[int] | None = None,
+    seeds: Iterable[int] | None = None,
+    out: Any = None,
+    progress: bool = True,
+    **changes,
+) -> list[dict]:
     """Run the toy sweep with a named preset (the entry point for scripts).
 
     Args:
@@ -413,12 +492,19 @@ def run(preset: str = "paper", *, sizes: Sequence[int] | None = None, seeds: Ite
         raise InputError(f"unknown toy preset {preset!r}; accepted: {', '.join(PRESETS)}")
     bad = sorted(set(changes) - {f.name for f in dataclasses.fields(ToyConfig)} | ({"preset", "seed"} & set(changes)))
     if bad:
-        raise InputError(f"unknown or reserved ToyConfig fields {bad}; change any of "
-                         f"{[f.name for f in dataclasses.fields(ToyConfig) if f.name not in ('preset', 'seed')]} "
-                         "(pass seeds=... for seeds)")
+        raise InputError(
+            f"unknown or reserved ToyConfig fields {bad}; change any of "
+            f"{[f.name for f in dataclasses.fields(ToyConfig) if f.name not in ('preset', 'seed')]} "
+            "(pass seeds=... for seeds)"
+        )
     cfg = dataclasses.replace(PRESETS[preset], **changes)
-    return toy_sweep(PRESET_SIZES[preset] if sizes is None else sizes, cfg,
-                     seeds=PRESET_SEEDS[preset] if seeds is None else seeds, results=out, progress=progress)
+    return toy_sweep(
+        PRESET_SIZES[preset] if sizes is None else sizes,
+        cfg,
+        seeds=PRESET_SEEDS[preset] if seeds is None else seeds,
+        results=out,
+        progress=progress,
+    )
 
 
 def plot_toy(records: Sequence[Mapping[str, Any]], path: Any = None):
@@ -438,9 +524,11 @@ def plot_toy(records: Sequence[Mapping[str, Any]], path: Any = None):
         x = np.array([s["n_train"] for s in rs])
         tag = f" ({preset})" if preset else ""
         col = f"C{2 * j}"
-        for key, style, alpha, label, axis in (("test_loss", "o-", 1.0, "test loss", ax),
-                                               ("train_loss", "o--", 0.4, "train loss", ax),
-                                               ("aofe_ratio", "s-", 1.0, "AOFE ratio", ax2)):
+        for key, style, alpha, label, axis in (
+            ("test_loss", "o-", 1.0, "test loss", ax),
+            ("train_loss", "o--", 0.4, "train loss", ax),
+            ("aofe_ratio", "s-", 1.0, "AOFE ratio", ax2),
+        ):
             m = np.array([s[f"{key}_mean"] for s in rs])
             sd = np.array([s[f"{key}_std"] for s in rs])
             c = f"C{2 * j + 1}" if key == "aofe_ratio" else col

@@ -8,7 +8,8 @@ weights through :func:`tl_geometry.capture.weight`, activations through a
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from torch import Tensor
@@ -130,7 +131,9 @@ def epsilon_metric(
     sample of ``histogram_rows`` rows (``None``: all rows, O(n²·d); ``0``: no histogram);
     ``extras["histogram_rows"]`` says how many.
     """
-    if histogram_rows is not None and (not isinstance(histogram_rows, int) or histogram_rows < 0 or histogram_rows == 1):
+    if histogram_rows is not None and (
+        not isinstance(histogram_rows, int) or histogram_rows < 0 or histogram_rows == 1
+    ):
         raise InputError(f"histogram_rows must be None, 0 or an integer >= 2, got {histogram_rows!r}")
     rows = []
     for m in _check_matrices(matrices):
@@ -142,7 +145,9 @@ def epsilon_metric(
     return GeometryReport.from_rows(rows, model=model)
 
 
-@register_metric("capacity", needs="weights", description="capacity k(d, ε) from W_E / W_U's ε, as the paper reports it")
+@register_metric(
+    "capacity", needs="weights", description="capacity k(d, ε) from W_E / W_U's ε, as the paper reports it"
+)
 def capacity_metric(
     model,
     tokens=None,
@@ -173,14 +178,25 @@ def capacity_metric(
         st = embedding_epsilon(model, matrix=m, progress=progress)
         eps_ok = st.epsilon < 1
         est = capacity_estimate(st.d, mean=st.mean, std=st.std, preset=preset, form=form) if eps_ok else None
-        extras = {"form": form, "preset": preset, "epsilon": st.epsilon, "d": st.d, "model_class": st.model_class,
-                  **matrix_provenance(model, m)}
+        extras = {
+            "form": form,
+            "preset": preset,
+            "epsilon": st.epsilon,
+            "d": st.d,
+            "model_class": st.model_class,
+            **matrix_provenance(model, m),
+        }
         if est is None:
             extras.update(status="indeterminate", reason=f"ε = {st.epsilon:.5g} ≥ 1: outside the formula's domain")
             value = float("nan")
         else:
-            extras.update({k: v for k, v in est.to_dict().items()
-                           if k in ("status", "reason", "log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")})
+            extras.update(
+                {
+                    k: v
+                    for k, v in est.to_dict().items()
+                    if k in ("status", "reason", "log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")
+                }
+            )
             value = est.k if est.k is not None else float("nan")
         rows.append({"metric": f"capacity.{m}", "value": value, "extras": extras})
     return GeometryReport.from_rows(rows, model=model, capacity_preset=preset)
@@ -217,7 +233,9 @@ def epsilon_activations_plan(
 
 
 @register_metric(
-    "epsilon_activations", needs="activations", description="ε of a seeded sample of token activations per hook",
+    "epsilon_activations",
+    needs="activations",
+    description="ε of a seeded sample of token activations per hook",
     plan=epsilon_activations_plan,
 )
 def epsilon_activations_metric(
@@ -238,38 +256,65 @@ _STATS = ("mean", "std", "n_vectors", "n_dropped", "d", "model_class")
 _PROVENANCE = ("matrix", "raw", "raw_why", "processing")
 _ESTIMATE = ("log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")
 
-register_family(FamilySpec(
-    "capacity",
-    title="Capacity",
-    paper="Guha, arXiv 2606.02765",
-    metrics=("epsilon", "capacity", "epsilon_activations"),
-    rows=tuple(
-        RowSpec(f"epsilon.{m}", per="model", by="epsilon", extras=_STATS + _PROVENANCE,
+register_family(
+    FamilySpec(
+        "capacity",
+        title="Capacity",
+        paper="Guha, arXiv 2606.02765",
+        metrics=("epsilon", "capacity", "epsilon_activations"),
+        rows=tuple(
+            RowSpec(
+                f"epsilon.{m}",
+                per="model",
+                by="epsilon",
+                extras=_STATS + _PROVENANCE,
                 optional=("histogram", "histogram_rows"),
-                description=f"ε = μ + 2σ of pairwise cosines of {m}'s rows (histogram unless histogram_rows=0)")
-        for m in _MATRICES
-    ) + tuple(
-        RowSpec(f"capacity.{m}", per="model", by="capacity",
+                description=f"ε = μ + 2σ of pairwise cosines of {m}'s rows (histogram unless histogram_rows=0)",
+            )
+            for m in _MATRICES
+        )
+        + tuple(
+            RowSpec(
+                f"capacity.{m}",
+                per="model",
+                by="capacity",
                 extras=("form", "preset", "epsilon", "d", "model_class", "status", "reason") + _PROVENANCE,
                 optional=_ESTIMATE,
-                description=f"capacity k(d, ε) from {m}'s ε, NaN where the paper gives no count")
-        for m in _MATRICES
-    ) + (
-        RowSpec("epsilon_activations", per="hook", by="epsilon_activations",
+                description=f"capacity k(d, ε) from {m}'s ε, NaN where the paper gives no count",
+            )
+            for m in _MATRICES
+        )
+        + (
+            RowSpec(
+                "epsilon_activations",
+                per="hook",
+                by="epsilon_activations",
                 extras=_STATS + ("epsilon_W_E", "max_points", "seed"),
-                description="ε of a seeded sample of token activations"),
-    ),
-    figures=(
-        FigureSpec("cosine_histogram", "tl_geometry.plotting:plot_cosine_histogram",
-                   "Pairwise cosine histogram of W_E / W_U with μ and ε",
-                   rows=("epsilon.W_E", "epsilon.W_U")),
-        FigureSpec("capacity_curve", "tl_geometry.plotting:plot_capacity_curve",
-                   "Capacity bound vs ε, this model and published models",
-                   rows=("epsilon.W_E", "epsilon.W_U", "capacity.W_E", "capacity.W_U")),
-        FigureSpec("epsilon_by_layer", "tl_geometry.plotting:plot_epsilon_by_layer",
-                   "ε of the activations by layer", rows=("epsilon_activations",)),
-    ),
-    read="tl_geometry.readings:read_capacity",
-    plot="capacity_curve",
-    order=10,
-))
+                description="ε of a seeded sample of token activations",
+            ),
+        ),
+        figures=(
+            FigureSpec(
+                "cosine_histogram",
+                "tl_geometry.plotting:plot_cosine_histogram",
+                "Pairwise cosine histogram of W_E / W_U with μ and ε",
+                rows=("epsilon.W_E", "epsilon.W_U"),
+            ),
+            FigureSpec(
+                "capacity_curve",
+                "tl_geometry.plotting:plot_capacity_curve",
+                "Capacity bound vs ε, this model and published models",
+                rows=("epsilon.W_E", "epsilon.W_U", "capacity.W_E", "capacity.W_U"),
+            ),
+            FigureSpec(
+                "epsilon_by_layer",
+                "tl_geometry.plotting:plot_epsilon_by_layer",
+                "ε of the activations by layer",
+                rows=("epsilon_activations",),
+            ),
+        ),
+        read="tl_geometry.readings:read_capacity",
+        plot="capacity_curve",
+        order=10,
+    )
+)

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from torch import Tensor
 
@@ -38,9 +39,9 @@ __all__ = ["SPACES", "agop", "agop_report", "nfa"]
 SPACES: dict[str, str] = {
     "input": "E[JᵀJ] over every logit w.r.t. the activation at each hook (d × d; ours, the NFA convention)",
     "output": "E[(PJ)(PJ)ᵀ], J of the last-position logits w.r.t. one hook (k × k, P a fixed k × d_vocab "
-              "Gaussian; the paper's next-token shape sweep, budget_scaling/transformer_ntp_shape_sweep.py)",
+    "Gaussian; the paper's next-token shape sweep, budget_scaling/transformer_ntp_shape_sweep.py)",
     "loss": "E[g gᵀ], g = ∂(summed next-token cross-entropy)/∂a at each position (d × d; the paper's TinyGPT "
-            "depth scan, shape_scan/transformer_shape_scan.py)",
+    "depth scan, shape_scan/transformer_shape_scan.py)",
 }
 
 
@@ -129,10 +130,23 @@ def agop(
     work = capture.float32_model(model)
     with capture.eval_mode(work):
         if space == "output":
-            mats, stats = _output_space(work, tokens, hooks[0], int(n_probes), n_groups, seed, int(batch_size),
-                                        exact, int(projection_dim), progress, projection_seed)
+            mats, stats = _output_space(
+                work,
+                tokens,
+                hooks[0],
+                int(n_probes),
+                n_groups,
+                seed,
+                int(batch_size),
+                exact,
+                int(projection_dim),
+                progress,
+                projection_seed,
+            )
         elif space == "loss":
-            sums, n = capture.loss_gradient_grams(work, tokens, hooks, mask, batch_size=int(batch_size), progress=progress)
+            sums, n = capture.loss_gradient_grams(
+                work, tokens, hooks, mask, batch_size=int(batch_size), progress=progress
+            )
             mats, stats = _from_sums(sums, n)
         elif exact:
             grams = capture.jacobian_grams(work, tokens, hooks, mask, progress=progress)
@@ -142,17 +156,32 @@ def agop(
                 mats[h], stats[h] = G.float(), exact_stats(G, n)
         else:
             acc = AGOPAccumulator(int(n_probes), n_groups)
-            capture.probe_gradients(work, tokens, hooks, mask, acc.update, n_probes=int(n_probes), seed=seed,
-                                    batch_size=int(batch_size), progress=progress)
+            capture.probe_gradients(
+                work,
+                tokens,
+                hooks,
+                mask,
+                acc.update,
+                n_probes=int(n_probes),
+                seed=seed,
+                batch_size=int(batch_size),
+                progress=progress,
+            )
             out = {h: acc.compute(h) for h in hooks}
             mats, stats = {h: v[0] for h, v in out.items()}, {h: v[1] for h, v in out.items()}
     exact = bool(exact) or space == "loss"
-    prov = {"agop_space": space, "agop_exact": exact, "n_tokens": int(tokens.numel()),
-            "tokens_shape": list(tokens.shape)}
+    prov = {
+        "agop_space": space,
+        "agop_exact": exact,
+        "n_tokens": int(tokens.numel()),
+        "tokens_shape": list(tokens.shape),
+    }
     if space == "output":
-        prov["agop_projection"] = {"dim": int(projection_dim),
-                                   "seed": int(seed if projection_seed is None else projection_seed),
-                                   "convention": "library" if projection_seed is None else "paper"}
+        prov["agop_projection"] = {
+            "dim": int(projection_dim),
+            "seed": int(seed if projection_seed is None else projection_seed),
+            "convention": "library" if projection_seed is None else "paper",
+        }
     return AGOPResult(matrices=mats, stats=stats, space=space, exact=exact, seed=int(seed), provenance=prov)
 
 
@@ -178,7 +207,9 @@ def nfa(
     if not layers or any(not 0 <= l < n for l in layers):
         raise InputError(f"layers must be a non-empty subset of range({n}), got {layers}")
     hooks = [f"blocks.{l}.ln2.hook_normalized" for l in layers]
-    res = agop(model, tokens, hooks=hooks, n_probes=n_probes, seed=seed, exact=exact, batch_size=batch_size, progress=progress)
+    res = agop(
+        model, tokens, hooks=hooks, n_probes=n_probes, seed=seed, exact=exact, batch_size=batch_size, progress=progress
+    )
     W_in = capture.weight(model, "W_in")
     out = {}
     for l, h in zip(layers, hooks):
@@ -195,8 +226,9 @@ def _from_sums(sums: dict[str, Tensor], n: int) -> tuple[dict[str, Tensor], dict
     return {h: G.float() for h, G in mats.items()}, {h: exact_stats(G, n) for h, G in mats.items()}
 
 
-def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exact, proj_dim, progress,
-                  projection_seed=None):
+def _output_space(
+    model, tokens, hook, n_probes, n_groups, seed, batch_size, exact, proj_dim, progress, projection_seed=None
+):
     device = capture.model_device(model)
     if projection_seed is None:
         P = projection_matrix(proj_dim, model.cfg.d_vocab, seed=seed).to(device)
@@ -207,8 +239,9 @@ def _output_space(model, tokens, hook, n_probes, n_groups, seed, batch_size, exa
         G = G / n_seq
         return {hook: G.float()}, {hook: exact_stats(G, n_seq)}
     acc = AGOPAccumulator(n_probes, n_groups)
-    capture.output_jvps(model, tokens, hook, P, acc.update, n_probes=n_probes, seed=seed, batch_size=batch_size,
-                        progress=progress)
+    capture.output_jvps(
+        model, tokens, hook, P, acc.update, n_probes=n_probes, seed=seed, batch_size=batch_size, progress=progress
+    )
     G, s = acc.compute(hook)
     return {hook: G}, {hook: s}
 
@@ -231,12 +264,23 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
             est, ratio = "plugin", s.ratio
         else:
             est, ratio = "jackknife", s.ratio_debiased
-        ex = {"n_probes": s.n_probes, "space": result.space, "exact": result.exact, "n_positions": s.n_positions,
-              "rel_stderr": s.rel_stderr, "aofe_debiased": s.aofe_debiased, "ratio_debiased": s.ratio_debiased}
+        ex = {
+            "n_probes": s.n_probes,
+            "space": result.space,
+            "exact": result.exact,
+            "n_positions": s.n_positions,
+            "rel_stderr": s.rel_stderr,
+            "aofe_debiased": s.aofe_debiased,
+            "ratio_debiased": s.ratio_debiased,
+        }
         rows += [
             {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
-            {"metric": "agop.aofe_ratio", "value": ratio, "hook": h,
-             "extras": {**ex, "stderr": s.ratio_stderr, "ratio_plugin": s.ratio, "estimator": est}},
+            {
+                "metric": "agop.aofe_ratio",
+                "value": ratio,
+                "hook": h,
+                "extras": {**ex, "stderr": s.ratio_stderr, "ratio_plugin": s.ratio, "estimator": est},
+            },
             {"metric": "agop.trace", "value": s.trace, "hook": h, "extras": {**ex, "stderr": s.trace_stderr}},
         ]
     return GeometryReport.from_rows(rows, model=model, seed=result.seed, **dict(result.provenance))
@@ -267,8 +311,13 @@ def depth_width_metric(model, tokens=None, *, hooks=None) -> GeometryReport:
     """R_D/W and whether it lies in [0.023, 0.047]: row depth_width.ratio."""
     r = depth_width_ratio(model)
     return GeometryReport.from_rows(
-        [{"metric": "depth_width.ratio", "value": r,
-          "extras": {"in_interval": in_efficient_interval(r), "interval": list(EFFICIENT_INTERVAL)}}],
+        [
+            {
+                "metric": "depth_width.ratio",
+                "value": r,
+                "extras": {"in_interval": in_efficient_interval(r), "interval": list(EFFICIENT_INTERVAL)},
+            }
+        ],
         model=model,
     )
 
@@ -283,34 +332,72 @@ def nfa_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
     for h, c in res.items():
         rows += [
             {"metric": "nfa.corr", "value": c.pearson, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 1.0}},
-            {"metric": "nfa.corr_sqrt", "value": c.pearson_sqrt, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 0.5}},
+            {
+                "metric": "nfa.corr_sqrt",
+                "value": c.pearson_sqrt,
+                "hook": h,
+                "extras": {"n_pairs": c.n_pairs, "power": 0.5},
+            },
         ]
     return GeometryReport.from_rows(rows, model=model)
 
 
 _AGOP = ("n_probes", "space", "exact", "n_positions", "rel_stderr", "aofe_debiased", "ratio_debiased", "stderr")
 
-register_family(FamilySpec(
-    "interaction",
-    title="Interaction",
-    paper="Sun, Yang, Zhang, Du, arXiv 2605.27989",
-    metrics=("agop", "wtw_aofe", "depth_width", "nfa"),
-    rows=(
-        RowSpec("agop.aofe", per="hook", by="agop", extras=_AGOP, description="plug-in AOFE of the AGOP"),
-        RowSpec("agop.aofe_ratio", per="hook", by="agop", extras=_AGOP + ("ratio_plugin", "estimator"),
-                description="AOFE ratio (bias-corrected with probes, exact otherwise)"),
-        RowSpec("agop.trace", per="hook", by="agop", extras=_AGOP, description="trace of the AGOP"),
-        RowSpec("wtw.aofe_ratio", per="model", by="wtw_aofe", extras=("aofe", "matrix"),
-                description="AOFE ratio of WᵀW / n"),
-        RowSpec("depth_width.ratio", per="model", by="depth_width", extras=("in_interval", "interval"),
-                description="R_D/W = n_layers / d_model"),
-        RowSpec("nfa.corr", per="hook", by="nfa", extras=("n_pairs", "power"),
-                description="corr(W_in W_inᵀ, AGOP) at the MLP input"),
-        RowSpec("nfa.corr_sqrt", per="hook", by="nfa", extras=("n_pairs", "power"),
-                description="corr(W_in W_inᵀ, AGOP^(1/2)) at the MLP input"),
-    ),
-    figures=(FigureSpec("aofe_ratio", "tl_geometry.plotting:plot_aofe", "AGOP AOFE ratio by layer",
-                        rows=("agop.aofe_ratio", "depth_width.ratio")),),
-    read="tl_geometry.readings:read_interaction",
-    order=40,
-))
+register_family(
+    FamilySpec(
+        "interaction",
+        title="Interaction",
+        paper="Sun, Yang, Zhang, Du, arXiv 2605.27989",
+        metrics=("agop", "wtw_aofe", "depth_width", "nfa"),
+        rows=(
+            RowSpec("agop.aofe", per="hook", by="agop", extras=_AGOP, description="plug-in AOFE of the AGOP"),
+            RowSpec(
+                "agop.aofe_ratio",
+                per="hook",
+                by="agop",
+                extras=_AGOP + ("ratio_plugin", "estimator"),
+                description="AOFE ratio (bias-corrected with probes, exact otherwise)",
+            ),
+            RowSpec("agop.trace", per="hook", by="agop", extras=_AGOP, description="trace of the AGOP"),
+            RowSpec(
+                "wtw.aofe_ratio",
+                per="model",
+                by="wtw_aofe",
+                extras=("aofe", "matrix"),
+                description="AOFE ratio of WᵀW / n",
+            ),
+            RowSpec(
+                "depth_width.ratio",
+                per="model",
+                by="depth_width",
+                extras=("in_interval", "interval"),
+                description="R_D/W = n_layers / d_model",
+            ),
+            RowSpec(
+                "nfa.corr",
+                per="hook",
+                by="nfa",
+                extras=("n_pairs", "power"),
+                description="corr(W_in W_inᵀ, AGOP) at the MLP input",
+            ),
+            RowSpec(
+                "nfa.corr_sqrt",
+                per="hook",
+                by="nfa",
+                extras=("n_pairs", "power"),
+                description="corr(W_in W_inᵀ, AGOP^(1/2)) at the MLP input",
+            ),
+        ),
+        figures=(
+            FigureSpec(
+                "aofe_ratio",
+                "tl_geometry.plotting:plot_aofe",
+                "AGOP AOFE ratio by layer",
+                rows=("agop.aofe_ratio", "depth_width.ratio"),
+            ),
+        ),
+        read="tl_geometry.readings:read_interaction",
+        order=40,
+    )
+)

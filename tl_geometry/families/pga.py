@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
@@ -51,7 +52,7 @@ _WHAT_DIFFERS = {
     "fold_ln": "fold_ln multiplied the final norm's weight into W_U (the readout subspace differs)",
     "center_unembed": "center_unembed removed W_U's mean over the vocabulary (the readout subspace differs)",
     "center_writing_weights": "center_writing_weights centered every write to the residual stream "
-                              "(LayerNorm models: the hidden states themselves differ)",
+    "(LayerNorm models: the hidden states themselves differ)",
 }
 
 
@@ -65,7 +66,8 @@ def check_paper_model(model: Any) -> None:
             "(process_weights / enable_compatibility_mode: by default fold_ln, center_writing_weights, "
             "center_unembed), so the readout subspace differs from the raw W_U and z can change sign; boot a fresh "
             "bridge and use enable_compatibility_mode(no_processing=True), or tg.models.load(name, processing='none')",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
         return
     if flags is None:
@@ -73,7 +75,8 @@ def check_paper_model(model: Any) -> None:
             f"PGA preset 'paper' expects the unprocessed model (raw hidden states and raw W_U); the weight "
             f"processing of this {type(model).__name__} is unknown (not recorded by tl_geometry), so the "
             f"readout subspace may differ from the paper's and z can change sign; {how}",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
         return
     on = [k for k in ("fold_ln", "center_unembed", "center_writing_weights") if flags.get(k)]
@@ -83,7 +86,8 @@ def check_paper_model(model: Any) -> None:
             + "; ".join(_WHAT_DIFFERS[k] for k in on)
             + f". On SmolLM2-135M this moves the top-100 readout subspace (overlap 0.80) and flips z at CCR-1 in "
             f"layers 2–8 from about −1.5 (raw) to about +0.4 (processed); {how}",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
 
 
@@ -135,30 +139,65 @@ def pga_plan(
         tag = {"preset": preset, "processing": processing}
         for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
             H = cap.acts[h]
-            prof = pga_profile(H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb)
+            prof = pga_profile(
+                H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
+            )
             for c, s in prof.items():
                 extras = {
-                    **tag, "ccr": c, "k": k, "rho_read": s.rho_read, "null_mean": s.null_mean, "null_std": s.null_std,
-                    "n_points": s.n_points, "n_pairs": s.n_pairs, "n_null": s.n_null,
-                    "pairs_subsampled": s.pairs_subsampled, "seed": seed,
+                    **tag,
+                    "ccr": c,
+                    "k": k,
+                    "rho_read": s.rho_read,
+                    "null_mean": s.null_mean,
+                    "null_std": s.null_std,
+                    "n_points": s.n_points,
+                    "n_pairs": s.n_pairs,
+                    "n_null": s.n_null,
+                    "pairs_subsampled": s.pairs_subsampled,
+                    "seed": seed,
                 }
                 rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": extras})
                 rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
             pc = pc1_overlap(H, readout)
-            rows.append({"metric": "pga.pc1_overlap", "value": pc.overlap, "hook": h,
-                         "extras": {**tag, "expected": pc.expected, "ratio": pc.ratio,
-                                    "explained_variance": pc.explained_variance, "k": k}})
+            rows.append(
+                {
+                    "metric": "pga.pc1_overlap",
+                    "value": pc.overlap,
+                    "hook": h,
+                    "extras": {
+                        **tag,
+                        "expected": pc.expected,
+                        "ratio": pc.ratio,
+                        "explained_variance": pc.explained_variance,
+                        "k": k,
+                    },
+                }
+            )
         return GeometryReport.from_rows(
-            rows, model=model, pga={"preset": preset, "processing": processing, "k": k, "n_null": n_null, "ccr": ccrs,
-                                    "max_points": max_points, "seed": seed,
-                                    "readout": "top-k left singular vectors of W_U", "n_points": cap.n_points},
+            rows,
+            model=model,
+            pga={
+                "preset": preset,
+                "processing": processing,
+                "k": k,
+                "n_null": n_null,
+                "ccr": ccrs,
+                "max_points": max_points,
+                "seed": seed,
+                "readout": "top-k left singular vectors of W_U",
+                "n_points": cap.n_points,
+            },
         )
 
     return MetricPlan("pga", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
 
 
-@register_metric("pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap",
-                 plan=pga_plan)
+@register_metric(
+    "pga",
+    needs="activations",
+    description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap",
+    plan=pga_plan,
+)
 def pga(
     model: Any,
     tokens: Any,
@@ -205,8 +244,19 @@ def pga(
             than :func:`tl_geometry.min_points` (k), or any error of :func:`pga_score`.
     """
     return pga_plan(
-        model, tokens, preset=preset, hooks=hooks, k=k, n_null=n_null, ccr=ccr, max_points=max_points, seed=seed,
-        max_pairs=max_pairs, batch_size=batch_size, memory_mb=memory_mb, progress=progress,
+        model,
+        tokens,
+        preset=preset,
+        hooks=hooks,
+        k=k,
+        n_null=n_null,
+        ccr=ccr,
+        max_points=max_points,
+        seed=seed,
+        max_pairs=max_pairs,
+        batch_size=batch_size,
+        memory_mb=memory_mb,
+        progress=progress,
     ).run()
 
 
@@ -248,8 +298,12 @@ def spectral_plan(
     return MetricPlan("spectral", model, tokens, [covariance], finish, batch_size=batch_size, progress=progress)
 
 
-@register_metric("spectral", needs="activations", description="RankMe, alpha-ReQ, isotropy, condition number per hook",
-                 plan=spectral_plan)
+@register_metric(
+    "spectral",
+    needs="activations",
+    description="RankMe, alpha-ReQ, isotropy, condition number per hook",
+    plan=spectral_plan,
+)
 def spectral(
     model: Any,
     tokens: Any,
@@ -286,42 +340,82 @@ SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isot
 
 _TAG = ("preset", "processing")
 
-register_family(FamilySpec(
-    "pga",
-    title="Subspace PGA",
-    paper="Xu, arXiv 2605.17084",
-    metrics=("pga",),
-    rows=tuple(
-        RowSpec(name, per="hook",
-                extras=_TAG + ("ccr", "k", "rho_read", "null_mean", "null_std", "n_points", "n_pairs", "n_null",
-                               "pairs_subsampled", "seed"),
-                description=what)
-        for name, what in (("pga.z", "z of the readout subspace per hook and CCR level"),
-                           ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level"))
-    ) + (
-        RowSpec("pga.pc1_overlap", per="hook", extras=_TAG + ("expected", "ratio", "explained_variance", "k"),
-                description="‖V_kᵀ PC1‖²: PC1 of the activations in the readout subspace (random: k/d)"),
-    ),
-    figures=(FigureSpec("pga_z", "tl_geometry.plotting:plot_pga", "Subspace PGA z by layer, one line per CCR",
-                        rows=("pga.z", "pga.pc1_overlap")),),
-    read="tl_geometry.readings:read_pga",
-    order=20,
-))
+register_family(
+    FamilySpec(
+        "pga",
+        title="Subspace PGA",
+        paper="Xu, arXiv 2605.17084",
+        metrics=("pga",),
+        rows=tuple(
+            RowSpec(
+                name,
+                per="hook",
+                extras=_TAG
+                + (
+                    "ccr",
+                    "k",
+                    "rho_read",
+                    "null_mean",
+                    "null_std",
+                    "n_points",
+                    "n_pairs",
+                    "n_null",
+                    "pairs_subsampled",
+                    "seed",
+                ),
+                description=what,
+            )
+            for name, what in (
+                ("pga.z", "z of the readout subspace per hook and CCR level"),
+                ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level"),
+            )
+        )
+        + (
+            RowSpec(
+                "pga.pc1_overlap",
+                per="hook",
+                extras=_TAG + ("expected", "ratio", "explained_variance", "k"),
+                description="‖V_kᵀ PC1‖²: PC1 of the activations in the readout subspace (random: k/d)",
+            ),
+        ),
+        figures=(
+            FigureSpec(
+                "pga_z",
+                "tl_geometry.plotting:plot_pga",
+                "Subspace PGA z by layer, one line per CCR",
+                rows=("pga.z", "pga.pc1_overlap"),
+            ),
+        ),
+        read="tl_geometry.readings:read_pga",
+        order=20,
+    )
+)
 
-register_family(FamilySpec(
-    "spectral",
-    title="Spectral",
-    paper="beside Subspace PGA (arXiv 2605.17084): RankMe (Garrido et al., ICML 2023), "
-          "α-ReQ (Agrawal et al., NeurIPS 2022)",
-    metrics=("spectral",),
-    rows=tuple(
-        RowSpec(f"spectral.{name}", per="hook",
+register_family(
+    FamilySpec(
+        "spectral",
+        title="Spectral",
+        paper="beside Subspace PGA (arXiv 2605.17084): RankMe (Garrido et al., ICML 2023), "
+        "α-ReQ (Agrawal et al., NeurIPS 2022)",
+        metrics=("spectral",),
+        rows=tuple(
+            RowSpec(
+                f"spectral.{name}",
+                per="hook",
                 extras=("n_points", "d", "n_kept") + _TAG + (("r2",) if name.startswith("alpha_req") else ()),
-                description=f"{name} of the activation covariance")
-        for name in SPECTRAL_ROWS
-    ),
-    figures=(FigureSpec("spectral", "tl_geometry.plotting:plot_spectral", "Spectral metrics by layer",
-                        rows=tuple(f"spectral.{n}" for n in SPECTRAL_ROWS)),),
-    read="tl_geometry.readings:read_spectral",
-    order=30,
-))
+                description=f"{name} of the activation covariance",
+            )
+            for name in SPECTRAL_ROWS
+        ),
+        figures=(
+            FigureSpec(
+                "spectral",
+                "tl_geometry.plotting:plot_spectral",
+                "Spectral metrics by layer",
+                rows=tuple(f"spectral.{n}" for n in SPECTRAL_ROWS),
+            ),
+        ),
+        read="tl_geometry.readings:read_spectral",
+        order=30,
+    )
+)

@@ -384,11 +384,15 @@ def _dimension(d) -> int:
 
 def _indeterminate_reason(epsilon: float, model_class: str) -> str | None:
     if model_class == "class1":
-        return (f"ε = {epsilon:.5g} > {CLASS1_ABOVE} (Class 1): the embedding has no near-orthogonal structure, "
-                "so the capacity paper reports the capacity as indeterminate, not a count")
+        return (
+            f"ε = {epsilon:.5g} > {CLASS1_ABOVE} (Class 1): the embedding has no near-orthogonal structure, "
+            "so the capacity paper reports the capacity as indeterminate, not a count"
+        )
     if model_class == "boundary":
-        return (f"{CLASS2_BELOW} ≤ ε = {epsilon:.5g} ≤ {CLASS1_ABOVE} (between the classes): the authors' code "
-                f"gives a count only for ε < {CLASS2_BELOW} (Class 2); indeterminate")
+        return (
+            f"{CLASS2_BELOW} ≤ ε = {epsilon:.5g} ≤ {CLASS1_ABOVE} (between the classes): the authors' code "
+            f"gives a count only for ε < {CLASS2_BELOW} (Class 2); indeterminate"
+        )
     if epsilon <= 0:
         return f"ε = {epsilon:.5g} ≤ 0 is outside the formula's domain (0, 1)"
     return None
@@ -468,8 +472,9 @@ def capacity_estimate(
         raise InputError(f"epsilon must be < 1 (a cosine bound), got {epsilon}")
     cls = model_class_of(epsilon)
     eps3 = None if mean is None else mean + 3 * std
-    common = dict(d=d, epsilon=epsilon, form=form, preset=preset, model_class=cls, mean=mean, std=std,
-                  epsilon_3sigma=eps3)
+    common = dict(
+        d=d, epsilon=epsilon, form=form, preset=preset, model_class=cls, mean=mean, std=std, epsilon_3sigma=eps3
+    )
     why = _indeterminate_reason(epsilon, cls)
     if why is not None:
         return CapacityEstimate(k=None, status="indeterminate", reason=why, **common)

@@ -110,9 +110,13 @@ def pair_pass(
         order = torch.argsort(top_vals, descending=True)
         top = [(int(top_idx[o, 0]), int(top_idx[o, 1]), float(top_vals[o])) for o in order]
     return PairSummary(
-        n_rows=n, n_pairs=n * (n - 1) // 2,
-        counts=counts.round().long() if counts is not None else None, edges=edges, top=top,
-        n_above=n_above if above is not None else None, max_abs=best if max_abs else None,
+        n_rows=n,
+        n_pairs=n * (n - 1) // 2,
+        counts=counts.round().long() if counts is not None else None,
+        edges=edges,
+        top=top,
+        n_above=n_above if above is not None else None,
+        max_abs=best if max_abs else None,
     )
 
 

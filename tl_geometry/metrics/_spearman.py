@@ -130,11 +130,17 @@ _PACK_MAX = 1 << 31
 
 
 def _packable(x: Tensor) -> bool:
-    return (x.device.type == "cpu" and x.ndim == 1 and x.dtype in (torch.float64, torch.float32)
-            and 2 <= x.numel() <= _PACK_MAX)
+    return (
+        x.device.type == "cpu"
+        and x.ndim == 1
+        and x.dtype in (torch.float64, torch.float32)
+        and 2 <= x.numel() <= _PACK_MAX
+    )
 
 
-def _packed_order(xn: np.ndarray, payload: np.ndarray, index: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+def _packed_order(
+    xn: np.ndarray, payload: np.ndarray, index: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The payloads of ``xn``'s elements in the order of a sort of ``xn``, and the sorted values
     where ``xn`` has ties (None: no ties).
 
@@ -241,7 +247,7 @@ class RankedReference:
     pos: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_values(cls, x: Tensor) -> "RankedReference":
+    def from_values(cls, x: Tensor) -> RankedReference:
         m = x.shape[-1]
         v, o = _rank_order(x)
         r2s = None if v is None else _doubled_average_ranks_sorted(v)

@@ -84,7 +84,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class SimilarityStats:
     """Statistics of cos(u_i, u_j) over all ordered pairs i ≠ j of the non-zero rows.
@@ -110,7 +109,7 @@ class SimilarityStats:
     n_dropped: int
     d: int
     model_class: str
-    histogram: tuple[Int[Tensor, "bins"], Float[Tensor, "edges"]] | None = None  # noqa: F821
+    histogram: tuple[Int[Tensor, bins], Float[Tensor, edges]] | None = None  # noqa: F821
     top_pairs: tuple[tuple[int, int, float], ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,7 +164,8 @@ def _warn_if_mostly_zero(n_kept: int, n_total: int, low_precision: str | None) -
         f" The input was {low_precision}: values below its smallest subnormal "
         f"({'6e-8' if low_precision == 'torch.float16' else '9e-41'}) become 0. Cast to float32 before "
         "anything rounds them (before the cast to half precision, or before the norm), or rescale the vectors."
-        if low_precision else " Check that the vectors were not zeroed or underflowed upstream."
+        if low_precision
+        else " Check that the vectors were not zeroed or underflowed upstream."
     )
     warnings.warn(
         ZeroRowsWarning(
@@ -232,12 +232,15 @@ class SimilarityAccumulator:
         self.n_total += xb.shape[0]
         return (ub, idx) if return_unit else None
 
-    def compute(self) -> "SimilarityStats":
+    def compute(self) -> SimilarityStats:
         """μ, σ, ε over all ordered pairs of the non-zero rows seen so far."""
         n = self.n
         if self.s is None or n < 2:
-            hint = (f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
-                    if self.low_precision and self.n_total > n else "")
+            hint = (
+                f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
+                if self.low_precision and self.n_total > n
+                else ""
+            )
             raise InputError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
         assert self.gram is not None  # set with self.s
         pairs = n * (n - 1)
@@ -247,8 +250,14 @@ class SimilarityAccumulator:
         eps = mean + 2.0 * std
         _warn_if_mostly_zero(n, self.n_total, self.low_precision)
         return SimilarityStats(
-            mean=mean, std=std, epsilon=eps, second_moment=second, n_vectors=n,
-            n_dropped=self.n_total - n, d=int(self.s.shape[0]), model_class=model_class_of(eps),
+            mean=mean,
+            std=std,
+            epsilon=eps,
+            second_moment=second,
+            n_vectors=n,
+            n_dropped=self.n_total - n,
+            d=int(self.s.shape[0]),
+            model_class=model_class_of(eps),
         )
 
 
@@ -320,8 +329,11 @@ def similarity_stats(
 
     kept_idx = torch.cat(kept)
     counts, edges, top_list = pair_histogram_and_top(
-        torch.cat(units), bins=histogram_bins if histogram else None, top_n=top_n,
-        block=min(block_size, 4096), progress=progress,
+        torch.cat(units),
+        bins=histogram_bins if histogram else None,
+        top_n=top_n,
+        block=min(block_size, 4096),
+        progress=progress,
     )
     return replace(
         stats,

@@ -23,8 +23,9 @@ the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -137,8 +138,9 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     return aofe(W.T @ W / W.shape[0])
 
 
-def projection_matrix(d_out: int, d_in: int, *, seed: int = 0, convention: str = "library",
-                      device: Any = "cpu") -> Float[Tensor, "k v"]:
+def projection_matrix(
+    d_out: int, d_in: int, *, seed: int = 0, convention: str = "library", device: Any = "cpu"
+) -> Float[Tensor, "k v"]:
     """The output-space AGOP's fixed Gaussian projection P (d_out × d_in), entries N(0, 1)/√d_out.
 
     ``convention="paper"``: drawn as the authors' code does (``torch.manual_seed(seed);
@@ -248,8 +250,9 @@ class AGOPAccumulator:
         # jackknife bias correction: the plug-in AOFE/ratio of a noisy Ĝ are biased upwards
         # (probe noise is mostly off-diagonal); for quadratic statistics this is the U-statistic
         a_bc, r_bc, _ = (K * torch.tensor([a, r, tr], dtype=torch.float64) - (K - 1) * jt.mean(0)).tolist()
-        stats = HookAGOP(a, r, tr, fro, stderr, stderr / fro if fro > 0 else float("nan"),
-                         jse[0], jse[1], jse[2], P, N, a_bc, r_bc)
+        stats = HookAGOP(
+            a, r, tr, fro, stderr, stderr / fro if fro > 0 else float("nan"), jse[0], jse[1], jse[2], P, N, a_bc, r_bc
+        )
         return G.float(), stats
 
 
@@ -286,8 +289,13 @@ class AGOPResult:
         return self.stats[hook]
 
     def to_dict(self) -> dict:
-        return {"space": self.space, "exact": self.exact, "seed": self.seed,
-                "stats": {h: s.to_dict() for h, s in self.stats.items()}, "provenance": dict(self.provenance)}
+        return {
+            "space": self.space,
+            "exact": self.exact,
+            "seed": self.seed,
+            "stats": {h: s.to_dict() for h, s in self.stats.items()},
+            "provenance": dict(self.provenance),
+        }
 
 
 # ----------------------------------------------------------------------------- NFA
@@ -339,7 +347,9 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     W = W_in.detach().double()
     gram = W @ W.T
     Gs = 0.5 * (G.double() + G.double().T)
-    with limit_threads(kernel_threads("dense") if Gs.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with limit_threads(
+        kernel_threads("dense") if Gs.device.type == "cpu" else None
+    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         evals, evecs = torch.linalg.eigh(Gs)
     root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
@@ -403,8 +413,10 @@ def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
     d = torch.diagonal(G)
     den = d.sum() ** 2 - (d**2).sum()
     if not den > 0:
-        raise InputError("weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
-                         "(G needs at least two positive diagonal entries)")
+        raise InputError(
+            "weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
+            "(G needs at least two positive diagonal entries)"
+        )
     return ((G**2).sum() - (d**2).sum()) / den
 
 

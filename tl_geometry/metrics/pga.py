@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -111,7 +112,9 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
     if not torch.isfinite(W).all():
         raise InputError("W_U contains NaN or inf")
     G = W @ W.T
-    with limit_threads(kernel_threads("dense") if G.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with limit_threads(
+        kernel_threads("dense") if G.device.type == "cpu" else None
+    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         evals, evecs = torch.linalg.eigh(G)
     V = evecs[:, torch.argsort(evals, descending=True)[:k]]
     out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
@@ -154,7 +157,7 @@ class PGAScore:
     null_mean: float
     null_std: float
     z: float
-    null_rhos: Float[Tensor, "n_null"]
+    null_rhos: Float[Tensor, n_null]
     n_points: int
     n_pairs: int
     pairs_subsampled: bool
@@ -296,8 +299,9 @@ def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
     if std == 0.0:
         raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     d, k = readout.shape
-    return PGAScore(rho, mean, std, (rho - mean) / std, nulls, Hx.shape[0], pairs.n_pairs,
-                    pairs.subsampled, ccr, k, d, seed)
+    return PGAScore(
+        rho, mean, std, (rho - mean) / std, nulls, Hx.shape[0], pairs.n_pairs, pairs.subsampled, ccr, k, d, seed
+    )
 
 
 def _batch_size(n: int, k: int, memory_mb: float) -> int:
@@ -334,11 +338,17 @@ def pga_profile(
     Hc, _, Vh, rank = _center_svd(H)
     pairs = make_pairs(N, max_pairs, seed)
     if pairs.subsampled:
-        logger.info("PGA: %d points give %d pairs > max_pairs=%d; using %d seeded random pairs",
-                    N, N * (N - 1) // 2, max_pairs, pairs.n_pairs)
+        logger.info(
+            "PGA: %d points give %d pairs > max_pairs=%d; using %d seeded random pairs",
+            N,
+            N * (N - 1) // 2,
+            max_pairs,
+            pairs.n_pairs,
+        )
     batch = _batch_size(N, readout.shape[1], memory_mb)
-    return {c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch)
-            for c in ccrs}
+    return {
+        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch) for c in ccrs
+    }
 
 
 def pga_score(
@@ -381,8 +391,16 @@ def pga_score(
         >>> s.z > 5, s.n_pairs
         (True, 3160)
     """
-    return pga_profile(H, readout, ccrs=(ccr,), n_null=n_null, null_bases=null_bases, seed=seed,
-                       max_pairs=max_pairs, memory_mb=memory_mb)[int(ccr)]
+    return pga_profile(
+        H,
+        readout,
+        ccrs=(ccr,),
+        n_null=n_null,
+        null_bases=null_bases,
+        seed=seed,
+        max_pairs=max_pairs,
+        memory_mb=memory_mb,
+    )[int(ccr)]
 
 
 # ----------------------------------------------------------------------------- PC1 migration

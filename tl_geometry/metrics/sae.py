@@ -25,9 +25,7 @@ from tl_geometry.metrics._pairs import pair_pass
 __all__ = ["cosine_exceedance", "DecoderEpsilon", "shared_directions"]
 
 
-def cosine_exceedance(
-    vectors: Tensor, threshold: float, *, block_size: int = 2048
-) -> tuple[int, int]:
+def cosine_exceedance(vectors: Tensor, threshold: float, *, block_size: int = 2048) -> tuple[int, int]:
     """Exact count of unordered pairs i < j of non-zero rows with |cos(v_i, v_j)| > threshold.
 
     Blockwise (float32 products of ``block_size`` rows), memory O(block_size²), time O(n²·d).

@@ -49,8 +49,12 @@ from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.threads import kernel_threads, limit_threads
 
 __all__ = [
-    "SpectralMetrics", "StreamingCovariance", "spectral_metrics", "spectral_from_covariance",
-    "power_law_fit", "REPTRIX_FIT_RANGE",
+    "SpectralMetrics",
+    "StreamingCovariance",
+    "spectral_metrics",
+    "spectral_from_covariance",
+    "power_law_fit",
+    "REPTRIX_FIT_RANGE",
 ]
 
 _REL_CUTOFF = 1e-10
@@ -166,7 +170,9 @@ def spectral_from_covariance(
     if not torch.isfinite(cov).all():
         raise InputError("covariance contains NaN or inf")
     d = cov.shape[0]
-    with limit_threads(kernel_threads("dense") if cov.device.type == "cpu" else None):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with limit_threads(
+        kernel_threads("dense") if cov.device.type == "cpu" else None
+    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
         raise InputError("covariance is zero (constant activations); spectral metrics are undefined")
@@ -188,9 +194,20 @@ def spectral_from_covariance(
     rlo, rhi = REPTRIX_FIT_RANGE[0], min(REPTRIX_FIT_RANGE[1], n + 1)
     alpha_rx, r2_rx = power_law_fit(lam, (rlo, rhi), weighted=True) if rhi - rlo >= 2 else (float("nan"),) * 2
     isotropy = float(lam.sum() ** 2 / (d * (lam**2).sum()))
-    return SpectralMetrics(rankme, alpha, isotropy, float(lam[0] / lam[-1]), n, d, int(n_points), lam.float(),
-                           rankme_eig=rankme_eig, alpha_req_r2=r2, alpha_req_reptrix=alpha_rx,
-                           alpha_req_reptrix_r2=r2_rx)
+    return SpectralMetrics(
+        rankme,
+        alpha,
+        isotropy,
+        float(lam[0] / lam[-1]),
+        n,
+        d,
+        int(n_points),
+        lam.float(),
+        rankme_eig=rankme_eig,
+        alpha_req_r2=r2,
+        alpha_req_reptrix=alpha_rx,
+        alpha_req_reptrix_r2=r2_rx,
+    )
 
 
 def _entropy_rank(x: Tensor) -> float:
@@ -254,4 +271,3 @@ def spectral_metrics(H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | No
     acc = StreamingCovariance()
     acc.update(H)
     return acc.spectral(fit_range)
-

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.hosts import HostEpsilon, find_host, host_epsilon
@@ -115,8 +116,9 @@ def compare(
     if tied is None:
         tied, tied_source = _host_tied(model_or_name, he)
     st = he.stats
-    est = capacity_estimate(d_model, eps, mean=st.mean if st else None, std=st.std if st else None,
-                            preset=preset, form=form)
+    est = capacity_estimate(
+        d_model, eps, mean=st.mean if st else None, std=st.std if st else None, preset=preset, form=form
+    )
     k = est.k if est.k is not None else float("nan")
     model_class = est.model_class
     rows: list[dict[str, Any]] = [
@@ -124,16 +126,33 @@ def compare(
             "metric": "epsilon.W_E",
             "value": eps,
             "extras": {
-                "mean": st.mean if st else None, "std": st.std if st else None,
-                "n_vectors": st.n_vectors if st else None, "n_dropped": st.n_dropped if st else None,
-                "d": d_model, "model_class": model_class, "epsilon_source": source,
-                "published_as": he.published_as, "matrix": "W_E",
+                "mean": st.mean if st else None,
+                "std": st.std if st else None,
+                "n_vectors": st.n_vectors if st else None,
+                "n_dropped": st.n_dropped if st else None,
+                "d": d_model,
+                "model_class": model_class,
+                "epsilon_source": source,
+                "published_as": he.published_as,
+                "matrix": "W_E",
             },
         },
-        {"metric": "capacity.W_E", "value": k,
-         "extras": {"form": form, "preset": preset, "epsilon": eps, "d": d_model, "status": est.status,
-                    "reason": est.reason, "model_class": model_class, "log10_k": est.log10_k,
-                    "epsilon_3sigma": est.epsilon_3sigma, "k_3sigma": est.k_3sigma}},
+        {
+            "metric": "capacity.W_E",
+            "value": k,
+            "extras": {
+                "form": form,
+                "preset": preset,
+                "epsilon": eps,
+                "d": d_model,
+                "status": est.status,
+                "reason": est.reason,
+                "model_class": model_class,
+                "log10_k": est.log10_k,
+                "epsilon_3sigma": est.epsilon_3sigma,
+                "k_3sigma": est.k_3sigma,
+            },
+        },
     ]
 
     # SAEs of the directory
@@ -152,8 +171,16 @@ def compare(
         if w.d_in is not None and w.d_in != d_model:
             logger.info("skipping %s/%s: d_in %s != d_model %s", w.release, w.sae_id, w.d_in, d_model)
             continue
-        entries.append({"d_sae": w.d_sae, "release": w.release, "sae_id": w.sae_id, "hook_name": w.hook_name,
-                        "width_source": w.width_source, "sae_model": w.model})
+        entries.append(
+            {
+                "d_sae": w.d_sae,
+                "release": w.release,
+                "sae_id": w.sae_id,
+                "hook_name": w.hook_name,
+                "width_source": w.width_source,
+                "sae_model": w.model,
+            }
+        )
     # SAEs given
     for i, s in enumerate(saes or ()):
         label = None
@@ -165,15 +192,31 @@ def compare(
             raise InputError(f"SAE {label or i} has d_in = {W.shape[1]}, but the host's d_model = {d_model}")
         if not is_name:
             _check_sae_on_model(s, W, model_or_name)
-        entry = {"d_sae": int(W.shape[0]), "release": "local", "sae_id": label or f"sae[{i}]",
-                 "hook_name": _sae_hook(s), "width_source": "config", "sae_model": None}
+        entry = {
+            "d_sae": int(W.shape[0]),
+            "release": "local",
+            "sae_id": label or f"sae[{i}]",
+            "hook_name": _sae_hook(s),
+            "width_source": "config",
+            "sae_model": None,
+        }
         if decoder_stats:
             entry["decoder"] = decoder_epsilon(W, host=eps)
         entries.append(entry)
 
-    common = {"epsilon_source": source, "epsilon": eps, "capacity": k, "d_model": d_model, "d_vocab": d_vocab,
-              "form": form, "preset": preset, "model_class": model_class, "capacity_status": est.status,
-              "tied": tied, "tied_source": tied_source}
+    common = {
+        "epsilon_source": source,
+        "epsilon": eps,
+        "capacity": k,
+        "d_model": d_model,
+        "d_vocab": d_vocab,
+        "form": form,
+        "preset": preset,
+        "model_class": model_class,
+        "capacity_status": est.status,
+        "tied": tied,
+        "tied_source": tied_source,
+    }
     for e in entries:
         extras = {**common, **{k_: v for k_, v in e.items() if k_ not in ("d_sae", "decoder")}}
         hook = e["hook_name"]
@@ -191,34 +234,77 @@ def compare(
                 shared = shared_directions(d_vocab, e["d_sae"], tied=tied) / k
                 shared_verdict = "ok" if shared <= 1 else "exceeds bound"
         rows.append({"metric": "sae.d_sae", "value": float(e["d_sae"]), "hook": hook, "extras": dict(extras)})
-        rows.append({"metric": "sae.capacity_ratio", "value": ratio, "hook": hook, "extras": {**extras, "verdict": verdict}})
-        rows.append({"metric": "sae.shared_ratio", "value": shared, "hook": hook,
-                     "extras": {**extras, "verdict": shared_verdict,
-                                "directions": None if tied is None or d_vocab is None
-                                else shared_directions(d_vocab, e["d_sae"], tied=tied)}})
+        rows.append(
+            {"metric": "sae.capacity_ratio", "value": ratio, "hook": hook, "extras": {**extras, "verdict": verdict}}
+        )
+        rows.append(
+            {
+                "metric": "sae.shared_ratio",
+                "value": shared,
+                "hook": hook,
+                "extras": {
+                    **extras,
+                    "verdict": shared_verdict,
+                    "directions": None
+                    if tied is None or d_vocab is None
+                    else shared_directions(d_vocab, e["d_sae"], tied=tied),
+                },
+            }
+        )
         de = e.get("decoder")
         if de is not None:
-            rows.append({"metric": "sae.decoder_epsilon", "value": de.epsilon, "hook": hook,
-                         "extras": {**extras, "mean": de.mean, "std": de.std, "model_class": de.model_class}})
-            rows.append({"metric": "sae.frac_above_host_epsilon", "value": de.frac_above, "hook": hook,
-                         "extras": {**extras, "n_pairs": de.n_pairs, "n_above": de.n_above}})
+            rows.append(
+                {
+                    "metric": "sae.decoder_epsilon",
+                    "value": de.epsilon,
+                    "hook": hook,
+                    "extras": {**extras, "mean": de.mean, "std": de.std, "model_class": de.model_class},
+                }
+            )
+            rows.append(
+                {
+                    "metric": "sae.frac_above_host_epsilon",
+                    "value": de.frac_above,
+                    "hook": hook,
+                    "extras": {**extras, "n_pairs": de.n_pairs, "n_above": de.n_above},
+                }
+            )
             # the bound at the SAE's own packing: how many directions fit in d_in at the decoder's ε
             dec = capacity_estimate(d_model, de.epsilon, preset=preset, form=form)
-            rows.append({"metric": "sae.decoder_capacity", "value": dec.k if dec.is_count else float("nan"),
-                         "hook": hook,
-                         "extras": {**extras, "decoder_epsilon": de.epsilon, "status": dec.status,
-                                    "reason": dec.reason, "decoder_class": dec.model_class,
-                                    "d_sae_over_k": e["d_sae"] / dec.k if dec.is_count else None}})
-    prov: dict[str, Any] = {"sae_n": len(entries), "sae_n_unknown_width": sum(n_unknown.values()),
-            "sae_unknown_by_release": n_unknown, "capacity_form": form, "capacity_preset": preset,
-            "epsilon_source": source}
+            rows.append(
+                {
+                    "metric": "sae.decoder_capacity",
+                    "value": dec.k if dec.is_count else float("nan"),
+                    "hook": hook,
+                    "extras": {
+                        **extras,
+                        "decoder_epsilon": de.epsilon,
+                        "status": dec.status,
+                        "reason": dec.reason,
+                        "decoder_class": dec.model_class,
+                        "d_sae_over_k": e["d_sae"] / dec.k if dec.is_count else None,
+                    },
+                }
+            )
+    prov: dict[str, Any] = {
+        "sae_n": len(entries),
+        "sae_n_unknown_width": sum(n_unknown.values()),
+        "sae_unknown_by_release": n_unknown,
+        "capacity_form": form,
+        "capacity_preset": preset,
+        "epsilon_source": source,
+    }
     if is_name:
         return GeometryReport.from_rows(rows, model=host_name, **prov)
     return GeometryReport.from_rows(rows, model=model_or_name, **prov)
 
 
-@register_metric("sae", needs="weights", description="SAE widths (sae_lens) vs the capacity bound; decoder ε of given SAEs")
-def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form="full", preset="paper", config="cache"):
+@register_metric(
+    "sae", needs="weights", description="SAE widths (sae_lens) vs the capacity bound; decoder ε of given SAEs"
+)
+def sae_metric(
+    model, tokens=None, *, hooks=None, releases=None, saes=None, form="full", preset="paper", config="cache"
+):
     """SAE widths vs the capacity bound (:func:`compare`); only ``sae.*`` rows (ε and capacity
     rows come from the capacity family). Empty, with a log message, when sae_lens is missing."""
     try:
@@ -231,28 +317,70 @@ def sae_metric(model, tokens=None, *, hooks=None, releases=None, saes=None, form
 
 # the family's declaration: its rows, its figure and its reading (plotting, readings and html iterate it)
 
-_SAE_EXTRAS = ("epsilon_source", "epsilon", "capacity", "d_model", "d_vocab", "form", "preset", "model_class",
-               "capacity_status", "tied", "tied_source", "release", "sae_id", "hook_name", "width_source", "sae_model")
+_SAE_EXTRAS = (
+    "epsilon_source",
+    "epsilon",
+    "capacity",
+    "d_model",
+    "d_vocab",
+    "form",
+    "preset",
+    "model_class",
+    "capacity_status",
+    "tied",
+    "tied_source",
+    "release",
+    "sae_id",
+    "hook_name",
+    "width_source",
+    "sae_model",
+)
 _ANY_SAE = "an SAE for the model (in sae_lens's directory, or given in saes=)"
 _GIVEN = "SAE objects given in saes="
-register_family(FamilySpec(
-    "sae", title="SAE comparison", paper="capacity paper (arXiv 2606.02765) against sae_lens's SAE widths",
-    metrics=("sae",),
-    rows=tuple(RowSpec(name, per="item", extras=_SAE_EXTRAS + more, optional=("reason",), when=when, description=what)
-               for name, more, when, what in (
-        ("sae.d_sae", (), _ANY_SAE, "the SAE's width (features)"),
-        ("sae.capacity_ratio", ("verdict",), _ANY_SAE, "d_sae / k (NaN where k is indeterminate)"),
-        ("sae.shared_ratio", ("verdict", "directions"), _ANY_SAE, "(2V + d_sae) / k untied, (V + d_sae) / k tied"),
-        ("sae.decoder_epsilon", ("mean", "std"), _GIVEN, "ε of the decoder's rows"),
-        ("sae.frac_above_host_epsilon", ("n_pairs", "n_above"), _GIVEN, "share of decoder pairs above the host's ε"),
-        ("sae.decoder_capacity", ("decoder_epsilon", "status", "reason", "decoder_class", "d_sae_over_k"), _GIVEN,
-         "the capacity at (d_in, decoder ε)"),
-    )),
-    figures=(FigureSpec("sae_widths", "tl_geometry.plotting:plot_sae_widths", "SAE widths vs the capacity bound",
-                        rows=("sae.d_sae", "capacity.W_E")),),
-    read="tl_geometry.readings:read_sae",
-    order=50,
-))
+register_family(
+    FamilySpec(
+        "sae",
+        title="SAE comparison",
+        paper="capacity paper (arXiv 2606.02765) against sae_lens's SAE widths",
+        metrics=("sae",),
+        rows=tuple(
+            RowSpec(name, per="item", extras=_SAE_EXTRAS + more, optional=("reason",), when=when, description=what)
+            for name, more, when, what in (
+                ("sae.d_sae", (), _ANY_SAE, "the SAE's width (features)"),
+                ("sae.capacity_ratio", ("verdict",), _ANY_SAE, "d_sae / k (NaN where k is indeterminate)"),
+                (
+                    "sae.shared_ratio",
+                    ("verdict", "directions"),
+                    _ANY_SAE,
+                    "(2V + d_sae) / k untied, (V + d_sae) / k tied",
+                ),
+                ("sae.decoder_epsilon", ("mean", "std"), _GIVEN, "ε of the decoder's rows"),
+                (
+                    "sae.frac_above_host_epsilon",
+                    ("n_pairs", "n_above"),
+                    _GIVEN,
+                    "share of decoder pairs above the host's ε",
+                ),
+                (
+                    "sae.decoder_capacity",
+                    ("decoder_epsilon", "status", "reason", "decoder_class", "d_sae_over_k"),
+                    _GIVEN,
+                    "the capacity at (d_in, decoder ε)",
+                ),
+            )
+        ),
+        figures=(
+            FigureSpec(
+                "sae_widths",
+                "tl_geometry.plotting:plot_sae_widths",
+                "SAE widths vs the capacity bound",
+                rows=("sae.d_sae", "capacity.W_E"),
+            ),
+        ),
+        read="tl_geometry.readings:read_sae",
+        order=50,
+    )
+)
 
 
 def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | None = None, title: str | None = None):
@@ -315,11 +443,22 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
         vocab_dirs = None if not d_vocab or tied is None else (1 if tied else 2) * d_vocab
         if vocab_dirs and bound > vocab_dirs:
             what = "V" if tied else "2V"
-            ax.axhline(bound - vocab_dirs, color="C1", ls="-.", lw=1,
-                       label=f"k − {what} = {bound - vocab_dirs:.3g} (shared pool, {'tied' if tied else 'untied'})")
+            ax.axhline(
+                bound - vocab_dirs,
+                color="C1",
+                ls="-.",
+                lw=1,
+                label=f"k − {what} = {bound - vocab_dirs:.3g} (shared pool, {'tied' if tied else 'untied'})",
+            )
     elif bound is not None:
-        ax.text(0.01, 0.97, "capacity indeterminate (no count: " + (reason[:80] or f"ε ≥ {CLASS2_BELOW}") + ")",
-                transform=ax.transAxes, va="top", fontsize=8)
+        ax.text(
+            0.01,
+            0.97,
+            "capacity indeterminate (no count: " + (reason[:80] or f"ε ≥ {CLASS2_BELOW}") + ")",
+            transform=ax.transAxes,
+            va="top",
+            fontsize=8,
+        )
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
     ax.set_title(title or (f"SAE widths vs capacity bound: {model}" if model else "SAE widths by release"))

@@ -19,7 +19,9 @@ def _decoder(sae: Any) -> Tensor:
         return sae.detach()
     W = getattr(sae, "W_dec", None)
     if not isinstance(W, Tensor):
-        raise InputTypeError(f"expected a sae_lens SAE (with W_dec) or a (d_sae, d_in) tensor, got {type(sae).__name__}")
+        raise InputTypeError(
+            f"expected a sae_lens SAE (with W_dec) or a (d_sae, d_in) tensor, got {type(sae).__name__}"
+        )
     return W.detach()
 
 
@@ -85,8 +87,7 @@ def decoder_epsilon(
     eps = he.epsilon
     if he.d_model is not None and he.d_model != W.shape[1]:
         raise InputError(
-            f"SAE d_in = {W.shape[1]} does not match the host's d_model = {he.d_model} "
-            f"({he.published_as or 'host'})"
+            f"SAE d_in = {W.shape[1]} does not match the host's d_model = {he.d_model} ({he.published_as or 'host'})"
         )
     if not 0 <= eps <= 1:
         raise InputError(f"host ε must lie in [0, 1], got {eps}")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from tl_geometry import hub
 from tl_geometry.errors import InputError
@@ -185,8 +186,7 @@ def widths(
         models = {v.model for v in directory.values()}
         if not any(_norm_model(m) in keys for m in models):
             raise InputError(
-                f"no SAE for model {model!r} in sae_lens's directory; close matches: "
-                f"{_close(model, sorted(models))}"
+                f"no SAE for model {model!r} in sae_lens's directory; close matches: {_close(model, sorted(models))}"
             )
     if config == "hub" and (hub.offline() or not hub.reachable(2.0)):
         raise HubUnavailableError(
@@ -222,8 +222,17 @@ def widths(
                     logger.debug("no config for %s/%s: %s", release, sae_id, exc)
             out.append(
                 SAEWidth(
-                    release=release, sae_id=sae_id, model=info.model, repo_id=info.repo_id, path=str(path),
-                    hook_name=hook, layer=layer, d_sae=d_sae, width_source=source, rule=rule, d_in=d_in,
+                    release=release,
+                    sae_id=sae_id,
+                    model=info.model,
+                    repo_id=info.repo_id,
+                    path=str(path),
+                    hook_name=hook,
+                    layer=layer,
+                    d_sae=d_sae,
+                    width_source=source,
+                    rule=rule,
+                    d_in=d_in,
                 )
             )
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["WIDTH_RULES", "parse_width", "parse_hook"]
 

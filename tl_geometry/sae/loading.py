@@ -8,8 +8,8 @@ not cached fails at once with :class:`~tl_geometry.hub.HubUnavailableError`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tl_geometry import hub
 from tl_geometry.errors import InputError
@@ -123,6 +123,8 @@ def _load_ref(ref: str):
     repo, sep, sae_id = ref.partition(":")
     if sep and sae_id and _is_repo_id(repo):
         return load(repo, sae_id)
-    raise InputError(f"no SAE at {ref!r}: expected a directory saved by sae_lens (cfg.json + "
-                     "sae_weights.safetensors) or REPO:SAE_ID of a cached repository "
-                     "(e.g. local/my-saes:blocks.3.hook_resid_post)")
+    raise InputError(
+        f"no SAE at {ref!r}: expected a directory saved by sae_lens (cfg.json + "
+        "sae_weights.safetensors) or REPO:SAE_ID of a cached repository "
+        "(e.g. local/my-saes:blocks.3.hook_resid_post)"
+    )
