@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -165,9 +165,11 @@ def kernel_threads(kind: str) -> int:
     return max(1, min(cap, int(_KERNELS[kind]())))
 
 
-def kernel(kind: str):
-    """``with kernel("dense"):`` — run the block with :func:`kernel_threads` of that kind."""
-    return limit_threads(kernel_threads(kind))
+def kernel(kind: str, device: Any = "cpu"):
+    """``with kernel("dense", x.device):`` — run the block with :func:`kernel_threads` of that kind
+    when ``device`` is the CPU (torch's intra-op threads do not apply elsewhere: unchanged)."""
+    on_cpu = torch.device(device).type == "cpu"
+    return limit_threads(kernel_threads(kind) if on_cpu else None)
 
 
 def per_step(iterable: Iterable[T], kind: str = "dense") -> Iterator[T]:

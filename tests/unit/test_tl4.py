@@ -3,7 +3,6 @@ suites. Also runs in the main lane, where it checks the same contracts on a Tran
 
 import importlib.util
 import sys
-import warnings
 
 import pytest
 import torch
@@ -15,23 +14,9 @@ TL_MAJOR = int(__import__("importlib.metadata").metadata.version("transformer-le
 
 
 def _bridge():
-    from transformer_lens.model_bridge import TransformerBridge
+    from tests.helpers import make_tiny_bridge
 
-    kw = dict(
-        n_layers=2,
-        d_model=16,
-        n_ctx=32,
-        d_head=4,
-        n_heads=4,
-        d_mlp=32,
-        d_vocab=53,
-        act_fn="gelu",
-        normalization_type="LN",
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(0)
-        return TransformerBridge.boot_native(kw).eval()
+    return make_tiny_bridge(n_layers=2, d_model=16, n_ctx=32, d_head=4, d_mlp=32, d_vocab=53)
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._validate import reject_meta
-from tl_geometry.threads import kernel_threads, limit_threads
+from tl_geometry.threads import kernel
 
 logger = logging.getLogger(__name__)
 
@@ -347,9 +347,7 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     W = W_in.detach().double()
     gram = W @ W.T
     Gs = 0.5 * (G.double() + G.double().T)
-    with limit_threads(
-        kernel_threads("dense") if Gs.device.type == "cpu" else None
-    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("dense", Gs.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         evals, evecs = torch.linalg.eigh(Gs)
     root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)

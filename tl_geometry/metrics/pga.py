@@ -32,7 +32,7 @@ from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, 
 from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
-from tl_geometry.threads import kernel_threads, limit_threads, parallel_map, pool_threads
+from tl_geometry.threads import kernel, parallel_map, pool_threads
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +112,7 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
     if not torch.isfinite(W).all():
         raise InputError("W_U contains NaN or inf")
     G = W @ W.T
-    with limit_threads(
-        kernel_threads("dense") if G.device.type == "cpu" else None
-    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("dense", G.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         evals, evecs = torch.linalg.eigh(G)
     V = evecs[:, torch.argsort(evals, descending=True)[:k]]
     out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
@@ -200,7 +198,7 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
         raise InputError("activations are constant across points (zero variance after centering); PGA is undefined")
-    with limit_threads(kernel_threads("dense") if Hc.device.type == "cpu" else None):  # fewer if the cores are busy
+    with kernel("dense", Hc.device):  # fewer if the cores are busy
         _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
     return Hc, S, Vh, int((S > S[0] * tol).sum())
 
@@ -219,7 +217,7 @@ def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
     """Whether the columns of B (…, d, k) are orthonormal (float32 bases pass at 1e-4)."""
     B = B.to(torch.float64)
     eye = torch.eye(B.shape[-1], dtype=torch.float64, device=B.device)
-    with limit_threads(kernel_threads("dense") if B.device.type == "cpu" else None):  # fewer if the cores are busy
+    with kernel("dense", B.device):  # fewer if the cores are busy
         return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
 
 
@@ -278,16 +276,16 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
         return torch.tensor(parallel_map(one, range(bases.shape[0]), workers), dtype=torch.float64)
     rhos = torch.empty(bases.shape[0], dtype=torch.float64)
     for s in range(0, bases.shape[0], batch):
-        with limit_threads(kernel_threads("dense") if cpu else None):
+        with kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
-        with limit_threads(kernel_threads("sort") if cpu else None):
+        with kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
                 rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
     return rhos
 
 
 def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
-    with limit_threads(kernel_threads("sort") if Hx.device.type == "cpu" else None):  # sorts, as the nulls
+    with kernel("sort", Hx.device):  # sorts, as the nulls
         ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")

@@ -46,7 +46,7 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._validate import reject_meta
-from tl_geometry.threads import kernel_threads, limit_threads
+from tl_geometry.threads import kernel
 
 __all__ = [
     "SpectralMetrics",
@@ -170,9 +170,7 @@ def spectral_from_covariance(
     if not torch.isfinite(cov).all():
         raise InputError("covariance contains NaN or inf")
     d = cov.shape[0]
-    with limit_threads(
-        kernel_threads("dense") if cov.device.type == "cpu" else None
-    ):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("dense", cov.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
         lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
         raise InputError("covariance is zero (constant activations); spectral metrics are undefined")
