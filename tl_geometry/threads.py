@@ -89,13 +89,34 @@ def _runnable_now() -> int | None:
         return None
 
 
-def free_cores() -> int | None:
-    """Cores not wanted by other runnable threads: usable cores − (runnable threads − this one).
+def _own_running() -> int:
+    """Threads of this process that are running or runnable now (state R in /proc/self/task), at
+    least 1 (the caller): torch's OpenMP workers spin for 5–10 ms after each op and are counted
+    in /proc/loadavg like anybody else's."""
+    n = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:  # the thread ended
+                continue
+            if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
+                n += 1
+    except OSError:  # pragma: no cover - not Linux
+        return 1
+    return max(1, n)
 
-    Our choice: after 1 ms (our own OpenMP workers stop spinning and sleep), three looks 1 ms
-    apart, the largest count kept: a busy machine is what must not be missed (a team too large
-    for the free cores costs 5–30×; one thread on a free machine costs at most the core count).
-    An answer is reused for :data:`LOAD_TTL_S`, one that finds other work for
+
+def free_cores() -> int | None:
+    """Cores not wanted by other processes: usable cores − (runnable threads − this process's own).
+
+    Our choice: after 1 ms, three looks 1 ms apart, each the machine's runnable threads
+    (/proc/loadavg) minus this process's running ones (:func:`_own_running`: our OpenMP workers
+    still spin after an op, and counting them as others' halved every dense kernel on a quiet
+    machine), the largest count of others kept: a busy machine is what must not be missed (a
+    team too large for the free cores costs 5–30×; one thread on a free machine costs at most the
+    core count). An answer is reused for :data:`LOAD_TTL_S`, one that finds other work for
     :data:`BUSY_TTL_S` (others' jobs come in bursts). None where the kernel does not say (not
     Linux).
     """
@@ -105,14 +126,14 @@ def free_cores() -> int | None:
     ttl = LOAD_TTL_S if _load_cache[1] >= _usable_cores() else BUSY_TTL_S
     if now - _load_cache[0] < ttl:
         return int(_load_cache[1])
-    looks = []
+    others = []
     for _ in range(3):
         time.sleep(0.001)
         r = _runnable_now()
         if r is None:
             return None
-        looks.append(r)
-    free = max(0, _usable_cores() - (max(looks) - 1))
+        others.append(max(0, r - _own_running()))
+    free = max(0, _usable_cores() - max(others))
     _load_cache[:] = [time.monotonic(), free]
     return free
 

@@ -1,5 +1,7 @@
 """Per-kernel thread use (tl_geometry.threads): scoped, restored on error, capped by the user's setting."""
 
+import os
+
 import pytest
 import torch
 
@@ -183,18 +185,21 @@ def test_cli_threads_applies_during_the_command_and_is_restored(two_threads, mon
 
 
 @pytest.mark.parametrize(
-    "runnable,cores,expected",
+    "runnable,own,cores,expected",
     [
-        ([1, 1, 1], 2, 2),  # only us: both cores free
-        ([2, 2, 2], 2, 1),  # one other runnable thread
-        ([1, 2, 1], 2, 1),  # the largest look counts: a busy machine must not be missed
-        ([5, 5, 5], 2, 0),
-        ([1, 1, 1], 16, 16),
+        ([1, 1, 1], [1, 1, 1], 2, 2),  # only us: both cores free
+        ([2, 2, 2], [1, 1, 1], 2, 1),  # one other runnable thread
+        ([2, 2, 2], [2, 2, 2], 2, 2),  # our own OpenMP worker still spinning: not another process
+        ([1, 2, 1], [1, 1, 1], 2, 1),  # the largest look counts: a busy machine must not be missed
+        ([3, 2, 2], [2, 1, 1], 2, 1),
+        ([5, 5, 5], [1, 1, 1], 2, 0),
+        ([1, 1, 1], [1, 1, 1], 16, 16),
     ],
 )
-def test_free_cores_from_the_runnable_count(monkeypatch, runnable, cores, expected):
-    looks = iter(runnable)
+def test_free_cores_from_the_runnable_count(monkeypatch, runnable, own, cores, expected):
+    looks, mine = iter(runnable), iter(own)
     monkeypatch.setattr(threads, "_runnable_now", lambda: next(looks))
+    monkeypatch.setattr(threads, "_own_running", lambda: next(mine))
     monkeypatch.setattr(threads, "_usable_cores", lambda: cores)
     monkeypatch.setattr(threads, "_load_cache", [-1.0, 0.0])
     assert threads.free_cores() == expected
@@ -211,6 +216,28 @@ def test_free_cores_unknown_without_proc_loadavg(monkeypatch):
 def test_runnable_now_reads_this_machine():
     r = threads._runnable_now()
     assert r is None or r >= 1  # we are running
+
+
+def test_own_running_counts_this_process_only():
+    """At least the caller; at most this process's threads; a busy thread of ours is seen."""
+    import threading
+
+    n_threads = len(os.listdir("/proc/self/task"))
+    assert 1 <= threads._own_running() <= n_threads
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        # the GIL lets one of the two run at a time, but both are runnable (state R)
+        assert max(threads._own_running() for _ in range(200)) >= 2
+    finally:
+        stop.set()
+        t.join()
 
 
 def test_per_step_limits_each_step_and_restores_on_break_and_error(two_threads, free):
