@@ -30,7 +30,7 @@ def test_probe_gradients_equal_autograd_on_smollm2(smollm2, tokens):
     """The AGOP from 2 probes equals Σ g gᵀ with g from torch.autograd.grad on each activation."""
     tok = tokens[:1, :16]
     h = "blocks.15.hook_resid_pre"
-    res = tg.agop(smollm2, tok, hooks=[h], n_probes=2, seed=3, progress=False)
+    res = tg.agop(smollm2, tok, hooks=[h], n_probes=2, seed=3, progress=False, probes="logits")
     keep = tg.capture.valid_mask(smollm2, tok)[0]  # BOS dropped
     gen = torch.Generator().manual_seed(3)
     G = torch.zeros(576, 576, dtype=torch.float64)

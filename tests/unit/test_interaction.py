@@ -157,7 +157,7 @@ def test_accumulator_bad_input():
 def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
     """Our one-probe estimate equals g gᵀ with g from torch.autograd.grad on the same activation."""
     tok = tiny_tokens[:2]
-    res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=2, seed=5, progress=False)
+    res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=2, seed=5, progress=False, probes="logits")
     gen = torch.Generator().manual_seed(5)
     store = {}
 
@@ -182,6 +182,61 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
         torch.testing.assert_close(res.matrices[h].double(), Gs[h] / (2 * 32), rtol=1e-4, atol=1e-6)
 
 
+def _leaf_grads(model, tok, h, scalar_of_logits):
+    """∂ scalar_of_logits(logits) / ∂ activation at h, the activation made a leaf (slow reference)."""
+    store = {}
+
+    def keep(act, hook):
+        a = act.detach().clone().requires_grad_(True)
+        store["a"] = a
+        return a
+
+    logits = model.run_with_hooks(tok, fwd_hooks=[(h, keep)])
+    (g,) = torch.autograd.grad(scalar_of_logits(logits), store["a"])
+    return g
+
+
+def test_readout_probes_are_logit_probes_mapped_through_W_U(tiny_model, tiny_tokens):
+    """A readout probe v = S z is the logit probe u = (W_U W_Uᵀ)⁻¹-lifted v (W_U u = v): the gradient of
+    u·F equals ours, and E[v vᵀ] = W_U W_Uᵀ = E[(W_U u)(W_U u)ᵀ] for u ~ N(0, I) (same law)."""
+    tok = tiny_tokens[:2]
+    res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=3, seed=7, progress=False)
+    assert res.provenance["agop_probes"] == "readout"
+    W = tiny_model.W_U.detach().double()  # (d, V)
+    C = W @ W.T
+    S = tg.capture.readout_factor(tiny_model.W_U)
+    torch.testing.assert_close(S @ S.T, C)  # the law: Cov(S z) = W_U W_Uᵀ
+    gen = torch.Generator().manual_seed(7)
+    vs = [torch.randn(2, 16, 32, generator=gen) @ S.float().T for _ in range(3)]
+    lift = torch.linalg.solve(C, W).float()  # u = vᵀ C⁻¹ W_U: W_U uᵀ = v
+    for h in HOOKS:
+        G = 0
+        for v in vs:
+            u = v @ lift
+            g = _leaf_grads(tiny_model, tok, h, lambda logits, u=u: (u * logits).sum()).reshape(-1, 32).double()
+            G = G + g.T @ g
+        torch.testing.assert_close(res.matrices[h].double(), G / (3 * 32), rtol=1e-4, atol=1e-6)
+
+
+def test_readout_factor_of_a_rank_deficient_readout():
+    W = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # d=6 > vocab=3
+    S = tg.capture.readout_factor(W)
+    torch.testing.assert_close(S @ S.T, W @ W.T)
+    assert S.shape == (6, 6) and S.dtype == torch.float64
+
+
+def test_soft_capped_logits_fall_back_to_logit_probes(tiny_tokens):
+    """tanh soft-capping makes the logits non-linear in unembed.hook_in: the logit probes are used,
+    drawn exactly as probes="logits" draws them."""
+    model = make_tiny_model(output_logits_soft_cap=2.0)
+    kw = dict(hooks=HOOKS, n_probes=2, seed=1, progress=False)
+    auto = tg.agop(model, tiny_tokens[:2], **kw)
+    forced = tg.agop(model, tiny_tokens[:2], probes="logits", **kw)
+    assert auto.provenance["agop_probes"] == forced.provenance["agop_probes"] == "logits"
+    for h in HOOKS:
+        torch.testing.assert_close(auto.matrices[h], forced.matrices[h], rtol=0, atol=0)
+
+
 def test_exact_matches_slow_reference(tiny_model):
     tok = torch.randint(0, 101, (2, 4), generator=torch.Generator().manual_seed(4))
     h = "blocks.1.hook_resid_pre"
@@ -190,10 +245,12 @@ def test_exact_matches_slow_reference(tiny_model):
     assert res.exact and res[h].stderr == 0.0 and res[h].n_positions == 8
 
 
-def test_probe_estimator_converges_and_stderr_covers(tiny_model):
+@pytest.mark.parametrize("probes", ["readout", "logits"])
+def test_probe_estimator_converges_and_stderr_covers(tiny_model, probes):
     tok = torch.randint(0, 101, (12, 16), generator=torch.Generator().manual_seed(0))
     ex = tg.agop(tiny_model, tok, hooks=HOOKS, exact=True, progress=False)
-    est = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=256, seed=1, progress=False)
+    est = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=256, seed=1, progress=False, probes=probes)
+    assert est.provenance["agop_probes"] == probes
     for h in HOOKS:
         err = float((est.matrices[h] - ex.matrices[h]).norm())
         rel = err / float(ex.matrices[h].norm())
@@ -201,10 +258,10 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model):
         assert err < 3 * est[h].stderr, (h, err, est[h].stderr)  # the reported error covers the truth
         assert est[h].rel_stderr < 0.05
         assert abs(est[h].ratio - ex[h].ratio) < 4 * est[h].ratio_stderr + 1e-3
-    few = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=1, progress=False)
+    few = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=1, progress=False, probes=probes)
     assert all(few[h].stderr > est[h].stderr for h in HOOKS)  # fewer probes, larger reported error
     # few probes: the plug-in AOFE ratio is biased upwards, the jackknife-corrected one much less
-    runs = [tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=s, progress=False) for s in range(4)]
+    runs = [tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=8, seed=s, progress=False, probes=probes) for s in range(4)]
     for h in HOOKS:
         plug = sum(r[h].ratio for r in runs) / 4 - ex[h].ratio
         deb = sum(r[h].ratio_debiased for r in runs) / 4 - ex[h].ratio
@@ -245,6 +302,7 @@ def test_agop_on_bridge_and_hooked(any_tiny_model, tiny_tokens):
     )
     for s in res.stats.values():
         assert 0 < s.ratio < 1 and s.trace > 0 and math.isfinite(s.stderr)
+    assert res.provenance["agop_probes"] == "readout"  # both have unembed.hook_in
 
 
 def test_output_space_exact_reference_and_probes(tiny_model, tiny_tokens):
@@ -305,6 +363,7 @@ def test_agop_bf16_model_computed_in_float32():
         (dict(space="output", hooks=HOOKS), "one hook"),
         (dict(hooks=["blocks.9.hook_resid_pre"]), "unknown hook"),
         (dict(batch_size=0), "batch_size"),
+        (dict(probes="vocab"), r"probes must be one of \('readout', 'logits'\)"),
     ],
 )
 def test_agop_bad_input(tiny_model, tiny_tokens, kwargs, match):

@@ -40,6 +40,8 @@ from tl_geometry.capture.activations import (
 from tl_geometry.capture.backward import (
     EXACT_MAX_ENTRIES,
     JVP_CHUNK,
+    PROBE_MODES,
+    READOUT_HOOK,
     ProbeConsumer,
     check_grad_hooks,
     float32_model,
@@ -50,6 +52,7 @@ from tl_geometry.capture.backward import (
     output_gram,
     output_jvps,
     probe_gradients,
+    readout_factor,
 )
 
 __all__ = [
@@ -89,4 +92,7 @@ __all__ = [
     "output_gram",
     "output_jvps",
     "probe_gradients",
+    "PROBE_MODES",
+    "READOUT_HOOK",
+    "readout_factor",
 ]
