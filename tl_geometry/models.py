@@ -28,12 +28,15 @@ the flags, and ``model._tl_geometry_processing_name``) and in every report's pro
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import logging
 import os
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +191,44 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
     return files[0]
 
 
+@contextlib.contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Within the block, every ``gguf.GGUFReader(path)`` of one file returns the same reader and
+    ``gguf.get_tensor_name_map(arch, n)`` is memoized; both are restored on exit, also on error.
+
+    Our choice, for speed only (no number changes): transformers parses a GGUF file three times to
+    build one model (config, tokenizer, weights), and rebuilds gguf's tensor-name map at every
+    submodule while matching names. On SmolLM2-135M this takes loading from about 31 s to 17 s.
+    Both names are looked up in ``gguf`` when transformers calls them (imports inside its
+    functions), so patching the module suffices; where gguf lacks them nothing is patched.
+    """
+    try:
+        import gguf
+    except ImportError:  # transformers will say that gguf is needed
+        yield
+        return
+    real_reader = getattr(gguf, "GGUFReader", None)
+    real_map = getattr(gguf, "get_tensor_name_map", None)
+    if real_reader is None or real_map is None:
+        yield
+        return
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = real_reader(path, mode)
+        return readers[key]
+
+    setattr(gguf, "GGUFReader", reader)  # noqa: B010  (setattr: the module's names, typed as a class)
+    setattr(gguf, "get_tensor_name_map", functools.lru_cache(maxsize=None)(real_map))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(gguf, "GGUFReader", real_reader)  # noqa: B010
+        setattr(gguf, "get_tensor_name_map", real_map)  # noqa: B010
+
+
 def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32):
     """(hf_model, tokenizer) from a GGUF file, dequantized by transformers (needs ``gguf``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -202,8 +243,9 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+        with _gguf_parsed_once():
+            tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         raise ModelNotAvailableError(
             f"transformers could not build a model from the GGUF file {path}: {type(exc).__name__}: "
