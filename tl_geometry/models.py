@@ -408,6 +408,10 @@ def from_hf(
         model.load_and_process_state_dict(state_dict, **flags)
     model.to(dev)
     model._tl_geometry_name = name or cfg.model_name  # type: ignore[assignment]  # torch's stub: Module attrs are Tensor | Module
+    # whether W_U is W_E in the loaded HF model (what transformers tied): the SAE comparison's shared ratio
+    tied = getattr(config, "tie_word_embeddings", None)
+    if isinstance(tied, bool):
+        model._tl_geometry_tied = tied  # type: ignore[assignment]  # as above
     _record_processing(model, pname, flags)
     return model.eval()
 

@@ -51,6 +51,13 @@ def test_compare_smollm2_with_local_saes(smollm2, smollm2_eps, tmp_path):
             d_sae = {"blocks.10.hook_resid_post": 2048, "blocks.29.hook_mlp_out": 4608}[row.hook]
             assert row.value == pytest.approx(d_sae / capacity(576, eps, form="full"))
     assert {r.layer for r in rep.filter("sae.d_sae").rows} == {10, 29}
+    # SmolLM2 ties W_U to W_E (its GGUF has no output.weight): read from the loaded model, not the file
+    from tl_geometry.models import zoo_file
+    from tl_geometry.weights_reader import find_embedding
+
+    assert smollm2._tl_geometry_tied is True is find_embedding(zoo_file("smollm2-135m"), matrix="unembed").tied
+    shared = rep.filter("sae.shared_ratio").rows[0].extras
+    assert shared["tied"] is True and "loaded Hugging Face model" in shared["tied_source"]
     # decoder ε of a random 2048 × 576 decoder: ≈ 2/√576 (random packing), few pairs above the host ε
     de = S.decoder_epsilon(a, host=smollm2)
     assert de.epsilon == pytest.approx(2 / math.sqrt(576), abs=0.01)

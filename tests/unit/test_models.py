@@ -264,3 +264,35 @@ def test_unreachable_hub_fails_fast_and_quietly(monkeypatch, capsys, caplog, tmp
     assert "Retrying" not in err and "thrown while requesting" not in err
     assert not [r for r in caplog.records if "Retry" in r.getMessage() or "thrown while requesting" in r.getMessage()]
     assert not (tmp_path / "r" / "report.json").exists()
+
+
+def test_gguf_parsed_once_shares_one_reader_per_file_and_restores(monkeypatch, tmp_path):
+    """Within the block a file is parsed once (one reader per path and mode) and the tensor-name map
+    is built once per (arch, n_blocks); gguf's own names are back afterwards, also after an error."""
+    gguf = pytest.importorskip("gguf")
+    made, maps = [], []
+
+    class FakeReader:
+        def __init__(self, path, mode="r"):
+            made.append((str(path), mode))
+
+    def fake_map(arch, n):
+        maps.append((arch, n))
+        return object()
+
+    monkeypatch.setattr(gguf, "GGUFReader", FakeReader)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", fake_map)
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    with models._gguf_parsed_once():
+        assert gguf.GGUFReader(a) is gguf.GGUFReader(str(a)) is gguf.GGUFReader(a, "r")
+        assert gguf.GGUFReader(b) is not gguf.GGUFReader(a)
+        assert gguf.get_tensor_name_map(1, 30) is gguf.get_tensor_name_map(1, 30)
+        gguf.get_tensor_name_map(1, 2)
+    assert made == [(str(a), "r"), (str(b), "r")] and maps == [(1, 30), (1, 2)]
+    assert gguf.GGUFReader is FakeReader and gguf.get_tensor_name_map is fake_map
+    with pytest.raises(RuntimeError, match="boom"), models._gguf_parsed_once():
+        raise RuntimeError("boom")
+    assert gguf.GGUFReader is FakeReader and gguf.get_tensor_name_map is fake_map
+    with models._gguf_parsed_once():  # a fresh block parses again (nothing is kept between loads)
+        gguf.GGUFReader(a)
+    assert len(made) == 3

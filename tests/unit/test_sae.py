@@ -341,6 +341,15 @@ def test_compare_local_saes_on_a_model(class2_model, tmp_path):
     assert rep.filter("sae.shared_ratio").rows[0].extras["verdict"] == "tied unknown"
     with pytest.raises(TypeError, match="tied must be"):
         S.compare(class2_model, saes=[a], tied="yes")
+    # a model built by tg.models.load carries what transformers tied: used without reading the checkpoint
+    class2_model._tl_geometry_tied = True
+    try:
+        rep = S.compare(class2_model, saes=[a], decoder_stats=False)
+    finally:
+        del class2_model._tl_geometry_tied
+    row = rep.filter("sae.shared_ratio").rows[0]
+    assert row.value == pytest.approx((101 + 64) / k) and row.extras["tied"] is True
+    assert "loaded Hugging Face model" in row.extras["tied_source"]
     with pytest.raises(ValueError, match="accepted: \\['paper'\\]"):
         S.compare("Llama-2-7B", preset="library")
     with pytest.raises(ValueError, match="unknown form"):

@@ -31,6 +31,9 @@ def _host_tied(model_or_name: Any, he: HostEpsilon) -> tuple[bool | None, str]:
         hit = find_host(model_name(model_or_name))
     if hit is not None:
         return hit.tied, "published table (tie_word_embeddings of the model's HF config)"
+    loaded = getattr(model_or_name, "_tl_geometry_tied", None)
+    if isinstance(loaded, bool):  # set by tg.models.load from the HF model it built
+        return loaded, "the loaded Hugging Face model (tie_word_embeddings)"
     if not isinstance(model_or_name, str):
         try:
             from tl_geometry.models import ZOO, canonical_name, zoo_file
