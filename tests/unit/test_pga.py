@@ -112,6 +112,15 @@ def test_profile_equals_separate_scores():
         assert prof[c].z == pytest.approx(tg.pga_score(H, V, ccr=c, null_bases=bases).z, abs=1e-12)
 
 
+def test_layer_equals_profile_and_pc1_overlap():
+    """pga_layer shares one SVD between the profile and the PC1 overlap: the same numbers, exactly."""
+    H, V, bases = _setup(40, 12, 3, 6)
+    prof, pc = tg.pga_layer(H, V, ccrs=(0, 1, 5), null_bases=bases)
+    ref = tg.pga_profile(H, V, ccrs=(0, 1, 5), null_bases=bases)
+    assert {c: s.to_dict() for c, s in prof.items()} == {c: s.to_dict() for c, s in ref.items()}
+    assert pc == tg.pc1_overlap(H, V)
+
+
 # ----------------------------------------------------------------------------- known answers
 def test_inside_readout_gives_large_positive_z():
     g = torch.Generator().manual_seed(0)

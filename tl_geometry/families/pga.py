@@ -19,8 +19,7 @@ from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS,
     check_n_points,
     haar_bases,
-    pc1_overlap,
-    pga_profile,
+    pga_layer,
     readout_basis,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
@@ -139,7 +138,7 @@ def pga_plan(
         tag = {"preset": preset, "processing": processing}
         for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
             H = cap.acts[h]
-            prof = pga_profile(
+            prof, pc = pga_layer(  # the profile and the PC1 overlap from one SVD of H
                 H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
             )
             for c, s in prof.items():
@@ -158,7 +157,6 @@ def pga_plan(
                 }
                 rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": extras})
                 rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
-            pc = pc1_overlap(H, readout)
             rows.append(
                 {
                     "metric": "pga.pc1_overlap",

@@ -42,6 +42,7 @@ __all__ = [
     "PGAScore",
     "pga_score",
     "pga_profile",
+    "pga_layer",
     "PC1Overlap",
     "pc1_overlap",
     "min_points",
@@ -323,6 +324,31 @@ def pga_profile(
     Same arguments as :func:`pga_score` with ``ccrs`` a sequence of CCR levels; returns
     ``{ccr: PGAScore}``.
     """
+    return _profile(
+        H, readout, ccrs=ccrs, n_null=n_null, null_bases=null_bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
+    )[0]
+
+
+def pga_layer(
+    H: Float[Tensor, "N d"],
+    readout: Float[Tensor, "d k"],
+    *,
+    ccrs: Sequence[int] = (0, 1, 5, 10),
+    n_null: int = 100,
+    null_bases: Float[Tensor, "n_null d k"] | None = None,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    memory_mb: float = 512,
+) -> tuple[dict[int, PGAScore], PC1Overlap]:
+    """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
+    computes per hook): the same numbers as the two calls, one SVD fewer."""
+    scores, S, Vh = _profile(
+        H, readout, ccrs=ccrs, n_null=n_null, null_bases=null_bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
+    )
+    return scores, _pc1(S, Vh, readout.to(torch.float64))
+
+
+def _profile(H, readout, *, ccrs, n_null, null_bases, seed, max_pairs, memory_mb):
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
@@ -333,7 +359,7 @@ def pga_profile(
     if null_bases is None:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
     readout = readout.to(H.device)
-    Hc, _, Vh, rank = _center_svd(H)
+    Hc, S, Vh, rank = _center_svd(H)
     pairs = make_pairs(N, max_pairs, seed)
     if pairs.subsampled:
         logger.info(
@@ -344,9 +370,10 @@ def pga_profile(
             pairs.n_pairs,
         )
     batch = _batch_size(N, readout.shape[1], memory_mb)
-    return {
+    scores = {
         c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch) for c in ccrs
     }
+    return scores, S, Vh
 
 
 def pga_score(
@@ -432,7 +459,11 @@ def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Ov
     d = H.shape[1]
     readout, _ = _check_common(d, readout, 2, None)
     _, S, Vh, _ = _center_svd(H)
+    return _pc1(S, Vh, readout)
+
+
+def _pc1(S: Tensor, Vh: Tensor, readout: Tensor) -> PC1Overlap:
     p1 = Vh[0]
-    ov = float(((readout.T @ p1) ** 2).sum())
-    exp = readout.shape[1] / d
+    ov = float(((readout.T @ p1.to(readout.device, readout.dtype)) ** 2).sum())
+    exp = readout.shape[1] / Vh.shape[1]
     return PC1Overlap(ov, exp, ov / exp, float(S[0] ** 2 / (S**2).sum()))
