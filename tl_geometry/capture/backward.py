@@ -204,7 +204,7 @@ def probe_gradients(
     S Sᵀ = W_U W_Uᵀ (:func:`readout_factor`), z ~ N(0, I_d): the probe gradients have exactly
     the same law (so the AGOP estimator, its bias and its standard error are unchanged), but no
     (batch, pos, d_vocab) probe is drawn and no backward runs through W_U — on SmolLM2-135M
-    (8 × 128 tokens, d_vocab 49,152) 2.9 s → 1.7 s per probe. It is used only where the model
+    (8 × 128 tokens, d_vocab 49,152, 2 cores) 2.46 s → 1.92 s per probe (benchmarks/bench_agop_probes.py). It is used only where the model
     has that hook and the logits are checked to be x W_U + const on every batch
     (:data:`READOUT_CHECK_POSITIONS` positions; soft-capped logits fail it); otherwise "logits"
     is used and returned. The two modes draw different random numbers: same law, other values.

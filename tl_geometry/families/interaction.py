@@ -98,7 +98,7 @@ def agop(
             on the model's device; they used 42); None: our seeded P (derived from ``seed``).
         probes: input space with probes: "readout" (default; ours) draws ``W_U u`` directly as
             ``S z`` (S Sᵀ = W_U W_Uᵀ) at ``unembed.hook_in``: the same law as the logit probes u,
-            so the same estimator, ~1.7× faster on SmolLM2; "logits" draws u over the logits.
+            so the same estimator, 1.3× faster per probe on SmolLM2; "logits" draws u over the logits.
             Where the logits are not linear in the unembedding's input (soft-capping) "logits" is
             used; ``provenance["agop_probes"]`` records which
             (:data:`tl_geometry.capture.PROBE_MODES`).
