@@ -18,6 +18,9 @@ thread count, never more than the process-wide setting:
   (:func:`parallel_map`): no OpenMP team, so no thread spins at a barrier waiting for one that
   another process descheduled, and a quiet machine's cores are all used (a 1-D sort is
   single-threaded anyway);
+* factorizations (SVD, eigh: the PGA centering, readout bases, spectra) always run on
+  :data:`LAPACK_THREADS` (one) thread: their last bits depend on the thread count, so a count
+  chosen from the load would make the numbers depend on the load;
 * dense work (model forward/backward passes, batched projections) uses the user's setting while
   the cores are free, and only the free cores (at least one) while other processes want them:
   :func:`free_cores` looks at the number of runnable threads on the machine (``/proc/loadavg``),
@@ -48,6 +51,7 @@ R = TypeVar("R")
 __all__ = [
     "POLICY",
     "SORT_THREADS",
+    "LAPACK_THREADS",
     "LOAD_TTL_S",
     "BUSY_TTL_S",
     "free_cores",
@@ -163,7 +167,20 @@ def _pool_threads() -> int:
     return min(torch.get_num_threads(), _usable_cores())
 
 
-_KERNELS = {"sort": _sort_threads, "dense": _dense_threads, "pool": _pool_threads}
+#: Threads of the "lapack" kernels (factorizations whose last bits depend on the thread count).
+LAPACK_THREADS = 1
+
+
+def _lapack_threads() -> int:
+    """Our choice: :data:`LAPACK_THREADS` (one), whatever the load. LAPACK's SVD and eigh give
+    different last bits on 1 and 2 threads (measured: 1024 × 576 SVD, 576² eigh), so a
+    load-dependent count made a report's numbers depend on the machine's load (PGA's readout
+    basis, PC1 overlap, spectra), and shared vs separate capture differ at 1e-15. One thread
+    costs 0.05 s per 1024 × 576 SVD on this machine and is immune to other processes."""
+    return LAPACK_THREADS
+
+
+_KERNELS = {"sort": _sort_threads, "dense": _dense_threads, "pool": _pool_threads, "lapack": _lapack_threads}
 
 
 def _policy() -> str:
@@ -173,7 +190,7 @@ def _policy() -> str:
 
 
 def kernel_threads(kind: str) -> int:
-    """Threads the library uses for a kernel of this ``kind`` ("sort", "dense" or "pool"), ≤ torch's setting.
+    """Threads the library uses for a kernel of this ``kind`` ("sort", "dense", "pool" or "lapack"), ≤ torch's setting.
 
     Raises:
         ValueError: an unknown kind.

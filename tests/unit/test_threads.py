@@ -80,15 +80,37 @@ def test_kernel_threads_policy(two_threads, free, monkeypatch):
     assert threads.kernel_threads("dense") == 2 and threads.kernel_threads("sort") == 1
     free["free"] = 8  # more free cores than the user allows: the user's cap
     assert threads.kernel_threads("dense") == 2 and threads.kernel_threads("sort") == 2
+    for n in (None, 0, 1, 2, 8):  # factorizations: one thread whatever the load (reproducible bits)
+        free["free"] = n
+        assert threads.kernel_threads("lapack") == 1
     monkeypatch.setattr(threads, "POLICY", "inherit")
     free["free"] = 0
     assert threads.kernel_threads("sort") == 2 and threads.kernel_threads("dense") == 2
+    assert threads.kernel_threads("lapack") == 2
     monkeypatch.setattr(threads, "POLICY", "fast")
     with pytest.raises(ValueError, match="'auto' or 'inherit'"):
         threads.kernel_threads("sort")
     monkeypatch.setattr(threads, "POLICY", "auto")
     with pytest.raises(ValueError, match="unknown kernel kind 'gpu'"):
         threads.kernel_threads("gpu")
+
+
+def test_results_do_not_depend_on_the_machines_load(two_threads, free):
+    """The same inputs give the same bits whether the load reader finds 2 free cores or 1: LAPACK's
+    SVD / eigh differ in the last bits between 1 and 2 threads, so they run on one thread always."""
+    g = torch.Generator().manual_seed(0)
+    H = torch.randn(400, 96, generator=g) @ torch.randn(96, 96, generator=g)
+    W_U = torch.randn(96, 500, generator=g)
+    out = {}
+    for n in (2, 1):
+        free["free"] = n
+        V = tg.readout_basis(W_U, 20)
+        prof, pc = tg.pga_layer(H, V, ccrs=(0, 1), n_null=4)
+        spec = tg.spectral_metrics(H)
+        out[n] = (V, {c: s.to_dict() for c, s in prof.items()}, pc, spec, tg.capture.readout_factor(W_U))
+    a, b = out[2], out[1]
+    assert torch.equal(a[0], b[0]) and a[1] == b[1] and a[2] == b[2] and torch.equal(a[4], b[4])
+    assert repr(a[3]) == repr(b[3])
 
 
 def _data(n=60, d=12, k=3, seed=0):

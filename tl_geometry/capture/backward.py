@@ -161,8 +161,9 @@ def readout_factor(W_U: Tensor) -> Tensor:
     from tl_geometry.threads import kernel
 
     W = W_U.detach().to(torch.float64)
-    with kernel("dense", W.device):
-        evals, evecs = torch.linalg.eigh(W @ W.T)
+    G = W @ W.T  # torch's setting: the same bits for the same setting
+    with kernel("lapack", W.device):  # one thread: reproducible bits, immune to other work
+        evals, evecs = torch.linalg.eigh(G)
     return evecs * evals.clamp_min(0.0).sqrt()
 
 

@@ -347,7 +347,7 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     W = W_in.detach().double()
     gram = W @ W.T
     Gs = 0.5 * (G.double() + G.double().T)
-    with kernel("dense", Gs.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("lapack", Gs.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(Gs)
     root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)

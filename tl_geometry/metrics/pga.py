@@ -113,7 +113,7 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
     if not torch.isfinite(W).all():
         raise InputError("W_U contains NaN or inf")
     G = W @ W.T
-    with kernel("dense", G.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("lapack", G.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(G)
     V = evecs[:, torch.argsort(evals, descending=True)[:k]]
     out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
@@ -199,7 +199,7 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
         raise InputError("activations are constant across points (zero variance after centering); PGA is undefined")
-    with kernel("dense", Hc.device):  # fewer if the cores are busy
+    with kernel("lapack", Hc.device):  # one thread: reproducible bits, immune to other work
         _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
     return Hc, S, Vh, int((S > S[0] * tol).sum())
 

@@ -170,7 +170,7 @@ def spectral_from_covariance(
     if not torch.isfinite(cov).all():
         raise InputError("covariance contains NaN or inf")
     d = cov.shape[0]
-    with kernel("dense", cov.device):  # a LAPACK thread team beside other work: 0.05 s → up to 10 s (576², 2 cores)
+    with kernel("lapack", cov.device):  # one thread: reproducible bits, immune to other work
         lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
         raise InputError("covariance is zero (constant activations); spectral metrics are undefined")
