@@ -225,6 +225,7 @@ def test_readout_factor_of_a_rank_deficient_readout():
     assert S.shape == (6, 6) and S.dtype == torch.float64
 
 
+@pytest.mark.needs_hooked
 def test_soft_capped_logits_fall_back_to_logit_probes(tiny_tokens):
     """tanh soft-capping makes the logits non-linear in unembed.hook_in: the logit probes are used,
     drawn exactly as probes="logits" draws them."""
