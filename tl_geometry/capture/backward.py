@@ -22,9 +22,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from tl_geometry.capture.activations import _to_float, check_tokens, eval_mode, model_device, validate_hooks
+from tl_geometry.capture.activations import (
+    _to_float,
+    check_tokens,
+    eval_mode,
+    model_device,
+    validate_hooks,
+    weight,
+)
 from tl_geometry.errors import InputError
-from tl_geometry.threads import per_step
+from tl_geometry.threads import kernel, per_step
 
 logger = logging.getLogger(__name__)
 
@@ -158,13 +165,17 @@ def readout_factor(W_U: Tensor) -> Tensor:
     """S (d × d, float64) with S Sᵀ = W_U W_Uᵀ: ``S @ z`` for z ~ N(0, I_d) has the law of ``W_U @ u``
     for u ~ N(0, I_{d_vocab}) (both Gaussian with covariance W_U W_Uᵀ). From the eigendecomposition
     of W_U W_Uᵀ (negative round-off eigenvalues clipped to 0), so a rank-deficient W_U is fine."""
-    from tl_geometry.threads import kernel
-
     W = W_U.detach().to(torch.float64)
     G = W @ W.T  # torch's setting: the same bits for the same setting
     with kernel("lapack", W.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(G)
     return evecs * evals.clamp_min(0.0).sqrt()
+
+
+def check_probes(probes: str) -> None:
+    """Raise unless ``probes`` is one of :data:`PROBE_MODES`."""
+    if probes not in PROBE_MODES:
+        raise InputError(f"probes must be one of {tuple(PROBE_MODES)}, got {probes!r}")
 
 
 def _readout_is_linear(x: Tensor, logits: Tensor, W_U: Tensor, m: Tensor, gen_seed: int) -> bool:
@@ -216,16 +227,11 @@ def probe_gradients(
     """
     from tqdm.auto import tqdm
 
-    from tl_geometry.capture.activations import weight
-    from tl_geometry.threads import kernel
-
-    if probes not in PROBE_MODES:
-        raise InputError(f"probes must be one of {tuple(PROBE_MODES)}, got {probes!r}")
+    check_probes(probes)
     device = model_device(model)
-    mode = probes
-    if mode == "readout" and (READOUT_HOOK not in getattr(model, "hook_dict", {}) or READOUT_HOOK in hooks):
-        mode = "logits"
-    W_U = weight(model, "W_U") if mode == "readout" else None
+    readout = probes == "readout" and READOUT_HOOK in getattr(model, "hook_dict", {}) and READOUT_HOOK not in hooks
+    # readout probes while W_U / S_T are set (None: logit probes)
+    W_U = weight(model, "W_U") if readout else None
     S_T = None if W_U is None else readout_factor(W_U).T.to(device, torch.float32).contiguous()
     gen = torch.Generator(device=device).manual_seed(int(seed))
     starts = range(0, tokens.shape[0], batch_size)
@@ -236,26 +242,26 @@ def probe_gradients(
             if not m.any():
                 bar.update(n_probes)
                 continue
-            names = list(hooks) + ([READOUT_HOOK] if mode == "readout" else [])
+            names = list(hooks) + ([READOUT_HOOK] if W_U is not None else [])
             with grad_capture(model, names) as acts, torch.enable_grad():
                 with kernel("dense", device):
                     logits = model(batch)
                 xs = _check_acts(acts, names)
+                x_out = xs.pop() if W_U is not None else None
                 if (
-                    W_U is not None
-                    and mode == "readout"
-                    and not _readout_is_linear(xs[-1], logits, W_U, m, seed + start)
+                    x_out is not None
+                    and W_U is not None
+                    and not _readout_is_linear(x_out, logits, W_U, m, seed + start)
                 ):
                     if start > 0:  # the probes of earlier batches were drawn in the readout space
                         raise InputError(
                             f"the logits stopped being linear in {READOUT_HOOK!r} at batch {start}; use probes='logits'"
                         )
                     logger.info("agop: logits are not x W_U + b_U at %s; drawing probes over the logits", READOUT_HOOK)
-                    mode, names, xs = "logits", list(hooks), xs[:-1]
-                x_out = xs.pop() if mode == "readout" else None
+                    W_U = S_T = x_out = None
                 for p in range(n_probes):
                     with kernel("dense", device):  # chosen per probe: one batch can take minutes
-                        if x_out is not None and S_T is not None:  # mode == "readout"
+                        if x_out is not None and S_T is not None:  # readout probes
                             z = torch.randn(x_out.shape, generator=gen, device=device, dtype=x_out.dtype)
                             out = ((z @ S_T.to(x_out.dtype)) * x_out).sum()
                         else:
@@ -272,7 +278,7 @@ def probe_gradients(
                     bar.update(1)
     finally:
         bar.close()
-    return mode
+    return "logits" if W_U is None else "readout"
 
 
 def jacobian_grams(

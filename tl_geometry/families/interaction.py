@@ -113,8 +113,7 @@ def agop(
     capture.check_model(model)
     if space not in SPACES:
         raise InputError(f"space must be one of {tuple(SPACES)}, got {space!r}")
-    if probes not in capture.PROBE_MODES:
-        raise InputError(f"probes must be one of {tuple(capture.PROBE_MODES)}, got {probes!r}")
+    capture.check_probes(probes)  # before any work, in every space
     if space != "loss" and not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
         raise InputError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
     if int(batch_size) < 1:

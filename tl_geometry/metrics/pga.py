@@ -324,7 +324,7 @@ def pga_profile(
     Same arguments as :func:`pga_score` with ``ccrs`` a sequence of CCR levels; returns
     ``{ccr: PGAScore}``.
     """
-    return _profile(
+    return pga_layer(
         H, readout, ccrs=ccrs, n_null=n_null, null_bases=null_bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
     )[0]
 
@@ -342,13 +342,6 @@ def pga_layer(
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer."""
-    scores, S, Vh = _profile(
-        H, readout, ccrs=ccrs, n_null=n_null, null_bases=null_bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
-    )
-    return scores, _pc1(S, Vh, readout.to(torch.float64))
-
-
-def _profile(H, readout, *, ccrs, n_null, null_bases, seed, max_pairs, memory_mb):
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
@@ -373,7 +366,7 @@ def _profile(H, readout, *, ccrs, n_null, null_bases, seed, max_pairs, memory_mb
     scores = {
         c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch) for c in ccrs
     }
-    return scores, S, Vh
+    return scores, _pc1(S, Vh, readout)
 
 
 def pga_score(
