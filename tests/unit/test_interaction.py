@@ -225,6 +225,19 @@ def test_readout_factor_of_a_rank_deficient_readout():
     assert S.shape == (6, 6) and S.dtype == torch.float64
 
 
+@pytest.mark.parametrize(
+    "W, match",
+    [
+        (torch.ones(4), r"W_U must be a 2-D tensor \(d_model, d_vocab\), got torch.Size\(\[4\]\)"),
+        (torch.tensor([[1.0, float("nan")]]), "W_U contains NaN or inf"),
+        ([[1.0]], "W_U must be a 2-D tensor"),
+    ],
+)
+def test_readout_factor_bad_input(W, match):
+    with pytest.raises(ValueError, match=match):
+        tg.capture.readout_factor(W)
+
+
 @pytest.mark.needs_hooked
 def test_soft_capped_logits_fall_back_to_logit_probes(tiny_tokens):
     """tanh soft-capping makes the logits non-linear in unembed.hook_in: the logit probes are used,

@@ -164,7 +164,15 @@ READOUT_CHECK_POSITIONS = 8
 def readout_factor(W_U: Tensor) -> Tensor:
     """S (d × d, float64) with S Sᵀ = W_U W_Uᵀ: ``S @ z`` for z ~ N(0, I_d) has the law of ``W_U @ u``
     for u ~ N(0, I_{d_vocab}) (both Gaussian with covariance W_U W_Uᵀ). From the eigendecomposition
-    of W_U W_Uᵀ (negative round-off eigenvalues clipped to 0), so a rank-deficient W_U is fine."""
+    of W_U W_Uᵀ (negative round-off eigenvalues clipped to 0), so a rank-deficient W_U is fine.
+
+    Raises:
+        ValueError: W_U not a 2-D (d_model, d_vocab) tensor, or not finite.
+    """
+    if not isinstance(W_U, Tensor) or W_U.ndim != 2:
+        raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
+    if not torch.isfinite(W_U).all():
+        raise InputError("W_U contains NaN or inf")
     W = W_U.detach().to(torch.float64)
     G = W @ W.T  # torch's setting: the same bits for the same setting
     with kernel("lapack", W.device):  # one thread: reproducible bits, immune to other work
