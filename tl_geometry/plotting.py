@@ -26,7 +26,8 @@ import numpy as np
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
-from tl_geometry.readings import closest_published, hook_position, published_models
+from tl_geometry.metrics.significance import z_threshold
+from tl_geometry.readings import closest_published, hook_position, pga_calls, published_models
 from tl_geometry.report import GeometryReport, Row, layer_of
 
 logger = logging.getLogger(__name__)
@@ -340,6 +341,11 @@ def plot_epsilon_by_layer(report: GeometryReport):
 
 
 # ----------------------------------------------------------------------------- pga / spectral
+def _se(row: Row) -> float:
+    se = row.extras.get("stderr")
+    return float(se) if isinstance(se, (int, float)) else float("nan")
+
+
 def plot_pga(report: GeometryReport):
     """PGA z by layer (one line per CCR) and, when present, PC1 overlap vs the random k/d."""
     zrows = _rows(report, "pga.z")
@@ -353,22 +359,39 @@ def plot_pga(report: GeometryReport):
     axes = list(axes[0])
     if zrows:
         ax = axes.pop(0)
-        by_ccr: dict[int, list[Row]] = {}
-        for r in zrows:
-            by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
         allx: list[float] = []
-        for ccr in sorted(by_ccr):
-            xs, ys = _by_layer(by_ccr[ccr], n)
+        for ccr, calls in pga_calls(zrows).items():
+            rows = [r for r, _, _ in calls]
+            xs, ys = _by_layer(rows, n)
+            at = {float(hook_position(r, n)): (r, c) for r, c, _ in calls}
+            se = np.array([_se(at[float(x)][0]) if float(x) in at else np.nan for x in xs])
+            sig = np.array([at[float(x)][1] != "inside" if float(x) in at else False for x in xs])
             allx.extend(xs)
-            ax.plot(
-                xs,
-                ys,
-                marker="o",
-                ms=3.5,
-                label=f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)"),
-            )
+            label = f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)")
+            (line,) = ax.plot(xs, ys, lw=1.2, label=label)
+            color = line.get_color()
+            if np.isfinite(se).any():
+                ax.errorbar(xs, ys, yerr=2 * np.nan_to_num(se), fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
+            ax.scatter(np.asarray(xs)[sig], np.asarray(ys)[sig], s=18, color=color, zorder=3)
+            ax.scatter(np.asarray(xs)[~sig], np.asarray(ys)[~sig], s=18, facecolors="white", edgecolors=color, zorder=3)
         ax.axhline(0, color="black", lw=0.8)
-        ax.axhspan(-2, 2, color="grey", alpha=0.12, label="|z| < 2 (chance)")
+        n_null = zrows[0].extras.get("n_null")
+        if isinstance(n_null, int) and n_null >= 2:
+            t95 = z_threshold(0.05, n_null)
+            ax.axhspan(
+                -t95, t95, color="grey", alpha=0.12, label=f"chance band: random subspace, 95 % (|z| < {t95:.2f})"
+            )
+            m = max(len(c) for c in pga_calls(zrows).values())
+            tb = z_threshold(0.05 / m, n_null)
+            for sgn in (-1, 1):
+                ax.axhline(
+                    sgn * tb,
+                    color="grey",
+                    ls="--",
+                    lw=0.8,
+                    label=None if sgn < 0 else f"Holm's strictest step, {m} hooks",
+                )
+        ax.plot([], [], "o", color="grey", ms=4, label="filled: significant; error bars ±2 stderr")
         _layer_ticks(ax, np.array(allx), n)
         ax.set_ylabel("PGA z (readout vs random k-subspaces)")
         ax.set_title("Subspace PGA z by layer")

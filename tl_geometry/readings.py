@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tl_geometry.hosts import PublishedHost, published_hosts
+from tl_geometry.metrics import significance
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL  # defined once, there
 from tl_geometry.report import GeometryReport, Row
@@ -257,23 +258,90 @@ def read_capacity(report: GeometryReport) -> list[str]:
     return out
 
 
+def _float(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def pga_calls(rows: Iterable[Row]) -> dict[int, list[tuple[Row, str, float]]]:
+    """Per CCR level, each ``pga.z`` row with its call and Holm-adjusted p.
+
+    The call is :func:`tl_geometry.metrics.significance.classify`: ``"positive"`` or
+    ``"negative"`` when z is significant against random subspaces after Holm's correction over the
+    hooks of that CCR level (family-wise α = 0.05) *and* lies more than two standard errors
+    (``extras["stderr"]``) from 0; ``"inside"`` the chance band otherwise. The p of a row is its
+    ``extras["p_value"]``, or recomputed from z and ``n_null`` (reports written before it existed).
+    """
+    by_ccr: dict[int, list[Row]] = {}
+    for r in rows:
+        by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
+    out: dict[int, list[tuple[Row, str, float]]] = {}
+    for ccr, group in sorted(by_ccr.items()):
+        ps = []
+        for r in group:
+            p = _float(r.extras.get("p_value"))
+            n_null = r.extras.get("n_null")
+            if not math.isfinite(p) and isinstance(n_null, int) and n_null >= 2:
+                p = significance.z_p_value(float(r.value), n_null)
+            ps.append(p)
+        adj = significance.holm(ps)
+        out[ccr] = [
+            (r, significance.classify(float(r.value), _float(r.extras.get("stderr")), float(a)), float(a))
+            for r, a in zip(group, adj, strict=True)
+        ]
+    return out
+
+
+def _pm(row: Row) -> str:
+    se = _float(row.extras.get("stderr"))
+    return f"{_fmt(row.value)} ± {_fmt(se, 2)}" if math.isfinite(se) else _fmt(row.value)
+
+
 def read_pga(report: GeometryReport) -> list[str]:
-    """Peak and negative PGA z per CCR, ρ_read, PC1 overlap vs k/d."""
+    """Significant PGA z per CCR (Holm over hooks, beyond 2 standard errors), ρ_read, PC1 overlap vs k/d.
+
+    Never calls a value inside the chance band a peak (:func:`pga_calls`)."""
     out = []
     zrows = _rows(report, "pga.z")
-    by_ccr: dict[int, list[Row]] = {}
-    for r in zrows:
-        by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
-    for ccr in sorted(by_ccr):
-        rows = by_ccr[ccr]
-        best = max(rows, key=lambda r: r.value)
-        neg = [r for r in rows if r.value < 0]
-        neg_txt = (
-            f"; z < 0 at {len(neg)} of {len(rows)} hooks (lowest {_fmt(min(r.value for r in neg))})"
-            if neg
-            else f"; z ≥ 0 at all {len(rows)} hooks"
+    for ccr, calls in pga_calls(zrows).items():
+        m = len(calls)
+        pos = [r for r, c, _ in calls if c == "positive"]
+        neg = [r for r, c, _ in calls if c == "negative"]
+        if pos:
+            best = max(pos, key=lambda r: r.value)
+            head = (
+                f"PGA CCR-{ccr}: z is significantly positive at {len(pos)} of {m} hooks, "
+                f"peak z = {_pm(best)} at {_where(best)}"
+            )
+        else:
+            top = max((r for r, _, _ in calls), key=lambda r: r.value)
+            head = (
+                f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {_pm(top)} at "
+                f"{_where(top)}, lies inside the chance band)"
+            )
+        if neg:
+            low = min(neg, key=lambda r: r.value)
+            head += f"; significantly negative at {len(neg)} of {m} hooks (lowest z = {_pm(low)} at {_where(low)})"
+        else:
+            head += "; no hook is significantly negative"
+        out.append(head + ".")
+    if zrows:
+        n_null = zrows[0].extras.get("n_null")
+        band = ""
+        if isinstance(n_null, int) and n_null >= 2:
+            m = max(len(c) for c in pga_calls(zrows).values())
+            band = (
+                f" At n_null = {n_null}, a random subspace gives |z| < "
+                f"{_fmt(significance.z_threshold(0.05, n_null))} in 95 % of draws; the strictest Holm step over "
+                f"{m} hooks needs |z| > {_fmt(significance.z_threshold(0.05 / m, n_null))}."
+            )
+        out.append(
+            "Significance: against random subspaces (t test of exchangeability), Holm-corrected over the hooks "
+            "of each CCR level (family-wise α = 0.05), and |z| more than 2 standard errors "
+            "(stderr: jackknife over the null subspaces and over groups of points)." + band
         )
-        out.append(f"PGA CCR-{ccr}: peak z = {_fmt(best.value)} at {_where(best)}{neg_txt}.")
     if zrows:
         presets = sorted({str(r.extras.get("preset", "library")) for r in zrows})
         procs = sorted({str(r.extras.get("processing", "unknown")) for r in zrows})

@@ -141,7 +141,7 @@ def test_pool_threads_honour_the_users_cap(two_threads, monkeypatch):
 
 def test_a_failing_null_propagates_from_the_pool_and_restores_threads(two_threads, monkeypatch):
     monkeypatch.setattr(pga_mod, "pool_threads", lambda: 2)
-    real = pga_mod.RankedReference.spearman
+    real = pga_mod.RankedReference.spearman_groups
     lock, calls = threading.Lock(), {"n": 0}
 
     def failing(self, y):
@@ -152,7 +152,7 @@ def test_a_failing_null_propagates_from_the_pool_and_restores_threads(two_thread
             raise RuntimeError("sort failed in a worker")
         return real(self, y)
 
-    monkeypatch.setattr(pga_mod.RankedReference, "spearman", failing)
+    monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
     with pytest.raises(RuntimeError, match="sort failed in a worker"):
         tg.pga_score(*_data(), n_null=12, ccr=0)
     assert torch.get_num_threads() == 2

@@ -255,13 +255,53 @@ def test_sections_are_optional():
     ]
 
 
-def test_pga_reading_counts_negative_layers(full_report):
-    rows = [r for r in full_report.rows if r.metric == "pga.z" and r.extras["ccr"] == 0]
-    n_neg = sum(r.value < 0 for r in rows)
-    line = next(s for s in readings.read_pga(full_report) if s.startswith("PGA CCR-0"))
-    peak = max(r.value for r in rows)
-    assert f"{peak:.3g}" in line
-    assert (f"z < 0 at {n_neg} of {len(rows)}" in line) if n_neg else ("z ≥ 0 at all" in line)
+def _zrows(values, ses, n_null=50, ccr=0):
+    return [
+        {
+            "metric": "pga.z",
+            "value": z,
+            "hook": f"blocks.{i}.hook_resid_post",
+            "extras": {"ccr": ccr, "n_null": n_null, "stderr": se},
+        }
+        for i, (z, se) in enumerate(zip(values, ses, strict=True))
+    ]
+
+
+def test_pga_reading_calls_only_significant_hooks():
+    # 12 ± 1: positive; 1.73 ± 0.3: inside the chance band (never a peak); −8 ± 1: negative;
+    # −4 ± 2.5: significant against random subspaces but within 2 stderr of 0, so inside.
+    rep = GeometryReport.from_rows(_zrows([12.0, 1.73, -8.0, -4.0], [1.0, 0.3, 1.0, 2.5]), model="m")
+    line = next(s for s in readings.read_pga(rep) if s.startswith("PGA CCR-0"))
+    assert "significantly positive at 1 of 4 hooks, peak z = 12 ± 1" in line
+    assert "significantly negative at 1 of 4 hooks (lowest z = -8 ± 1" in line
+    assert "1.73" not in line
+    calls = [c for _, c, _ in readings.pga_calls(rep.rows)[0]]
+    assert calls == ["positive", "inside", "negative", "inside"]
+
+
+def test_pga_reading_never_calls_chance_a_peak():
+    rep = GeometryReport.from_rows(_zrows([1.73, 0.4, -1.1], [0.2, 0.2, 0.2]), model="m")
+    text = " ".join(readings.read_pga(rep))
+    assert (
+        "no hook is significantly positive (the largest, z = 1.73 ± 0.2 at layer 0, lies inside the chance band)"
+        in text
+    )
+    assert "no hook is significantly negative" in text and "peak z" not in text.split("Paper:")[0]
+    assert "Holm" in text and "n_null = 50" in text
+
+
+def test_pga_reading_of_reports_without_stderr_uses_the_chance_band_alone():
+    bare = GeometryReport.from_rows(_zrows([30.0, 0.5], [float("nan"), float("nan")]), model="m")
+    assert [c for _, c, _ in readings.pga_calls(bare.rows)[0]] == ["positive", "inside"]
+
+
+def test_plot_pga_draws_error_bars_and_the_chance_band():
+    fig = plotting.plot_pga(GeometryReport.from_rows(_zrows([12.0, 1.73, -8.0], [1.0, 0.3, 1.0]), model="m"))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(lab.startswith("chance band: random subspace, 95 %") for lab in labels)
+    assert any("±2 stderr" in lab for lab in labels)
+    assert ax.containers  # the error bars
 
 
 def test_depth_width_reading():

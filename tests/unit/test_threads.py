@@ -159,7 +159,7 @@ def test_pga_inherit_policy_uses_torchs_setting(two_threads, free, monkeypatch):
 def test_pga_restores_threads_when_a_null_fails(two_threads, free, monkeypatch):
     free["free"] = 1
     calls = {"n": 0}
-    real = pga_mod.RankedReference.spearman
+    real = pga_mod.RankedReference.spearman_groups
 
     def failing(self, y):
         calls["n"] += 1
@@ -167,7 +167,7 @@ def test_pga_restores_threads_when_a_null_fails(two_threads, free, monkeypatch):
             raise RuntimeError("sort failed")
         return real(self, y)
 
-    monkeypatch.setattr(pga_mod.RankedReference, "spearman", failing)
+    monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
     H, V = _data()
     with pytest.raises(RuntimeError, match="sort failed"):
         tg.pga_score(H, V, n_null=5, ccr=0)

@@ -17,6 +17,7 @@ from tl_geometry import capture
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS,
+    STDERR_METHOD,
     check_n_points,
     haar_bases,
     pga_layer,
@@ -154,9 +155,25 @@ def pga_plan(
                     "n_null": s.n_null,
                     "pairs_subsampled": s.pairs_subsampled,
                     "seed": seed,
+                    "n_groups": s.n_groups,
+                    "stderr_method": STDERR_METHOD,
                 }
-                rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": extras})
-                rows.append({"metric": "pga.rho_read", "value": s.rho_read, "hook": h, "extras": extras})
+                z_extras = {
+                    **extras,
+                    "stderr": s.stderr,
+                    "stderr_null": s.stderr_null,
+                    "stderr_points": s.stderr_points,
+                    "p_value": s.p_value,
+                }
+                rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": z_extras})
+                rows.append(
+                    {
+                        "metric": "pga.rho_read",
+                        "value": s.rho_read,
+                        "hook": h,
+                        "extras": {**extras, "stderr": s.stderr_rho},
+                    }
+                )
             rows.append(
                 {
                     "metric": "pga.pc1_overlap",
@@ -184,6 +201,7 @@ def pga_plan(
                 "seed": seed,
                 "readout": "top-k left singular vectors of W_U",
                 "n_points": cap.n_points,
+                "stderr": STDERR_METHOD,
             },
         )
 
@@ -232,7 +250,10 @@ def pga(
         k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see :func:`tl_geometry.pga_profile`.
 
     Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
-    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed) and
+    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
+    standard error: ``stderr`` in the units of the value, ``stderr_method``, ``n_groups``; on
+    ``pga.z`` also ``stderr_null`` and ``stderr_points``, its two parts, and ``p_value``, the
+    uncorrected two-sided p of z against random subspaces) and
     ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
     explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
     ``"custom"`` or ``"unknown"``).
@@ -360,12 +381,20 @@ register_family(
                     "n_null",
                     "pairs_subsampled",
                     "seed",
-                ),
+                    "n_groups",
+                    "stderr_method",
+                    "stderr",
+                )
+                + more,
                 description=what,
             )
-            for name, what in (
-                ("pga.z", "z of the readout subspace per hook and CCR level"),
-                ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level"),
+            for name, what, more in (
+                (
+                    "pga.z",
+                    "z of the readout subspace per hook and CCR level, with its standard error",
+                    ("stderr_null", "stderr_points", "p_value"),
+                ),
+                ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level, with its standard error", ()),
             )
         )
         + (

@@ -19,6 +19,7 @@ Spearman(1 − cos_a, 1 − cos_b) = Spearman(cos_a, cos_b), so cosine *similari
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -77,6 +78,63 @@ def make_pairs(n: int, max_pairs: int | None, seed: int, block: int = 256) -> Pa
     j = torch.randint(0, n - 1, (max_pairs,), generator=g)
     j = j + (j >= i).long()  # uniform over j != i
     return Pairs(n, block, torch.minimum(i, j), torch.maximum(i, j), True)
+
+
+def pair_endpoints(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (i, j) of every pair, in the order of :class:`Pairs` (NumPy int64)."""
+    if pairs.i is not None and pairs.j is not None:
+        return pairs.i.numpy().astype(np.int64), pairs.j.numpy().astype(np.int64)
+    n, bs = pairs.n_points, pairs.block
+    ii, jj = [], []
+    for a in range(0, n, bs):
+        na = min(bs, n - a)
+        ti, tj = np.triu_indices(na, 1)
+        ii.append(ti + a)
+        jj.append(tj + a)
+        if a + bs < n:
+            rest = np.arange(a + bs, n)
+            ii.append(np.repeat(np.arange(a, a + na), rest.shape[0]))
+            jj.append(np.tile(rest, na))
+    return np.concatenate(ii).astype(np.int64), np.concatenate(jj).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class PointGroups:
+    """A seeded split of the N points into G groups, for a delete-a-group jackknife over points.
+
+    Each pair (i, j) falls in the cell ``group[i]·G + group[j]``; deleting group g deletes every
+    pair with an end in g. Sums of per-pair quantities per cell give every leave-one-group-out sum
+    from one pass over the pairs (total − row g − column g + cell (g, g)).
+
+    Attributes:
+        n_groups: G.
+        group: (N,) group of each point.
+        cell: (P,) cell of each pair, in the order of :class:`Pairs`.
+    """
+
+    n_groups: int
+    group: np.ndarray = field(repr=False)
+    cell: np.ndarray = field(repr=False)
+
+    @classmethod
+    def make(cls, pairs: Pairs, n_groups: int, seed: int) -> PointGroups:
+        """Points dealt round-robin into ``n_groups`` groups after a seeded permutation."""
+        n = pairs.n_points
+        if not 2 <= n_groups <= n:
+            raise InputError(f"n_groups must satisfy 2 <= n_groups <= N={n}, got {n_groups}")
+        perm = np.random.default_rng(int(seed) + 104729).permutation(n)
+        group = np.empty(n, dtype=np.int64)
+        group[perm] = np.arange(n) % n_groups
+        i, j = pair_endpoints(pairs)
+        cell = group[i] * n_groups + group[j]
+        return cls(n_groups, group, cell)
+
+    def leave_out(self, per_cell: np.ndarray) -> np.ndarray:
+        """(…, G·G) per-cell sums → (…, G) sums over the pairs left when each group is deleted."""
+        G = self.n_groups
+        M = per_cell.reshape(*per_cell.shape[:-1], G, G)
+        diag = np.diagonal(M, axis1=-2, axis2=-1)
+        return M.sum((-2, -1))[..., None] - M.sum(-1) - M.sum(-2) + diag
 
 
 def unit_rows(Y: Tensor) -> Tensor:
@@ -211,6 +269,15 @@ def _arange(m: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=2)
+def _centered_ranks(m: int) -> tuple[np.ndarray, np.ndarray]:
+    s = 2.0 * _arange(m) + (1.0 - m)
+    s2 = s * s
+    s.flags.writeable = False
+    s2.flags.writeable = False
+    return s, s2
+
+
+@functools.lru_cache(maxsize=2)
 def _arange64(m: int) -> Tensor:
     return torch.arange(m, dtype=torch.float64)
 
@@ -245,6 +312,27 @@ class RankedReference:
     n: int
     order: np.ndarray | None = field(default=None, repr=False, compare=False)
     pos: np.ndarray | None = field(default=None, repr=False, compare=False)
+    groups: PointGroups | None = field(default=None, repr=False, compare=False)
+    #: per-cell reference sums (count, Σ r, Σ r²) with r = 2·(rank − mean), and the cell of each
+    #: element in the reference's sorted order (fast path)
+    ref_cells: np.ndarray | None = field(default=None, repr=False, compare=False)
+    cell_by_pos: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def with_groups(self, groups: PointGroups) -> RankedReference:
+        """This reference with per-cell sums for :meth:`spearman_groups` (one pass over the pairs)."""
+        if groups.cell.shape[0] != self.n:
+            raise InputError(f"groups cover {groups.cell.shape[0]} pairs but the reference has {self.n}")
+        GG = groups.n_groups**2
+        r = self.r2c.cpu().numpy().astype(np.float64)
+        ref_cells = np.stack(
+            [
+                np.bincount(groups.cell, minlength=GG).astype(np.float64),
+                np.bincount(groups.cell, weights=r, minlength=GG),
+                np.bincount(groups.cell, weights=r * r, minlength=GG),
+            ]
+        )
+        cell_by_pos = None if self.order is None else groups.cell[self.order]
+        return dataclasses.replace(self, groups=groups, ref_cells=ref_cells, cell_by_pos=cell_by_pos)
 
     @classmethod
     def from_values(cls, x: Tensor) -> RankedReference:
@@ -265,15 +353,18 @@ class RankedReference:
         dtype = torch.int32 if 2 * m + 2 < 2**31 else torch.int64
         return cls(r2c.to(dtype), ss, m, order, pos)
 
-    def spearman(self, y: Tensor) -> float:
-        """Spearman correlation between the reference and ``y`` (same length); NaN if ``y`` is constant."""
-        if self.ss == 0.0:
-            return float("nan")
+    def _aligned(self, y: Tensor, want_cells: bool) -> tuple[Tensor, Tensor | None, np.ndarray | None]:
+        """In ``y``'s sorted order: 2·(r − r̄) of the reference, ``y``'s doubled average ranks where
+        ``y`` has ties (None: no ties, the rank at sorted position j is j + 1), and, when asked, the
+        cell (:class:`PointGroups`) of each element."""
         m = self.n
         if y.shape[-1] != m:
             raise InputError(f"y has {y.shape[-1]} values but the reference has {m}")
+        cells = None
         if self.pos is not None and _packable(y):
             p, vn = _packed_order(y.detach().numpy(), self.pos, self.order)  # reference positions in y's order
+            if want_cells and self.cell_by_pos is not None:
+                cells = self.cell_by_pos.take(p)
             p <<= 1
             p += 1 - m  # 2·(r − r̄) = 2·position + 1 − M
             g = torch.from_numpy(p.astype(np.float64))
@@ -284,7 +375,20 @@ class RankedReference:
                 g = torch.from_numpy(self.r2c.numpy().take(o.numpy()).astype(np.float64))
             else:
                 g = self.r2c.index_select(0, o).double()  # 2·(r − r̄) in y's sorted order
+            if want_cells and self.groups is not None:
+                cells = self.groups.cell.take(o.cpu().numpy())
         q2 = None if v is None else _doubled_average_ranks_sorted(v)
+        return g, q2, cells
+
+    def spearman(self, y: Tensor) -> float:
+        """Spearman correlation between the reference and ``y`` (same length); NaN if ``y`` is constant."""
+        if self.ss == 0.0:
+            return float("nan")
+        g, q2, _ = self._aligned(y, False)
+        return self._rho(g, q2)
+
+    def _rho(self, g: Tensor, q2: Tensor | None) -> float:
+        m = self.n
         if q2 is None:
             # q_j = j + 1 and Σ g = 0, so the centering of q drops out.
             ar = _arange64(m) if g.device.type == "cpu" else torch.arange(m, dtype=torch.float64, device=g.device)
@@ -297,3 +401,34 @@ class RankedReference:
         if ssq == 0.0:
             return float("nan")
         return cov / math.sqrt(self.ss * ssq)
+
+    def spearman_groups(self, y: Tensor) -> tuple[float, np.ndarray]:
+        """Spearman correlation and its G leave-one-group-out values (:class:`PointGroups`).
+
+        The full value is :meth:`spearman`'s, exactly. Leaving out group g, the correlation is the
+        Pearson correlation of the *full-sample* ranks over the pairs that remain (our choice: it
+        needs no re-sort; deleting a random group of points deletes pairs evenly across the
+        ranks, so the remaining ranks are, to first order, an affine map of their re-ranked
+        values, and the jackknife spread is what matters). Needs :meth:`with_groups`.
+        """
+        if self.groups is None or self.ref_cells is None:
+            raise InputError("spearman_groups needs a reference with groups (RankedReference.with_groups)")
+        m, GG = self.n, self.groups.n_groups**2
+        if self.ss == 0.0:
+            return float("nan"), np.full(self.groups.n_groups, np.nan)
+        g, q2, cells = self._aligned(y, True)
+        rho = self._rho(g, q2)
+        assert cells is not None
+        gn = g.cpu().numpy()
+        if q2 is None:
+            s, s2 = _centered_ranks(m)  # 2·(q − q̄), q the rank, and its square
+        else:
+            s = (q2 - (m + 1)).double().cpu().numpy()
+            s2 = s * s
+        n, sr, srr = (self.groups.leave_out(a) for a in self.ref_cells)
+        ss_, sss, srs = (self.groups.leave_out(np.bincount(cells, weights=w, minlength=GG)) for w in (s, s2, gn * s))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cov = srs - sr * ss_ / n
+            var = (srr - sr * sr / n) * (sss - ss_ * ss_ / n)
+            loo = cov / np.sqrt(var)
+        return rho, loo

@@ -23,13 +23,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from tl_geometry.errors import InputError
-from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
+from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
 from tl_geometry.threads import kernel, parallel_map, pool_threads
@@ -48,7 +50,9 @@ __all__ = [
     "min_points",
     "check_n_points",
     "DEFAULT_MAX_PAIRS",
+    "DEFAULT_N_GROUPS",
     "MIN_POINTS",
+    "STDERR_METHOD",
     *_spectral_all,
 ]
 
@@ -56,6 +60,12 @@ __all__ = [
 DEFAULT_MAX_PAIRS = 1 << 22
 #: Floor of :func:`min_points`: 10 points give 45 pairs.
 MIN_POINTS = 10
+#: Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5).
+DEFAULT_N_GROUPS = 20
+#: How :attr:`PGAScore.stderr` is computed (recorded in every result).
+STDERR_METHOD = (
+    "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
+)
 
 
 def min_points(k: int) -> int:
@@ -150,6 +160,14 @@ class PGAScore:
         n_points, n_pairs: N and the number of pairs correlated.
         pairs_subsampled: True when N(N−1)/2 > max_pairs and a seeded subset of pairs was used.
         ccr, k, d, seed: the settings.
+        stderr: standard error of z, √(stderr_null² + stderr_points²) (:data:`STDERR_METHOD`).
+        stderr_null: the part from drawing n_null null subspaces: delete-one jackknife over the
+            nulls (NaN for n_null < 3). For normal null ρ's it is ≈ √(1/n + z²/(2(n−1))): it grows
+            with |z|, so a large |z| needs many nulls to be pinned down, not to be detected.
+        stderr_points: the part from the sample of N points: delete-a-group jackknife over
+            ``n_groups`` seeded groups of points, every null recomputed without the group.
+        stderr_rho: standard error of rho_read from the point sample (same jackknife).
+        n_groups: G, the point groups of the jackknife.
     """
 
     rho_read: float
@@ -164,15 +182,28 @@ class PGAScore:
     k: int
     d: int
     seed: int
+    stderr: float = math.nan
+    stderr_null: float = math.nan
+    stderr_points: float = math.nan
+    stderr_rho: float = math.nan
+    n_groups: int = 0
 
     @property
     def n_null(self) -> int:
         return int(self.null_rhos.numel())
 
+    @property
+    def p_value(self) -> float:
+        """Two-sided p of z if the readout were one more random subspace
+        (:func:`tl_geometry.metrics.significance.z_p_value`; uncorrected for the number of hooks)."""
+        return z_p_value(self.z, self.n_null)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["null_rhos"] = self.null_rhos.tolist()
         out["n_null"] = self.n_null
+        out["p_value"] = self.p_value
+        out["stderr_method"] = STDERR_METHOD
         return out
 
 
@@ -254,8 +285,8 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 POOL_MIN_PAIRS = 1 << 15
 
 
-def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> Tensor:
-    """ρ of each null basis.
+def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> tuple[Tensor, np.ndarray]:
+    """ρ of each null basis and its leave-one-group-out values (n_null, G).
 
     Our choice: on CPU, at report sizes, the nulls are spread over a pool of
     :func:`tl_geometry.threads.pool_threads` threads, each projecting, computing similarities and
@@ -268,38 +299,84 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
     """
     cpu = Hx.device.type == "cpu"
     workers = pool_threads() if cpu and pairs.n_pairs >= POOL_MIN_PAIRS else 1
-    if workers > 1 and bases.shape[0] > 1:
+    n = bases.shape[0]
+    if workers > 1 and n > 1:
         Hx64 = Hx.to(torch.float64)
 
-        def one(i: int) -> float:
-            return ref.spearman(cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
+        def one(i: int) -> tuple[float, np.ndarray]:
+            return ref.spearman_groups(cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
 
-        return torch.tensor(parallel_map(one, range(bases.shape[0]), workers), dtype=torch.float64)
-    rhos = torch.empty(bases.shape[0], dtype=torch.float64)
-    for s in range(0, bases.shape[0], batch):
+        out = parallel_map(one, range(n), workers)
+        return torch.tensor([r for r, _ in out], dtype=torch.float64), np.stack([lo for _, lo in out])
+    rhos = torch.empty(n, dtype=torch.float64)
+    loo = []
+    for s in range(0, n, batch):
         with kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         with kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
-                rhos[s + t] = ref.spearman(cosine_similarities(Y[t], pairs))
-    return rhos
+                r, lo = ref.spearman_groups(cosine_similarities(Y[t], pairs))
+                rhos[s + t] = r
+                loo.append(lo)
+    return rhos, np.stack(loo)
 
 
-def _score(Hx, readout, bases, pairs, *, ccr, seed, batch) -> PGAScore:
+def _jackknife_se(values: np.ndarray) -> float:
+    """Delete-one jackknife standard error from the leave-one-out values (NaN if any is NaN)."""
+    n = values.shape[0]
+    if n < 2 or not np.isfinite(values).all():
+        return math.nan
+    return float(math.sqrt((n - 1) / n * float(((values - values.mean()) ** 2).sum())))
+
+
+def _null_jackknife_z(rho: float, nulls: np.ndarray) -> float:
+    """Standard error of z = (ρ − mean)/std from the null draw: delete-one jackknife over the nulls."""
+    n = nulls.shape[0]
+    if n < 3:
+        return math.nan
+    c = nulls - nulls.mean()
+    mean_lo = nulls.mean() - c / (n - 1)  # mean without null q
+    ss_lo = (c**2).sum() - c**2 - c**2 / (n - 1)  # Σ (ρ − mean_lo)² without null q
+    z_lo = (rho - mean_lo) / np.sqrt(ss_lo / (n - 2))
+    return _jackknife_se(z_lo)
+
+
+def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
     with kernel("sort", Hx.device):  # sorts, as the nulls
-        ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
+        ref = RankedReference.from_values(cosine_similarities(Hx, pairs)).with_groups(groups)
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
-        rho = ref.spearman(cosine_similarities(Hx @ readout, pairs))
-    nulls = _null_rhos(ref, Hx, pairs, bases, batch)
+        rho, rho_lo = ref.spearman_groups(cosine_similarities(Hx @ readout, pairs))
+    nulls, nulls_lo = _null_rhos(ref, Hx, pairs, bases, batch)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
         raise InputError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
     if std == 0.0:
         raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
+    z = (rho - mean) / std
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z_lo = (rho_lo - nulls_lo.mean(0)) / nulls_lo.std(0, ddof=1)
+    se_points = _jackknife_se(z_lo)
+    se_null = _null_jackknife_z(rho, nulls.numpy())
     d, k = readout.shape
     return PGAScore(
-        rho, mean, std, (rho - mean) / std, nulls, Hx.shape[0], pairs.n_pairs, pairs.subsampled, ccr, k, d, seed
+        rho,
+        mean,
+        std,
+        z,
+        nulls,
+        Hx.shape[0],
+        pairs.n_pairs,
+        pairs.subsampled,
+        ccr,
+        k,
+        d,
+        seed,
+        stderr=float(math.sqrt(se_null**2 + se_points**2)),
+        stderr_null=se_null,
+        stderr_points=se_points,
+        stderr_rho=_jackknife_se(rho_lo),
+        n_groups=groups.n_groups,
     )
 
 
@@ -318,6 +395,7 @@ def pga_profile(
     seed: int = 0,
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
+    n_groups: int = DEFAULT_N_GROUPS,
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
 
@@ -325,7 +403,15 @@ def pga_profile(
     ``{ccr: PGAScore}``.
     """
     return pga_layer(
-        H, readout, ccrs=ccrs, n_null=n_null, null_bases=null_bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
+        H,
+        readout,
+        ccrs=ccrs,
+        n_null=n_null,
+        null_bases=null_bases,
+        seed=seed,
+        max_pairs=max_pairs,
+        memory_mb=memory_mb,
+        n_groups=n_groups,
     )[0]
 
 
@@ -339,9 +425,12 @@ def pga_layer(
     seed: int = 0,
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
+    n_groups: int = DEFAULT_N_GROUPS,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer."""
+    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
+        raise InputError(f"n_groups must be an integer >= 2 (point groups of the jackknife), got {n_groups!r}")
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
@@ -363,8 +452,10 @@ def pga_layer(
             pairs.n_pairs,
         )
     batch = _batch_size(N, readout.shape[1], memory_mb)
+    groups = PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed)
     scores = {
-        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, ccr=c, seed=seed, batch=batch) for c in ccrs
+        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, groups, ccr=c, seed=seed, batch=batch)
+        for c in ccrs
     }
     return scores, _pc1(S, Vh, readout)
 
@@ -379,6 +470,7 @@ def pga_score(
     seed: int = 0,
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
+    n_groups: int = DEFAULT_N_GROUPS,
 ) -> PGAScore:
     """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
 
@@ -393,6 +485,13 @@ def pga_score(
         max_pairs: correlate at most this many pairs; above it a seeded random subset is used
             and ``pairs_subsampled`` is set (None: always all pairs).
         memory_mb: bound on the working memory of the batched null projections.
+        n_groups: point groups of the jackknife behind ``stderr`` (at most N // 5 are used).
+
+    Standard error (our choice; the paper reports z without one): z is a sampled number twice
+    over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
+    delete-one jackknife over the nulls and a delete-a-group jackknife over the points (every
+    null recomputed without each group, from per-group sums of one pass: no extra sort), see
+    :class:`PGAScore`. It is calibrated across seeds (tests/unit/test_pga_stderr.py).
 
     Our choice: cosine distance of a zero row (e.g. a point whose projection vanishes) is 1 to
     every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).
@@ -418,6 +517,7 @@ def pga_score(
         seed=seed,
         max_pairs=max_pairs,
         memory_mb=memory_mb,
+        n_groups=n_groups,
     )[int(ccr)]
 
 
