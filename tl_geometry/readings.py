@@ -635,7 +635,7 @@ def summary_table(report: GeometryReport, *, width: int = 60) -> str:
     what = _descriptions() if width else {}
     w = max(len(m) for m in stats)
     head = f"{'metric':<{w}}  {'n':>4}  {'min':>10}  {'max':>10}"
-    lines = [head + ("  what" if what else ""), "-" * (w + 30 + (width if what else 0))]
+    lines = [head + ("  what" if what else ""), ""]  # the rule under the header, sized below
     nan_lines = []
     for m in sorted(stats):
         rows = stats[m]
@@ -651,6 +651,7 @@ def summary_table(report: GeometryReport, *, width: int = 60) -> str:
             n = sum(nan_reason(r) == why for r in nans)
             count = f"{n} of {len(rows)} rows are nan" if len(rows) > 1 else "is nan"
             nan_lines.append(f"  {m} {count}: {why}")
+    lines[1] = "-" * max(len(line) for line in lines)
     if nan_lines:
         lines += ["", "nan, why:"] + nan_lines
     if notes:
