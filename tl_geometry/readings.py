@@ -614,6 +614,11 @@ def _descriptions() -> dict[str, str]:
     return out
 
 
+def _count_or_fmt(v: float) -> str:
+    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as :func:`_fmt`."""
+    return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else _fmt(v)
+
+
 def summary_table(report: GeometryReport, *, width: int = 60) -> str:
     """A plain-text table to print after a run: per row name its count, min, max and what it is;
     then, for every row name with a NaN value, why (e.g. an indeterminate capacity and its reason),
@@ -643,7 +648,7 @@ def summary_table(report: GeometryReport, *, width: int = 60) -> str:
         desc = what.get(m, "")
         if len(desc) > width:
             desc = desc[: width - 1] + "…"
-        line = f"{m:<{w}}  {len(rows):>4}  {_fmt(min(vals)):>10}  {_fmt(max(vals)):>10}"
+        line = f"{m:<{w}}  {len(rows):>4}  {_count_or_fmt(min(vals)):>10}  {_count_or_fmt(max(vals)):>10}"
         lines.append((line + "  " + desc).rstrip() if what else line)
         nans = [r for r in rows if isinstance(r.value, float) and math.isnan(r.value)]
         reasons = list(dict.fromkeys(nan_reason(r) for r in nans))

@@ -327,3 +327,12 @@ def test_format_value_and_provenance_markdown():
     assert format_value({"a": 1, "b": [1, 2]}) == "a: 1; b: 1, 2"
     assert format_value([]) == "none" and format_value(True) == "true" and format_value(1e-7) == "1e-07"
     assert provenance_markdown({"b": 1, "a": {"y": 2, "x": 3}}) == ["- **a**:", "  - y: 2", "  - x: 3", "- **b**: 1"]
+
+
+def test_summary_prints_whole_numbers_in_full():
+    rep = GeometryReport.from_rows(
+        [{"metric": "shape.d_mlp", "value": 1536.0}, {"metric": "agop.trace", "hook": "h", "value": 1234.5}], model="m"
+    )
+    lines = readings.summary_table(rep).splitlines()
+    assert next(l for l in lines if l.startswith("shape.d_mlp")).split()[2:4] == ["1536", "1536"]
+    assert next(l for l in lines if l.startswith("agop.trace")).split()[2] == "1.23e+03"
