@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tl_geometry.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
-from tl_geometry.readings import model_line, sections
-from tl_geometry.report import GeometryReport, atomic_write_text
+from tl_geometry.readings import axis_label, model_line, sections
+from tl_geometry.report import GeometryReport, atomic_write_text, format_value, provenance_markdown
 
 __all__ = [
     "OutputExistsError",
@@ -66,6 +66,7 @@ figcaption{color:#555;font-size:.9em}
 table{border-collapse:collapse;font-size:.85em} td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
 th{background:#f6f6f6} td.num{text-align:right;font-variant-numeric:tabular-nums}
 details{margin-top:1em} .prov td:first-child{font-weight:600}
+table.kv{font-size:1em;margin:1px 0} table.kv td:first-child{font-weight:400;color:#555}
 """
 
 
@@ -223,18 +224,53 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
         parts.append("<p>No rows of the built-in families; see the full table below.</p>")
     parts.append('<h2>Provenance</h2><table class="prov">')
     for k in sorted(prov):
-        parts.append(f"<tr><td>{_esc(k)}</td><td>{_esc(prov[k])}</td></tr>")
+        parts.append(f"<tr><td>{_esc(k)}</td><td>{_html_value(prov[k])}</td></tr>")
     parts.append("</table>")
-    parts.append(f"<details><summary>All {len(report.rows)} rows</summary><table>")
+    parts.append(f"<details><summary>All {len(report.rows)} rows</summary>")
+    parts.append(f"<p>{_esc(LAYER_NOTE)}</p><table>")
     parts.append("<tr><th>hook</th><th>layer</th><th>metric</th><th>value</th><th>extras</th></tr>")
+    n_layers = _n_layers(report)
     for r in report.rows:
         extras = {k: v for k, v in r.extras.items() if not isinstance(v, (list, dict))}
         parts.append(
-            f"<tr><td>{_esc(r.hook or '')}</td><td>{'' if r.layer is None else r.layer}</td>"
-            f'<td>{_esc(r.metric)}</td><td class="num">{_esc(_fmt(r.value))}</td><td>{_esc(extras or "")}</td></tr>'
+            f"<tr><td>{_esc(r.hook or '')}</td><td>{_esc(axis_label(r, n_layers))}</td>"
+            f'<td>{_esc(r.metric)}</td><td class="num">{_esc(_fmt(r.value))}</td>'
+            f"<td>{_esc(_extras_text(extras))}</td></tr>"
         )
     parts.append("</table></details>" + ("</div>" if fragment else "</body></html>"))
     return "\n".join(parts)
+
+
+#: Under the row tables: what the "layer" column holds (the figures' axis, not ``Row.layer``).
+LAYER_NOTE = (
+    "layer as on the figures and in the readings: embed = the embeddings (hook_embed, "
+    "blocks.0.hook_resid_pre), L = the output of block L (blocks.L.hook_resid_post, or "
+    "blocks.L+1.hook_resid_pre, the next block's input), final = after the final norm."
+)
+
+
+def _n_layers(report: GeometryReport) -> int | None:
+    n = report.provenance.get("n_layers")
+    try:
+        return int(n) if n is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _extras_text(extras: Mapping) -> str:
+    """A row's plain extras as ``key = value; ...`` (no Python dict repr)."""
+    return "; ".join(f"{k} = {format_value(v)}" for k, v in extras.items())
+
+
+def _html_value(v) -> str:
+    """A provenance value as HTML: a mapping as a nested key/value table, a list of mappings as
+    one nested table per item, anything else as escaped text (:func:`format_value`)."""
+    if isinstance(v, Mapping) and v:
+        rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_html_value(x)}</td></tr>" for k, x in v.items())
+        return f'<table class="kv">{rows}</table>'
+    if isinstance(v, (list, tuple)) and any(isinstance(x, Mapping) for x in v):
+        return "".join(_html_value(x) for x in v)
+    return _esc(format_value(v))
 
 
 def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathLike] | None = None) -> str:
@@ -250,9 +286,19 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
         lines += [f"## {title}", ""] + [f"- {s}" for s in sents] + ([""] if sents else [])
         for spec in shown:
             lines += [f"![{spec.name}]({figs[spec.name]})", ""]
-    table = report.to_markdown()
-    # to_markdown starts with its own "# Geometry report" heading; demote it to a section.
-    lines += ["## Provenance and all rows", ""] + table.split("\n", 1)[1].lstrip("\n").splitlines()
+    lines += ["## Provenance", ""] + provenance_markdown(report.provenance)
+    lines += [
+        "",
+        "## All rows",
+        "",
+        LAYER_NOTE,
+        "",
+        "| model | hook | layer | metric | value |",
+        "|---|---|---|---|---|",
+    ]
+    n_layers = _n_layers(report)
+    for r in report.rows:
+        lines.append(f"| {r.model} | {r.hook or ''} | {axis_label(r, n_layers)} | {r.metric} | {_fmt(r.value)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -107,8 +107,12 @@ def _by_layer(rows: list[Row], n_layers: int | None) -> tuple[np.ndarray, np.nda
     return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
 
 
-def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
-    """Label -1 as 'embed' and n_layers as 'final'; integer ticks otherwise."""
+def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None, *, note: str = "") -> None:
+    """Label -1 as 'embed' and n_layers as 'final'; integer ticks otherwise.
+
+    The axis label explains only the special ticks the axis has (no "final" on an axis without
+    a final point), then ``note`` (where the points were measured, when that is not obvious).
+    """
     if len(xs) == 0:
         return
     lo, hi = int(np.nanmin(xs)), int(np.nanmax(xs))
@@ -121,8 +125,11 @@ def _layer_ticks(ax, xs: np.ndarray, n_layers: int | None) -> None:
     labels = ["embed" if t == -1 else ("final" if n_layers is not None and t == n_layers else str(t)) for t in ticks]
     ax.set_xticks(ticks)
     ax.set_xticklabels(labels)
-    special = lo < 0 or (n_layers is not None and hi >= n_layers)
-    ax.set_xlabel("layer (embed = embeddings, final = after the final norm)" if special else "layer")
+    special = (["embed = embeddings"] if lo < 0 else []) + (
+        ["final = after the final norm"] if n_layers is not None and hi >= n_layers else []
+    )
+    label = "layer" + (f" ({', '.join(special)})" if special else "")
+    ax.set_xlabel(label + (f"\n{note}" if note else ""))
 
 
 def _title(report: GeometryReport, text: str) -> str:
@@ -416,14 +423,18 @@ def plot_pga(report: GeometryReport):
 
 
 _SPECTRAL = (
-    ("spectral.rankme", "RankMe (effective rank)", False),
+    ("spectral.rankme", "RankMe (Garrido et al.): p = s/Σs, s = √λ", False),
     ("spectral.alpha_req", "α-ReQ (power-law decay α)", False),
     ("spectral.isotropy", "isotropy (Σλ)²/(d·Σλ²)", False),
     ("spectral.condition_number", "condition number λ_max/λ_min", True),
 )
 #: A second definition drawn on the same panel when present: metric → (companion, labels).
 _SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
-    "spectral.rankme": ("spectral.rankme_eig", "singular values (Garrido et al.)", "eigenvalues (rankme_eig)"),
+    "spectral.rankme": (
+        "spectral.rankme_eig",
+        "RankMe (Garrido et al.): p = s/Σs, s = √λ",
+        "von Neumann effective rank: p = λ/Σλ (rankme_eig)",
+    ),
     "spectral.alpha_req": (
         "spectral.alpha_req_reptrix",
         "least squares, all ranks",
@@ -432,9 +443,16 @@ _SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: A panel's title when it draws both definitions.
+_SPECTRAL_BOTH = {
+    "spectral.rankme": "entropy effective ranks: RankMe and von Neumann",
+}
+
+
 def plot_spectral(report: GeometryReport):
     """RankMe, α-ReQ, isotropy and condition number of the activations by layer (2×2); the
-    RankMe and α-ReQ panels also draw ``rankme_eig`` / ``alpha_req_reptrix`` when present."""
+    RankMe panel also draws the von Neumann effective rank (``rankme_eig``, p = λ/Σλ; not RankMe)
+    (then the panel is titled for both) and the α-ReQ panel ``alpha_req_reptrix`` when present."""
     present = [(m, label, log) for m, label, log in _SPECTRAL if _rows(report, m)]
     if not present:
         return None
@@ -451,6 +469,7 @@ def plot_spectral(report: GeometryReport):
             ox, oy = _by_layer(other, n)
             ax.plot(ox, oy, marker="s", ms=3, color="tab:olive", ls="--", label=companion[2])
             ax.legend(fontsize=7)
+            label = _SPECTRAL_BOTH.get(metric, label)
         if log:
             ax.set_yscale("log")
         _layer_ticks(ax, xs, n)
@@ -465,8 +484,21 @@ def plot_spectral(report: GeometryReport):
 
 
 # ----------------------------------------------------------------------------- interaction
+def _resid_pre_note(rows: list[Row]) -> str:
+    """The axis note for points taken at block inputs only (``blocks.L.hook_resid_pre``)."""
+    if rows and all((r.hook or "").endswith("hook_resid_pre") for r in rows):
+        return "measured at the input of block L (blocks.L.hook_resid_pre), drawn at L − 1; no final point"
+    return ""
+
+
 def plot_aofe(report: GeometryReport):
-    """AGOP AOFE ratio by layer, with R_D/W in the title (WᵀW's ratio, one per model, is in the reading)."""
+    """AGOP AOFE ratio by layer, with R_D/W in the title.
+
+    The AOFE ratio of W_EᵀW_E (``wtw.aofe_ratio``, one per model: see
+    :func:`tl_geometry.readings.wtw_name`) is in the reading, not drawn. AGOP at
+    ``blocks.L.hook_resid_pre`` (the "agop" metric's default) is drawn at L − 1, like every
+    figure's residual-stream axis; the axis label then says so (there is no final point).
+    """
     rows = _rows(report, "agop.aofe_ratio")
     if not rows:
         return None
@@ -492,7 +524,7 @@ def plot_aofe(report: GeometryReport):
         if err.any() and len(err) == len(ys):
             ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
     ax.set_ylim(0, 1.05)
-    _layer_ticks(ax, np.array(allx), n)
+    _layer_ticks(ax, np.array(allx), n, note=_resid_pre_note(rows))
     ax.set_ylabel("AOFE ratio = off-diagonal ‖G‖²_F / ‖G‖²_F")
     title = "AOFE ratio by layer"
     dw = _rows(report, "depth_width.ratio")

@@ -36,6 +36,9 @@ __all__ = [
     "closest_published",
     "closest_width",
     "hook_position",
+    "axis_label",
+    "hook_label",
+    "nan_reason",
     "sections",
     "section_readers",
     "model_line",
@@ -44,8 +47,11 @@ __all__ = [
     "capacity_status",
     "read_pga",
     "read_spectral",
+    "RANK_NAMES",
     "read_interaction",
+    "wtw_name",
     "read_sae",
+    "no_sae_note",
 ]
 
 #: A published model as the readings use it (name, d_model, ε, ...): the table's one record type.
@@ -102,6 +108,44 @@ def hook_position(row: Row, n_layers: int | None = None) -> float:
     return math.nan
 
 
+def axis_label(row: Row, n_layers: int | None = None) -> str:
+    """A row's tick on the figures' layer axis: ``"embed"``, ``"final"``, ``"L"`` or ``""`` (no hook).
+
+    The same place as :func:`hook_position`: ``blocks.L.hook_resid_pre`` (the input of block L)
+    is ``"L − 1"``, ``blocks.0.hook_resid_pre`` and ``hook_embed`` are ``"embed"``, the final
+    norm's hooks ``"final"``. What the figures, the readings and the report's row table print.
+    """
+    hook = row.hook or ""
+    if not hook and row.layer is None:
+        return ""
+    if hook.startswith(("ln_final", "unembed")):
+        return "final"
+    x = hook_position(row, n_layers)
+    if math.isnan(x):
+        return hook
+    if x < 0:
+        return "embed"
+    if n_layers is not None and x >= n_layers:
+        return "final"
+    return str(int(x))
+
+
+def hook_label(row: Row, n_layers: int | None = None) -> str:
+    """Where a row was measured, in the figures' words: ``"embed"``, ``"layer 3"``, ``"final"``.
+
+    A ``hook_resid_pre`` row also names its hook, since its place on the axis (L − 1, the output
+    of the previous block) differs from the block index L in its name and in ``Row.layer``:
+    ``"layer 1, blocks.2.hook_resid_pre"``, ``"embed, blocks.0.hook_resid_pre"``.
+    """
+    tick = axis_label(row, n_layers)
+    if not tick:
+        return "model"
+    text = tick if tick in ("embed", "final") or tick == row.hook else f"layer {tick}"
+    if (row.hook or "").endswith("hook_resid_pre"):
+        text += f", {row.hook}"
+    return text
+
+
 def _fmt(v: float, digits: int = 3) -> str:
     if v is None or not math.isfinite(v):
         return str(v)
@@ -122,7 +166,7 @@ def _one(report: GeometryReport, metric: str) -> Row | None:
 
 
 def _where(row: Row) -> str:
-    return f"layer {row.layer}" if row.layer is not None else (row.hook or "model")
+    return hook_label(row)
 
 
 # ----------------------------------------------------------------------------- families
@@ -367,12 +411,22 @@ def read_pga(report: GeometryReport) -> list[str]:
     return out
 
 
+#: The two entropy ranks of the "spectral" metric, named with what each is (readings, figures,
+#: the terminal summary). Only the first is RankMe; the second is kept under the row name
+#: ``rankme_eig`` for saved reports.
+RANK_NAMES = {
+    "spectral.rankme": "RankMe (Garrido et al.: exp of the entropy of p = s/Σs, singular values s = √λ)",
+    "spectral.rankme_eig": "von Neumann effective rank (exp of the entropy of p = λ/Σλ, covariance eigenvalues "
+    "λ; row rankme_eig, not RankMe)",
+}
+
+
 def read_spectral(report: GeometryReport) -> list[str]:
     """Ranges of RankMe, α-ReQ, isotropy over the hooks."""
     out = []
     names = {
-        "spectral.rankme": "RankMe (effective rank, Garrido et al.: singular values)",
-        "spectral.rankme_eig": "RankMe of the covariance eigenvalues (rankme_eig)",
+        "spectral.rankme": RANK_NAMES["spectral.rankme"],
+        "spectral.rankme_eig": RANK_NAMES["spectral.rankme_eig"],
         "spectral.alpha_req": "α-ReQ (eigenvalue decay; least squares over all ranks)",
         "spectral.alpha_req_reptrix": "α-ReQ as reptrix fits it (1/i-weighted, ranks 11–100)",
         "spectral.isotropy": "isotropy (1 = isotropic)",
@@ -386,6 +440,31 @@ def read_spectral(report: GeometryReport) -> list[str]:
         hi = max(rows, key=lambda r: r.value)
         out.append(f"{label}: {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}).")
     return out
+
+
+#: What the AOFE figure's axis means when AGOP was taken where the "agop" metric takes it by default.
+_RESID_PRE_AXIS = (
+    "AGOP is taken at the input of every block (blocks.L.hook_resid_pre), drawn at layer L − 1 (the "
+    "previous block's output): embed = blocks.0.hook_resid_pre, the embeddings; the last point is the "
+    "input of the last block, and the last block's output is not measured (no final point)."
+)
+
+
+def wtw_name(row: Row, d_model: Any = None) -> str:
+    """What a ``wtw.aofe_ratio`` row is the AOFE ratio of, with the Gram's shape.
+
+    The "wtw_aofe" metric takes the Gram WᵀW / n of a matrix whose rows are vectors
+    (:func:`tl_geometry.metrics.interaction.wtw_aofe`): W_E (d_vocab × d_model) by default, so
+    W_EᵀW_E, d_model × d_model; with ``matrix="W_U"`` TransformerLens's W_U (d_model × d_vocab)
+    is transposed first, so W_U W_Uᵀ. The ratio is scale-free: the 1/n does not change it.
+    """
+    mat = str(row.extras.get("matrix") or "W_E")
+    gram = {"W_E": "W_EᵀW_E", "W_U": "W_U W_Uᵀ"}.get(mat, f"{mat}ᵀ{mat}")
+    vectors = {"W_E": "token embeddings, the rows of W_E", "W_U": "unembedding vectors, the columns of W_U"}.get(
+        mat, f"rows of {mat}"
+    )
+    d = f"{int(d_model)} × {int(d_model)}" if d_model else "d_model × d_model"
+    return f"AOFE ratio of {gram}, {d} (the second moment of the {vectors})"
 
 
 def read_interaction(report: GeometryReport) -> list[str]:
@@ -410,10 +489,10 @@ def read_interaction(report: GeometryReport) -> list[str]:
             f"→1 = all mass off-diagonal; {which}): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
             f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)})."
         )
-    wtw = _rows(report, "wtw.aofe_ratio")
-    if wtw:
-        vals = [r.value for r in wtw]
-        out.append(f"WᵀW AOFE ratio (weights only): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} matrices.")
+        if all((r.hook or "").endswith("hook_resid_pre") for r in rows):
+            out.append(_RESID_PRE_AXIS)
+    for r in _rows(report, "wtw.aofe_ratio"):
+        out.append(f"{wtw_name(r, report.provenance.get('d_model'))}, from the weights only: {_fmt(r.value)}.")
     dw = _one(report, "depth_width.ratio")
     if dw is not None:
         low, high = dw.extras.get("interval") or EFFICIENT_INTERVAL
@@ -426,12 +505,44 @@ def read_interaction(report: GeometryReport) -> list[str]:
     return out
 
 
+def no_sae_note(report: GeometryReport, *, hint: str = "") -> str | None:
+    """Why a report in which the "sae" metric ran has no SAE rows; None when it did not run or has rows.
+
+    Read from the provenance the metric writes: ``sae_skipped`` (sae_lens missing), ``sae_n``
+    (SAEs compared), ``sae_n_unknown_width`` (SAEs of the model whose width is unknown) and
+    ``sae_lens_version``. ``hint`` replaces the default "how to compare your own SAE".
+    """
+    prov = report.provenance
+    if any(r.metric.startswith("sae.") for r in report.rows):
+        return None
+    if prov.get("sae_skipped"):
+        return f"No SAE comparison: {prov['sae_skipped']}"
+    if "sae_n" not in prov or prov.get("sae_n"):
+        return None
+    model = prov.get("model") or "this model"
+    ver = prov.get("sae_lens_version")
+    where = f"sae_lens{' ' + str(ver) if ver else ''}'s directory of pretrained SAEs"
+    unknown = int(prov.get("sae_n_unknown_width") or 0)
+    if unknown:
+        return (
+            f"{where[0].upper() + where[1:]} lists {unknown} SAE(s) for {model}, none with a known width, so "
+            "none is compared with the capacity bound."
+        )
+    return (
+        f"No published SAE exists for {model} in {where}, so there is no SAE width to compare with the capacity "
+        "bound. To compare your own SAE: "
+        + (hint or "`tl-geometry sae compare --model M --sae PATH`, or tg.sae.compare(model, saes=[...])")
+        + "."
+    )
+
+
 def read_sae(report: GeometryReport) -> list[str]:
     """SAE widths against the capacity bound."""
     widths = _rows(report, "sae.d_sae")
     ratios = _rows(report, "sae.capacity_ratio")
     if not widths and not ratios:
-        return []
+        none = no_sae_note(report)
+        return [none] if none else []
     out = []
     if widths:
         releases = sorted({str(r.extras.get("release", "?")) for r in widths})
@@ -528,16 +639,94 @@ def model_line(report: GeometryReport) -> str:
     return "; ".join(parts) + ("." if parts else "")
 
 
-def summary_table(report: GeometryReport) -> str:
-    """A plain-text table (one line per metric name: count, min, max) to print after a run."""
-    stats: dict[str, list[float]] = {}
+def nan_reason(row: Row) -> str:
+    """Why a row's value is NaN, in words (``""`` for a finite value).
+
+    From what the row records: a capacity row's status and reason (:func:`capacity_status`),
+    an SAE ratio's ``verdict`` and ``reason``, any ``extras["reason"]``; else its declared
+    description says what the row is and that it records no reason.
+    """
+    v = row.value
+    if v is None or not isinstance(v, float) or not math.isnan(v):
+        return ""
+    ex = row.extras
+    if row.metric.startswith("capacity."):
+        status, why = capacity_status(row)
+        if status == "indeterminate":
+            return f"indeterminate, not a count ({why})" if why else "indeterminate, not a count"
+    verdict = ex.get("verdict")
+    why = str(ex.get("reason") or "ε ≥ 0.1: the capacity paper gives no count")
+    if verdict == "indeterminate":
+        return f"indeterminate: the host's capacity k is not a count, so there is nothing to divide by ({why})"
+    if ex.get("status") == "indeterminate":
+        return f"indeterminate, not a count ({why})"
+    if verdict == "tied unknown":
+        return "not computed: whether the host ties its embedding and unembedding is unknown (pass tied=)"
+    if verdict == "d_vocab unknown":
+        return "not computed: the host's vocabulary size is unknown (pass d_vocab=)"
+    if ex.get("reason"):
+        return str(ex["reason"])
+    from tl_geometry import registry
+
+    spec = registry.declared_rows([row.metric]).get(row.metric)
+    what = f" ({spec[1].description})" if spec and spec[1].description else ""
+    return f"not a number; the row records no reason{what}"
+
+
+def _descriptions() -> dict[str, str]:
+    """``{row name: one line}``: the declared descriptions, with the two ranks' names."""
+    from tl_geometry import registry
+
+    out = {name: spec.description for name, (_, spec) in registry.declared_rows().items()}
+    out.update(RANK_NAMES)
+    return out
+
+
+def _count_or_fmt(v: float) -> str:
+    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as :func:`_fmt`."""
+    return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else _fmt(v)
+
+
+def summary_table(report: GeometryReport, *, width: int = 60) -> str:
+    """A plain-text table to print after a run: per row name its count, min, max and what it is;
+    then, for every row name with a NaN value, why (e.g. an indeterminate capacity and its reason),
+    and for a metric that ran without rows, why it has none (an SAE comparison without SAEs).
+
+    Args:
+        report: the results.
+        width: the "what" column is cut to this many characters (0: no such column).
+    """
+    stats: dict[str, list[Row]] = {}
     for r in report.rows:
-        stats.setdefault(r.metric, []).append(r.value)
+        stats.setdefault(r.metric, []).append(r)
+    notes = []
+    none = no_sae_note(report)
+    if none:
+        notes.append(f"sae: {none}")
     if not stats:
-        return "(empty report)"
+        return "(empty report)" + "".join(f"\n{n}" for n in notes)
+    what = _descriptions() if width else {}
     w = max(len(m) for m in stats)
-    lines = [f"{'metric':<{w}}  {'n':>4}  {'min':>10}  {'max':>10}", "-" * (w + 30)]
+    head = f"{'metric':<{w}}  {'n':>4}  {'min':>10}  {'max':>10}"
+    lines = [head + ("  what" if what else ""), ""]  # the rule under the header, sized below
+    nan_lines = []
     for m in sorted(stats):
-        vals = [v for v in stats[m] if math.isfinite(v)] or [math.nan]
-        lines.append(f"{m:<{w}}  {len(stats[m]):>4}  {_fmt(min(vals)):>10}  {_fmt(max(vals)):>10}")
+        rows = stats[m]
+        vals = [r.value for r in rows if math.isfinite(r.value)] or [math.nan]
+        desc = what.get(m, "")
+        if len(desc) > width:
+            desc = desc[: width - 1] + "…"
+        line = f"{m:<{w}}  {len(rows):>4}  {_count_or_fmt(min(vals)):>10}  {_count_or_fmt(max(vals)):>10}"
+        lines.append((line + "  " + desc).rstrip() if what else line)
+        nans = [r for r in rows if isinstance(r.value, float) and math.isnan(r.value)]
+        reasons = list(dict.fromkeys(nan_reason(r) for r in nans))
+        for why in reasons:
+            n = sum(nan_reason(r) == why for r in nans)
+            count = f"{n} of {len(rows)} rows are nan" if len(rows) > 1 else "is nan"
+            nan_lines.append(f"  {m} {count}: {why}")
+    lines[1] = "-" * max(len(line) for line in lines)
+    if nan_lines:
+        lines += ["", "nan, why:"] + nan_lines
+    if notes:
+        lines += [""] + notes
     return "\n".join(lines)

@@ -285,10 +285,10 @@ class GeometryReport:
         return df
 
     def to_markdown(self, *, digits: int = 4) -> str:
-        """A markdown document: provenance list, then one table of all rows."""
+        """A markdown document: provenance list (nested values as nested lists,
+        :func:`provenance_markdown`), then one table of all rows."""
         lines = ["# Geometry report", ""]
-        for k, v in sorted(self.provenance.items()):
-            lines.append(f"- **{k}**: {v}")
+        lines += provenance_markdown(self.provenance)
         lines += ["", "| model | hook | layer | metric | value |", "|---|---|---|---|---|"]
         for r in self.rows:
             lines.append(
@@ -327,6 +327,61 @@ class GeometryReport:
                 f"the report has no rows for the {family!r} figure ({spec.name}); its metrics: {sorted(self.metrics)}"
             )
         return fig
+
+
+def _nested(v: Any) -> bool:
+    """A value shown as a nested list or table: a mapping, or a list holding one."""
+    return isinstance(v, Mapping) or (isinstance(v, (list, tuple)) and any(isinstance(x, Mapping) for x in v))
+
+
+def format_value(v: Any) -> str:
+    """A provenance or extras value as a person reads it (not a Python repr).
+
+    ``None`` → ``none``, booleans → ``true`` / ``false``, floats to 6 significant digits, a list
+    of plain values joined with ``", "`` (``none`` when empty), strings as they are; a mapping
+    (inline, where no nesting is possible) as ``key: value; key: value``.
+
+    Examples:
+        >>> format_value({"mode": "shared", "forward_passes": 1, "metrics": ["pga", "spectral"]})
+        'mode: shared; forward_passes: 1; metrics: pga, spectral'
+        >>> format_value([64, 128]), format_value(None), format_value(0.1234567)
+        ('64, 128', 'none', '0.123457')
+    """
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, Mapping):
+        return "; ".join(f"{k}: {format_value(x)}" for k, x in v.items()) if v else "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(format_value(x) for x in v) if v else "none"
+    return str(v)
+
+
+def provenance_markdown(prov: Mapping[str, Any], *, indent: int = 0) -> list[str]:
+    """Markdown list lines of ``prov``, keys sorted: ``- **key**: value``, a nested mapping as a
+    nested list under its key, a list of mappings as numbered sub-lists (e.g. ``sources``)."""
+    pad = " " * indent
+    lines = []
+    for k in sorted(prov, key=str) if indent == 0 else prov:
+        v = prov[k]
+        key = f"**{k}**" if indent == 0 else str(k)
+        if not _nested(v) or not v:
+            lines.append(f"{pad}- {key}: {format_value(v)}")
+        elif isinstance(v, Mapping):
+            lines.append(f"{pad}- {key}:")
+            lines += provenance_markdown(v, indent=indent + 2)
+        else:
+            lines.append(f"{pad}- {key}:")
+            for i, item in enumerate(v, 1):
+                if isinstance(item, Mapping) and item:
+                    lines.append(f"{pad}  - {i}:")
+                    lines += provenance_markdown(item, indent=indent + 4)
+                else:
+                    lines.append(f"{pad}  - {i}: {format_value(item)}")
+    return lines
 
 
 def _fmt(v: float, digits: int) -> str:

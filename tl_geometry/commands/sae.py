@@ -116,7 +116,12 @@ def _compare(args) -> int:
         by_release.setdefault(r.extras.get("release"), []).append(r)
     tied = next((r.extras.get("tied") for r in rep.filter("sae.shared_ratio").rows), None)
     shared_head = "max (V+d_sae)/k" if tied is True else "max (2V+d_sae)/k" if tied is False else "max shared/k"
-    print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {shared_head:>16}  verdict")
+    if not by_release:
+        from tl_geometry.readings import no_sae_note
+
+        print(no_sae_note(rep, hint="pass --sae PATH|REPO:ID") or "no SAE to compare")
+    else:
+        print(f"{'release':<52} {'n':>5} {'max d_sae':>10} {'max d_sae/k':>12} {shared_head:>16}  verdict")
     for rel, rs in by_release.items():
         ratio = max((r.value for r in rs), default=float("nan"))
         share = max((shared[key(r)] for r in rs), default=float("nan"))
@@ -125,6 +130,7 @@ def _compare(args) -> int:
             f"{rel:<52} {len(rs):>5} {max(d_sae[key(r)] for r in rs):>10,.0f} {ratio:>12.4g} "
             f"{share:>16.4g}  {', '.join(verdicts)}"
         )
+    _explain_nan(rep)
     print(
         f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped"
     )
@@ -142,3 +148,18 @@ def _compare(args) -> int:
         sae.plot_sae_widths(rep, path=args.figure)
         print(f"figure: {args.figure}")
     return 0
+
+
+def _explain_nan(rep) -> None:
+    """Print, under the table, why a column reads nan (each distinct reason once)."""
+    from tl_geometry.readings import nan_reason
+
+    columns = {"sae.capacity_ratio": "d_sae/k", "sae.shared_ratio": "shared/k"}
+    seen: dict[str, list[str]] = {}
+    for metric, col in columns.items():
+        for r in rep.filter(metric).rows:
+            why = nan_reason(r)
+            if why and col not in seen.setdefault(why, []):
+                seen[why].append(col)
+    for why, cols in seen.items():
+        print(f"nan in {' and '.join(cols)}: {why}")

@@ -304,9 +304,12 @@ def agop_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
     return agop_report(agop(model, tokens, hooks=hooks, **options), model)
 
 
-@register_metric("wtw_aofe", needs="weights", description="AOFE ratio of the embedding Gram WᵀW / vocab")
+@register_metric(
+    "wtw_aofe", needs="weights", description="AOFE ratio of W_EᵀW_E (d_model × d_model; W_U W_Uᵀ with matrix='W_U')"
+)
 def wtw_aofe_metric(model, tokens=None, *, hooks=None, matrix: str = "W_E") -> GeometryReport:
-    """AOFE ratio of WᵀW / n for W_E (vocab × d; or W_U transposed): row wtw.aofe_ratio."""
+    """AOFE ratio of W_EᵀW_E / d_vocab (d_model × d_model; W_E is d_vocab × d_model), or of
+    W_U W_Uᵀ / d_vocab with ``matrix="W_U"``: row wtw.aofe_ratio, ``extras["matrix"]`` says which."""
     if matrix not in ("W_E", "W_U"):
         raise InputError(f"matrix must be 'W_E' or 'W_U', got {matrix!r}")
     W = capture.weight(model, matrix)
@@ -377,7 +380,7 @@ register_family(
                 per="model",
                 by="wtw_aofe",
                 extras=("aofe", "matrix"),
-                description="AOFE ratio of WᵀW / n",
+                description="AOFE ratio of W_EᵀW_E (d_model × d_model; W_U W_Uᵀ if extras matrix = W_U)",
             ),
             RowSpec(
                 "depth_width.ratio",

@@ -359,6 +359,12 @@ SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isot
 
 _TAG = ("preset", "processing")
 
+#: What the two entropy ranks are (row descriptions; only the first is RankMe).
+_SPECTRAL_WHAT = {
+    "rankme": "RankMe (Garrido et al.): exp of the entropy of p = s/Σs, singular values s = √λ",
+    "rankme_eig": "von Neumann effective rank: exp of the entropy of p = λ/Σλ (eigenvalues; not RankMe)",
+}
+
 register_family(
     FamilySpec(
         "pga",
@@ -430,7 +436,7 @@ register_family(
                 f"spectral.{name}",
                 per="hook",
                 extras=("n_points", "d", "n_kept") + _TAG + (("r2",) if name.startswith("alpha_req") else ()),
-                description=f"{name} of the activation covariance",
+                description=_SPECTRAL_WHAT.get(name, f"{name} of the activation covariance"),
             )
             for name in SPECTRAL_ROWS
         ),

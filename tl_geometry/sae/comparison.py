@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -296,6 +297,7 @@ def compare(
         "capacity_form": form,
         "capacity_preset": preset,
         "epsilon_source": source,
+        "sae_lens_version": getattr(sys.modules.get("sae_lens"), "__version__", None),
     }
     if is_name:
         return GeometryReport.from_rows(rows, model=host_name, **prov)
