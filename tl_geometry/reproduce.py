@@ -669,7 +669,7 @@ def _table1_weights(ctx: Context) -> list[ReproRow]:
             preset="paper (raw checkpoint embedding, exact over all pairs)",
             sizes={"vocab": r.vocab, "d_model": r.d_model, "n_dropped": r.n_dropped},
             note=(
-                f"{src.name} stored as {src.dtype} in {path.name} ({WEIGHT_FILES['gemma-3-270m']['quant']}); "
+                f"{src.name} stored as {src.dtype} in {path.name} (a {WEIGHT_FILES['gemma-3-270m']['quant']} file); "
                 f"tolerance {GEMMA_270M_EPS_ATOL:g} absolute: Q8_0 rounding lowers ε by ≈ 3e-5; the authors' "
                 "bfloat16 slice sums move their printed ε by up to 2.4e-4 (docs/capacity.md)"
             ),

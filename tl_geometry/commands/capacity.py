@@ -30,7 +30,10 @@ def add_parser(subparsers) -> None:
         help="ε (μ + 2σ of embedding cosines) and capacity bound from weights files or models (capacity paper)",
     )
     p.add_argument(
-        "targets", nargs="*", metavar="PATH_OR_MODEL", help="checkpoint path(s), zoo model, or published model name"
+        "targets",
+        nargs="*",
+        metavar="PATH_OR_MODEL",
+        help="checkpoint path(s), offline weights file (gemma-3-270m), zoo model, or published model name",
     )
     p.add_argument(
         "--form", default="full", choices=["full", "adjusted", "jl", "jl_random"], help="capacity form (default full)"
