@@ -336,8 +336,16 @@ class _GGUFTensor:
     data: np.ndarray
 
 
-_GGUF_ITEM = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16}
-_GGUF_ITEM.update({"I32": np.int32, "I64": np.int64})
+#: GGUF types held as plain elements (as gguf.GGUFReader maps them); every other type is raw row bytes.
+_GGUF_ITEM = {
+    "F16": np.float16,
+    "F32": np.float32,
+    "F64": np.float64,
+    "I8": np.int8,
+    "I16": np.int16,
+    "I32": np.int32,
+    "I64": np.int64,
+}
 
 
 @functools.lru_cache(maxsize=2)
