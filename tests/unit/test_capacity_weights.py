@@ -283,3 +283,34 @@ def test_cli_capacity_on_a_truncated_file(tmp_path, capsys):
     assert main(["capacity", str(tmp_path / "cut.gguf")]) != 0
     err = capsys.readouterr().err
     assert "is truncated" in err and f"the file has {len(data) - 100:,} bytes" in err and "Traceback" not in err
+
+
+def test_gguf_tensor_index_equals_gguf_readers(tmp_path):
+    """Our header walk + memory map lists the same tensors, types, shapes and bytes as gguf.GGUFReader."""
+    import gguf
+
+    from tl_geometry.weights_reader import _gguf_tensors
+
+    g = np.random.default_rng(5)
+    path = tmp_path / "mixed.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_array("tokenizer.ggml.tokens", [f"tok{i}" for i in range(500)])  # values we skip, not decode
+    w.add_tensor("token_embd.weight", g.standard_normal((96, 64)).astype(np.float32))
+    w.add_tensor("blk.0.attn_q.weight", g.standard_normal((64, 64)).astype(np.float16))
+    w.add_tensor("output_norm.weight", np.ones(64, np.float32))
+    for i, qt in enumerate((gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_0)):
+        x = g.standard_normal((40, 64)).astype(np.float32)
+        w.add_tensor(f"blk.{i}.ffn_up.weight", gguf.quants.quantize(x, qt), raw_dtype=qt)
+    w.add_tensor("blk.0.ffn_gate.weight", g.integers(-9, 9, (8, 4)).astype(np.int32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours = _gguf_tensors(path)
+    ref = gguf.GGUFReader(str(path)).tensors
+    assert list(ours) == [t.name for t in ref]
+    for t in ref:
+        o = ours[t.name]
+        assert o.tensor_type == t.tensor_type and o.shape == tuple(int(s) for s in t.shape)
+        assert o.data.dtype == t.data.dtype and o.data.shape == t.data.shape
+        np.testing.assert_array_equal(o.data, t.data)

