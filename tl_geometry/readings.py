@@ -45,6 +45,7 @@ __all__ = [
     "read_spectral",
     "read_interaction",
     "read_sae",
+    "spread",
 ]
 
 #: A published model as the readings use it (name, d_model, ε, ...): the table's one record type.
@@ -250,11 +251,46 @@ def read_capacity(report: GeometryReport) -> list[str]:
         lo = min(acts, key=lambda r: r.value)
         hi = max(acts, key=lambda r: r.value)
         n1 = sum(epsilon_class(r.value) == "Class 1" for r in acts)
+        ses = [r.extras.get("stderr") for r in acts]
+        sure = (
+            f" ({sum(r.value - 2 * float(r.extras['stderr']) > CLASS1_ABOVE for r in acts)} of them by more than"
+            " 2 standard errors)"
+            if n1 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ses)
+            else ""
+        )
         out.append(
             f"Activations: ε ranges from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} "
-            f"({_where(hi)}); {n1} of {len(acts)} hooks are Class 1 (ε > 0.2)."
+            f"({_where(hi)}){spread(acts, lo, hi)}; {n1} of {len(acts)} hooks are Class 1 (ε > 0.2){sure}."
         )
     return out
+
+
+def spread(rows: list[Row], lo: Row, hi: Row) -> str:
+    """Whether the largest minus the smallest value of ``rows`` exceeds its noise, as a clause.
+
+    Our choice: hi − lo is called a difference only when it exceeds z*·√(se_hi² + se_lo²), with
+    z* the two-sided 5 % normal quantile Bonferroni-corrected over the N(N − 1)/2 pairs of hooks
+    (the extremes are selected from all pairs). Hooks measured on the same sample are positively
+    correlated, so √(se_hi² + se_lo²) overstates the difference's error: the test is conservative.
+    Empty when the rows carry no finite ``extras["stderr"]`` or are exact.
+    """
+    from statistics import NormalDist
+
+    se = [hi.extras.get("stderr"), lo.extras.get("stderr")]
+    if hi is lo or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in se):
+        return ""
+    if hi.extras.get("stderr_method") == "exact" or not any(se):
+        return ""
+    n = len(rows)
+    z = NormalDist().inv_cdf(1 - 0.025 / max(1, n * (n - 1) // 2))
+    comb = math.hypot(float(se[0]), float(se[1]))
+    method = str(hi.extras.get("stderr_method", "standard error"))
+    if hi.value - lo.value > z * comb:
+        return f" (a difference of {(hi.value - lo.value) / comb:.1f} combined standard errors; {method})"
+    return (
+        f" (within {z:.1f} combined standard errors, the Bonferroni bound over {n * (n - 1) // 2} pairs of hooks: "
+        f"no difference between hooks is claimed; {method})"
+    )
 
 
 def read_pga(report: GeometryReport) -> list[str]:
@@ -316,7 +352,9 @@ def read_spectral(report: GeometryReport) -> list[str]:
             continue
         lo = min(rows, key=lambda r: r.value)
         hi = max(rows, key=lambda r: r.value)
-        out.append(f"{label}: {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}).")
+        out.append(
+            f"{label}: {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}){spread(rows, lo, hi)}."
+        )
     return out
 
 
@@ -340,7 +378,7 @@ def read_interaction(report: GeometryReport) -> list[str]:
         out.append(
             f"AGOP AOFE ratio (off-diagonal share of ‖G‖²_F; 0 = no interaction between coordinates, "
             f"→1 = all mass off-diagonal; {which}): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
-            f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)})."
+            f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}){spread(rows, lo, hi)}."
         )
     wtw = _rows(report, "wtw.aofe_ratio")
     if wtw:
