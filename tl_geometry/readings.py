@@ -276,14 +276,14 @@ def spread(rows: list[Row], lo: Row, hi: Row) -> str:
     """
     from statistics import NormalDist
 
-    se = [hi.extras.get("stderr"), lo.extras.get("stderr")]
-    if hi is lo or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in se):
+    se = [v for v in (hi.extras.get("stderr"), lo.extras.get("stderr")) if isinstance(v, (int, float))]
+    if hi is lo or len(se) < 2 or not all(math.isfinite(v) for v in se):
         return ""
     if hi.extras.get("stderr_method") == "exact" or not any(se):
         return ""
     n = len(rows)
     z = NormalDist().inv_cdf(1 - 0.025 / max(1, n * (n - 1) // 2))
-    comb = math.hypot(float(se[0]), float(se[1]))
+    comb = math.hypot(se[0], se[1])
     method = str(hi.extras.get("stderr_method", "standard error"))
     if hi.value - lo.value > z * comb:
         return f" (a difference of {(hi.value - lo.value) / comb:.1f} combined standard errors; {method})"
