@@ -429,8 +429,10 @@ def spectral_metrics(
         acc = StreamingCovariance()
         acc.update(H)
         return acc.spectral(fit_range)
+    if not isinstance(H, Tensor) or H.ndim != 2:
+        raise InputError(f"expected 2-D (N, d) hidden states, got {getattr(H, 'shape', type(H))}")
     labels = torch.as_tensor(groups).long()
-    if not isinstance(H, Tensor) or H.ndim != 2 or labels.shape != (H.shape[0],):
+    if labels.shape != (H.shape[0],):
         raise InputError(
             f"groups must hold one label per row of H, got {tuple(labels.shape)} for H {getattr(H, 'shape', None)}"
         )
