@@ -327,15 +327,22 @@ def plot_capacity_curve(report: GeometryReport, *, published=None):
 
 
 def plot_epsilon_by_layer(report: GeometryReport):
-    """ε of the activations at each hook, with the class boundaries."""
+    """ε of the activations at each hook, with the class boundaries and ±1 standard error bars
+    (``extras["stderr"]``, the jackknife over sequences) where the rows carry one."""
     rows = _rows(report, "epsilon_activations")
     if not rows:
         return None
     plt = _plt()
     n = _n_layers(report)
     xs, ys = _by_layer(rows, n)
+    placed = sorted((r for r in rows if not math.isnan(hook_position(r, n))), key=lambda r: hook_position(r, n))
+    err = np.array([float(r.extras.get("stderr") or 0.0) for r in placed])
+    err = np.where(np.isfinite(err), err, 0.0)
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    ax.plot(xs, ys, marker="o", ms=4)
+    if err.any() and len(err) == len(ys):
+        ax.errorbar(xs, ys, yerr=err, marker="o", ms=4, capsize=2, label="ε ± 1 standard error")
+    else:
+        ax.plot(xs, ys, marker="o", ms=4)
     ax.axhline(CLASS1_ABOVE, color="tab:red", ls="--", lw=1, label="ε = 0.2 (Class 1 above)")
     ax.axhline(CLASS2_BELOW, color="tab:green", ls="--", lw=1, label="ε = 0.1 (Class 2 below)")
     _layer_ticks(ax, xs, n)
@@ -492,7 +499,8 @@ def _resid_pre_note(rows: list[Row]) -> str:
 
 
 def plot_aofe(report: GeometryReport):
-    """AGOP AOFE ratio by layer, with R_D/W in the title.
+    """AGOP AOFE ratio by layer with a ±1 standard error band (``extras["stderr"]``: the jackknife over
+    probe groups), R_D/W in the title.
 
     The AOFE ratio of W_EᵀW_E (``wtw.aofe_ratio``, one per model: see
     :func:`tl_geometry.readings.wtw_name`) is in the reading, not drawn. AGOP at
@@ -519,10 +527,12 @@ def plot_aofe(report: GeometryReport):
                 if not math.isnan(hook_position(r, n))
             ]
         )
+        err = np.where(np.isfinite(err), err, 0.0)
         corr = ", bias-corrected" if {r.extras.get("estimator") for r in rs} == {"jackknife"} else ""
+        band = err.any() and len(err) == len(ys)
         ax.plot(xs, ys, marker="o", ms=3.5, label=f"AGOP ({space} space{corr})")
-        if err.any() and len(err) == len(ys):
-            ax.fill_between(xs, ys - err, ys + err, alpha=0.2)
+        if band:
+            ax.fill_between(xs, ys - err, ys + err, alpha=0.2, label="± 1 standard error (jackknife over probes)")
     ax.set_ylim(0, 1.05)
     _layer_ticks(ax, np.array(allx), n, note=_resid_pre_note(rows))
     ax.set_ylabel("AOFE ratio = off-diagonal ‖G‖²_F / ‖G‖²_F")

@@ -52,6 +52,7 @@ __all__ = [
     "wtw_name",
     "read_sae",
     "no_sae_note",
+    "spread",
 ]
 
 #: A published model as the readings use it (name, d_model, ε, ...): the table's one record type.
@@ -295,9 +296,16 @@ def read_capacity(report: GeometryReport) -> list[str]:
         lo = min(acts, key=lambda r: r.value)
         hi = max(acts, key=lambda r: r.value)
         n1 = sum(epsilon_class(r.value) == "Class 1" for r in acts)
+        ses = [r.extras.get("stderr") for r in acts]
+        sure = (
+            f" ({sum(r.value - 2 * float(r.extras['stderr']) > CLASS1_ABOVE for r in acts)} of them by more than"
+            " 2 standard errors)"
+            if n1 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ses)
+            else ""
+        )
         out.append(
             f"Activations: ε ranges from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} "
-            f"({_where(hi)}); {n1} of {len(acts)} hooks are Class 1 (ε > 0.2)."
+            f"({_where(hi)}){spread(acts, lo, hi)}; {n1} of {len(acts)} hooks are Class 1 (ε > 0.2){sure}."
         )
     return out
 
@@ -341,6 +349,34 @@ def pga_calls(rows: Iterable[Row]) -> dict[int, list[tuple[Row, str, float]]]:
 def _pm(row: Row) -> str:
     se = _float(row.extras.get("stderr"))
     return f"{_fmt(row.value)} ± {_fmt(se, 2)}" if math.isfinite(se) else _fmt(row.value)
+
+
+def spread(rows: list[Row], lo: Row, hi: Row) -> str:
+    """Whether the largest minus the smallest value of ``rows`` exceeds its noise, as a clause.
+
+    Our choice: hi − lo is called a difference only when it exceeds z*·√(se_hi² + se_lo²), with
+    z* the two-sided 5 % normal quantile Bonferroni-corrected over the N(N − 1)/2 pairs of hooks
+    (the extremes are selected from all pairs). Hooks measured on the same sample are positively
+    correlated, so √(se_hi² + se_lo²) overstates the difference's error: the test is conservative.
+    Empty when the rows carry no finite ``extras["stderr"]`` or are exact.
+    """
+    from statistics import NormalDist
+
+    se = [v for v in (hi.extras.get("stderr"), lo.extras.get("stderr")) if isinstance(v, (int, float))]
+    if hi is lo or len(se) < 2 or not all(math.isfinite(v) for v in se):
+        return ""
+    if hi.extras.get("stderr_method") == "exact" or not any(se):
+        return ""
+    n = len(rows)
+    z = NormalDist().inv_cdf(1 - 0.025 / max(1, n * (n - 1) // 2))
+    comb = math.hypot(se[0], se[1])
+    method = str(hi.extras.get("stderr_method", "standard error"))
+    if hi.value - lo.value > z * comb:
+        return f" (a difference of {(hi.value - lo.value) / comb:.1f} combined standard errors; {method})"
+    return (
+        f" (within {z:.1f} combined standard errors, the Bonferroni bound over {n * (n - 1) // 2} pairs of hooks: "
+        f"no difference between hooks is claimed; {method})"
+    )
 
 
 def read_pga(report: GeometryReport) -> list[str]:
@@ -438,7 +474,9 @@ def read_spectral(report: GeometryReport) -> list[str]:
             continue
         lo = min(rows, key=lambda r: r.value)
         hi = max(rows, key=lambda r: r.value)
-        out.append(f"{label}: {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}).")
+        out.append(
+            f"{label}: {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}){spread(rows, lo, hi)}."
+        )
     return out
 
 
@@ -487,7 +525,7 @@ def read_interaction(report: GeometryReport) -> list[str]:
         out.append(
             f"AGOP AOFE ratio (off-diagonal share of ‖G‖²_F; 0 = no interaction between coordinates, "
             f"→1 = all mass off-diagonal; {which}): mean {_fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
-            f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)})."
+            f"from {_fmt(lo.value)} ({_where(lo)}) to {_fmt(hi.value)} ({_where(hi)}){spread(rows, lo, hi)}."
         )
         if all((r.hook or "").endswith("hook_resid_pre") for r in rows):
             out.append(_RESID_PRE_AXIS)

@@ -9,6 +9,7 @@ weights through :func:`tl_geometry.capture.weight`, activations through a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from torch import Tensor
 from tl_geometry import capture
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.capacity import SimilarityStats, similarity_stats
+from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 
@@ -88,6 +90,11 @@ def _stats_extras(st) -> dict[str, Any]:
     }
 
 
+#: The convention for exact rows (a weight matrix's ε, the capacity formula on it, ...): the
+#: value has no sampling error, so ``extras["stderr"] = 0.0`` and ``extras["stderr_method"] = "exact"``.
+EXACT = {"stderr": 0.0, "stderr_method": "exact"}
+
+
 def _check_matrices(matrices: Sequence[str]) -> list[str]:
     if isinstance(matrices, str):
         matrices = [matrices]
@@ -138,7 +145,7 @@ def epsilon_metric(
     rows = []
     for m in _check_matrices(matrices):
         st = embedding_epsilon(model, matrix=m, progress=progress)
-        extras = {**_stats_extras(st), **matrix_provenance(model, m)}
+        extras = {**_stats_extras(st), **matrix_provenance(model, m), **EXACT}
         if histogram_rows != 0:
             extras.update(_histogram(model, m, histogram_rows, histogram_bins, seed))
         rows.append({"metric": f"epsilon.{m}", "value": st.epsilon, "extras": extras})
@@ -185,6 +192,7 @@ def capacity_metric(
             "d": st.d,
             "model_class": st.model_class,
             **matrix_provenance(model, m),
+            **EXACT,
         }
         if est is None:
             extras.update(status="indeterminate", reason=f"ε = {st.epsilon:.5g} ≥ 1: outside the formula's domain")
@@ -203,11 +211,21 @@ def capacity_metric(
 
 
 def epsilon_activations_plan(
-    model, tokens, *, hooks=None, max_points: int = 2048, seed: int = 0, batch_size: int = 8, progress: bool = False
+    model,
+    tokens,
+    *,
+    hooks=None,
+    max_points: int = 2048,
+    seed: int = 0,
+    n_groups: int = 20,
+    batch_size: int = 8,
+    progress: bool = False,
 ) -> MetricPlan:
     """The "epsilon_activations" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample
     of positions at every hook (capture), then ε per hook (``finish``). Arguments as
     :func:`epsilon_activations_metric`."""
+    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
+        raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
     if tokens is None:
         raise InputError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
     hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
@@ -216,17 +234,28 @@ def epsilon_activations_plan(
     def finish() -> GeometryReport:
         captured = sample.result()
         eps_we = embedding_epsilon(model, matrix="W_E", progress=False).epsilon
+        labels = group_labels(captured.positions[:, 0], n_groups) if captured.n_points >= 2 else None
         rows = []
         for h in hooks:
-            st = similarity_stats(captured.acts[h], progress=False)
-            rows.append(
-                {
-                    "metric": "epsilon_activations",
-                    "value": st.epsilon,
-                    "hook": h,
-                    "extras": {**_stats_extras(st), "epsilon_W_E": eps_we, "max_points": max_points, "seed": seed},
-                }
-            )
+            try:
+                st = similarity_stats(captured.acts[h], groups=labels, progress=False)
+            except InputError:  # too few points for any leave-group-out replicate: ε without an error
+                st = similarity_stats(captured.acts[h], progress=False)
+                nan = float("nan")
+                st = replace(
+                    st, mean_stderr=nan, std_stderr=nan, epsilon_stderr=nan, stderr_method="none: too few points"
+                )
+            extras = {
+                **_stats_extras(st),
+                "epsilon_W_E": eps_we,
+                "max_points": max_points,
+                "seed": seed,
+                "stderr": st.epsilon_stderr,
+                "stderr_method": st.stderr_method,
+                "mean_stderr": st.mean_stderr,
+                "std_stderr": st.std_stderr,
+            }
+            rows.append({"metric": "epsilon_activations", "value": st.epsilon, "hook": h, "extras": extras})
         return GeometryReport.from_rows(rows, model=model, seed=seed, n_points=captured.n_points)
 
     return MetricPlan("epsilon_activations", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
@@ -239,21 +268,44 @@ def epsilon_activations_plan(
     plan=epsilon_activations_plan,
 )
 def epsilon_activations_metric(
-    model, tokens, *, hooks=None, max_points: int = 2048, seed: int = 0, batch_size: int = 8, progress: bool = False
+    model,
+    tokens,
+    *,
+    hooks=None,
+    max_points: int = 2048,
+    seed: int = 0,
+    n_groups: int = 20,
+    batch_size: int = 8,
+    progress: bool = False,
 ):
     """ε = μ + 2σ of pairwise cosines of a bounded, seeded sample of token activations per hook.
 
     Default hooks: every ``blocks.{l}.hook_resid_post``. Each row carries W_E's ε in
     ``extras["epsilon_W_E"]`` to test the paper's caveat that the embedding's ε stands for the
     whole latent space.
+
+    ``extras["stderr"]`` is the standard error of ε (``mean_stderr``, ``std_stderr`` those of μ
+    and σ): a delete-a-group jackknife over ``n_groups`` groups of whole sequences
+    (:func:`tl_geometry.metrics.jackknife.group_labels`; fewer groups when there are fewer
+    sequences), exact from the Gram moments (:func:`tl_geometry.metrics.capacity.similarity_jackknife`).
+    Our choice: the resampling unit is the sequence, so the error covers a fresh draw of text as
+    well as of positions; ``extras["stderr_method"]`` names it.
     """
     return epsilon_activations_plan(
-        model, tokens, hooks=hooks, max_points=max_points, seed=seed, batch_size=batch_size, progress=progress
+        model,
+        tokens,
+        hooks=hooks,
+        max_points=max_points,
+        seed=seed,
+        n_groups=n_groups,
+        batch_size=batch_size,
+        progress=progress,
     ).run()
 
 
 _STATS = ("mean", "std", "n_vectors", "n_dropped", "d", "model_class")
 _PROVENANCE = ("matrix", "raw", "raw_why", "processing")
+_SE = ("stderr", "stderr_method")
 _ESTIMATE = ("log10_k", "below_d", "epsilon_3sigma", "k_3sigma", "mean", "std")
 
 register_family(
@@ -267,7 +319,7 @@ register_family(
                 f"epsilon.{m}",
                 per="model",
                 by="epsilon",
-                extras=_STATS + _PROVENANCE,
+                extras=_STATS + _PROVENANCE + _SE,
                 optional=("histogram", "histogram_rows"),
                 description=f"ε = μ + 2σ of pairwise cosines of {m}'s rows (histogram unless histogram_rows=0)",
             )
@@ -278,7 +330,7 @@ register_family(
                 f"capacity.{m}",
                 per="model",
                 by="capacity",
-                extras=("form", "preset", "epsilon", "d", "model_class", "status", "reason") + _PROVENANCE,
+                extras=("form", "preset", "epsilon", "d", "model_class", "status", "reason") + _PROVENANCE + _SE,
                 optional=_ESTIMATE,
                 description=f"capacity k(d, ε) from {m}'s ε, NaN where the paper gives no count",
             )
@@ -289,7 +341,7 @@ register_family(
                 "epsilon_activations",
                 per="hook",
                 by="epsilon_activations",
-                extras=_STATS + ("epsilon_W_E", "max_points", "seed"),
+                extras=_STATS + ("epsilon_W_E", "max_points", "seed") + _SE + ("mean_stderr", "std_stderr"),
                 description="ε of a seeded sample of token activations",
             ),
         ),

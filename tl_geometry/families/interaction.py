@@ -24,7 +24,9 @@ from tl_geometry.metrics.interaction import (
     depth_width_ratio,
     exact_stats,
     in_efficient_interval,
+    leave_group_out,
     nfa_correlation,
+    nfa_jackknife,
     projection_matrix,
     wtw_aofe,
 )
@@ -60,6 +62,7 @@ def agop(
     projection_seed: int | None = None,
     progress: bool = True,
     probes: str = "readout",
+    keep_groups: bool = False,
 ) -> AGOPResult:
     """AGOP at hook points in one of three conventions (``space``, see :data:`SPACES`).
 
@@ -102,6 +105,9 @@ def agop(
             Where the logits are not linear in the unembedding's input (soft-capping) "logits" is
             used; ``provenance["agop_probes"]`` records which
             (:data:`tl_geometry.capture.PROBE_MODES`).
+        keep_groups: input space with probes: also return the AGOP without each probe group
+            (``AGOPResult.group_replicates``, n_groups × d² floats per hook) for a jackknife of
+            other functions of G (what :func:`nfa` does).
 
     Returns:
         :class:`AGOPResult` (matrices, per-hook AOFE / ratio / trace / standard errors).
@@ -137,6 +143,7 @@ def agop(
         raise InputError("no valid token positions after dropping BOS/padding")
     work = capture.float32_model(model)
     probes_used = None
+    replicates = None
     with capture.eval_mode(work):
         if space == "output":
             mats, stats = _output_space(
@@ -179,6 +186,11 @@ def agop(
             )
             out = {h: acc.compute(h) for h in hooks}
             mats, stats = {h: v[0] for h, v in out.items()}, {h: v[1] for h, v in out.items()}
+            if keep_groups:
+                replicates = {
+                    h: [R.float() for R in leave_group_out(acc.sums[h], acc.group_counts(), acc.n_positions[h])]
+                    for h in hooks
+                }
     exact = bool(exact) or space == "loss"
     prov = {
         "agop_space": space,
@@ -194,7 +206,15 @@ def agop(
             "seed": int(seed if projection_seed is None else projection_seed),
             "convention": "library" if projection_seed is None else "paper",
         }
-    return AGOPResult(matrices=mats, stats=stats, space=space, exact=exact, seed=int(seed), provenance=prov)
+    return AGOPResult(
+        matrices=mats,
+        stats=stats,
+        space=space,
+        exact=exact,
+        seed=int(seed),
+        provenance=prov,
+        group_replicates=replicates,
+    )
 
 
 def nfa(
@@ -212,6 +232,10 @@ def nfa(
 
     The AGOP is taken w.r.t. the normalized MLP input; where the LayerNorm keeps a weight w (not
     folded), the Gram uses ``diag(w) W_in`` so that both sides see the same input.
+
+    With probes (``exact=False``) each correlation carries a delete-a-group jackknife standard
+    error over the probe groups (:func:`tl_geometry.metrics.interaction.nfa_jackknife`: one
+    eigendecomposition per group and layer); an exact AGOP gives standard errors 0.0, "exact".
     """
     capture.check_model(model)
     n = model.cfg.n_layers
@@ -220,7 +244,15 @@ def nfa(
         raise InputError(f"layers must be a non-empty subset of range({n}), got {layers}")
     hooks = [f"blocks.{l}.ln2.hook_normalized" for l in layers]
     res = agop(
-        model, tokens, hooks=hooks, n_probes=n_probes, seed=seed, exact=exact, batch_size=batch_size, progress=progress
+        model,
+        tokens,
+        hooks=hooks,
+        n_probes=n_probes,
+        seed=seed,
+        exact=exact,
+        batch_size=batch_size,
+        progress=progress,
+        keep_groups=True,
     )
     W_in = capture.weight(model, "W_in")
     out = {}
@@ -229,7 +261,8 @@ def nfa(
         ln_w = capture.weight(model, f"blocks.{l}.ln2.w", optional=True)
         if isinstance(ln_w, Tensor) and ln_w.shape == (W.shape[0],):
             W = ln_w.detach().float()[:, None] * W
-        out[h] = nfa_correlation(W, res.matrices[h])
+        reps = (res.group_replicates or {}).get(h)
+        out[h] = nfa_jackknife(W, res.matrices[h], reps) if reps else nfa_correlation(W, res.matrices[h])
     return out
 
 
@@ -276,6 +309,7 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
             est, ratio = "plugin", s.ratio
         else:
             est, ratio = "jackknife", s.ratio_debiased
+        exact = result.exact or s.n_probes == 0
         ex = {
             "n_probes": s.n_probes,
             "space": result.space,
@@ -284,6 +318,7 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
             "rel_stderr": s.rel_stderr,
             "aofe_debiased": s.aofe_debiased,
             "ratio_debiased": s.ratio_debiased,
+            "stderr_method": "exact" if exact else f"jackknife over {s.n_groups or 'the'} probe groups",
         }
         rows += [
             {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
@@ -316,7 +351,13 @@ def wtw_aofe_metric(model, tokens=None, *, hooks=None, matrix: str = "W_E") -> G
     W = W.T if matrix == "W_U" else W
     a = wtw_aofe(W)
     return GeometryReport.from_rows(
-        [{"metric": "wtw.aofe_ratio", "value": float(a.ratio), "extras": {"aofe": float(a.aofe), "matrix": matrix}}],
+        [
+            {
+                "metric": "wtw.aofe_ratio",
+                "value": float(a.ratio),
+                "extras": {"aofe": float(a.aofe), "matrix": matrix, "stderr": 0.0, "stderr_method": "exact"},
+            }
+        ],
         model=model,
     )
 
@@ -330,7 +371,12 @@ def depth_width_metric(model, tokens=None, *, hooks=None) -> GeometryReport:
             {
                 "metric": "depth_width.ratio",
                 "value": r,
-                "extras": {"in_interval": in_efficient_interval(r), "interval": list(EFFICIENT_INTERVAL)},
+                "extras": {
+                    "in_interval": in_efficient_interval(r),
+                    "interval": list(EFFICIENT_INTERVAL),
+                    "stderr": 0.0,
+                    "stderr_method": "exact",
+                },
             }
         ],
         model=model,
@@ -345,19 +391,36 @@ def nfa_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
     res = nfa(model, tokens, **options)
     rows = []
     for h, c in res.items():
+        se = {"stderr_method": c.stderr_method}
         rows += [
-            {"metric": "nfa.corr", "value": c.pearson, "hook": h, "extras": {"n_pairs": c.n_pairs, "power": 1.0}},
+            {
+                "metric": "nfa.corr",
+                "value": c.pearson,
+                "hook": h,
+                "extras": {"n_pairs": c.n_pairs, "power": 1.0, "stderr": c.pearson_stderr, **se},
+            },
             {
                 "metric": "nfa.corr_sqrt",
                 "value": c.pearson_sqrt,
                 "hook": h,
-                "extras": {"n_pairs": c.n_pairs, "power": 0.5},
+                "extras": {"n_pairs": c.n_pairs, "power": 0.5, "stderr": c.pearson_sqrt_stderr, **se},
             },
         ]
     return GeometryReport.from_rows(rows, model=model)
 
 
-_AGOP = ("n_probes", "space", "exact", "n_positions", "rel_stderr", "aofe_debiased", "ratio_debiased", "stderr")
+_AGOP = (
+    "n_probes",
+    "space",
+    "exact",
+    "n_positions",
+    "rel_stderr",
+    "aofe_debiased",
+    "ratio_debiased",
+    "stderr",
+    "stderr_method",
+)
+_SE = ("stderr", "stderr_method")
 
 register_family(
     FamilySpec(
@@ -379,28 +442,28 @@ register_family(
                 "wtw.aofe_ratio",
                 per="model",
                 by="wtw_aofe",
-                extras=("aofe", "matrix"),
+                extras=("aofe", "matrix") + _SE,
                 description="AOFE ratio of W_EᵀW_E (d_model × d_model; W_U W_Uᵀ if extras matrix = W_U)",
             ),
             RowSpec(
                 "depth_width.ratio",
                 per="model",
                 by="depth_width",
-                extras=("in_interval", "interval"),
+                extras=("in_interval", "interval") + _SE,
                 description="R_D/W = n_layers / d_model",
             ),
             RowSpec(
                 "nfa.corr",
                 per="hook",
                 by="nfa",
-                extras=("n_pairs", "power"),
+                extras=("n_pairs", "power") + _SE,
                 description="corr(W_in W_inᵀ, AGOP) at the MLP input",
             ),
             RowSpec(
                 "nfa.corr_sqrt",
                 per="hook",
                 by="nfa",
-                extras=("n_pairs", "power"),
+                extras=("n_pairs", "power") + _SE,
                 description="corr(W_in W_inᵀ, AGOP^(1/2)) at the MLP input",
             ),
         ),

@@ -286,6 +286,7 @@ def spectral_plan(
     preset: str = "library",
     hooks: Sequence[str] | None = None,
     fit_range: tuple[int, int] | None = None,
+    n_groups: int = 10,
     batch_size: int = 8,
     progress: bool = True,
 ) -> MetricPlan:
@@ -294,12 +295,19 @@ def spectral_plan(
     :func:`spectral`."""
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
+        raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
     capture.check_model(model)
     if hooks is None:
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
     hooks = capture.validate_hooks(model, hooks)
     tokens = capture.check_tokens(model, tokens)
-    accs = {h: StreamingCovariance() for h in hooks}
+    from tl_geometry.metrics.jackknife import group_labels  # local: keeps this file's imports the pga part's
+
+    # jackknife groups of whole sequences, in the (batch, pos) order the rows stream in
+    owners = capture.valid_mask(model, tokens).nonzero()[:, 0]
+    sizes = group_labels(owners, n_groups).bincount().tolist() if owners.numel() >= 2 else None
+    accs = {h: StreamingCovariance(sizes if sizes and len(sizes) >= 2 else None) for h in hooks}
 
     def finish() -> GeometryReport:
         processing = processing_name(model)
@@ -309,7 +317,9 @@ def spectral_plan(
             extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
             r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
             for name in SPECTRAL_ROWS:
-                ex = {**extras, "r2": r2[name]} if name in r2 else extras
+                ex = {**extras, "r2": r2[name]} if name in r2 else dict(extras)
+                ex["stderr"] = m.stderr.get(name, float("nan"))
+                ex["stderr_method"] = m.stderr_method if m.stderr else "none: fewer than 2 point groups"
                 rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": ex})
         return GeometryReport.from_rows(rows, model=model)
 
@@ -330,6 +340,7 @@ def spectral(
     preset: str = "library",
     hooks: Sequence[str] | None = None,
     fit_range: tuple[int, int] | None = None,
+    n_groups: int = 10,
     batch_size: int = 8,
     progress: bool = True,
 ) -> GeometryReport:
@@ -339,7 +350,13 @@ def spectral(
     (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
     ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
     ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
-    ``preset`` and the model's weight ``processing``. See :mod:`tl_geometry.metrics.spectral`.
+    ``preset`` and the model's weight ``processing``, ``stderr`` (in the row's units) and
+    ``stderr_method``. See :mod:`tl_geometry.metrics.spectral`.
+
+    Standard errors: a delete-a-group jackknife over ``n_groups`` groups of whole sequences (fewer
+    with fewer sequences), each replicate from the covariance downdate. Our choice: the sequence
+    is the resampling unit (its positions share a context), so the error covers a fresh draw of
+    text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
 
     ``preset`` picks the default hooks as in :func:`pga`: ``"paper"`` Hugging Face's
     ``hidden_states`` (:func:`tl_geometry.capture.hidden_state_hooks`), ``"library"`` every
@@ -349,7 +366,14 @@ def spectral(
         ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
     """
     return spectral_plan(
-        model, tokens, preset=preset, hooks=hooks, fit_range=fit_range, batch_size=batch_size, progress=progress
+        model,
+        tokens,
+        preset=preset,
+        hooks=hooks,
+        fit_range=fit_range,
+        n_groups=n_groups,
+        batch_size=batch_size,
+        progress=progress,
     ).run()
 
 
@@ -435,7 +459,10 @@ register_family(
             RowSpec(
                 f"spectral.{name}",
                 per="hook",
-                extras=("n_points", "d", "n_kept") + _TAG + (("r2",) if name.startswith("alpha_req") else ()),
+                extras=("n_points", "d", "n_kept")
+                + _TAG
+                + (("r2",) if name.startswith("alpha_req") else ())
+                + ("stderr", "stderr_method"),
                 description=_SPECTRAL_WHAT.get(name, f"{name} of the activation covariance"),
             )
             for name in SPECTRAL_ROWS

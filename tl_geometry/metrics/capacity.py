@@ -57,6 +57,7 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     sensitivity,
 )
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.metrics.jackknife import jackknife_se
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ __all__ = [
     "SimilarityStats",
     "SimilarityAccumulator",
     "similarity_stats",
+    "similarity_jackknife",
     "model_class_of",
     "capacity",
     "capacity_estimate",
@@ -99,6 +101,10 @@ class SimilarityStats:
         model_class: "class1" (ε > 0.2), "class2" (ε < 0.1) or "boundary".
         histogram: (counts over all ordered pairs, bin edges on [-1, 1]) or None.
         top_pairs: the most similar unordered pairs (i, j, cos), i < j indexing the input rows.
+        mean_stderr, std_stderr, epsilon_stderr: standard errors of μ, σ, ε when the rows are a
+            sample (``similarity_stats(..., groups=...)``: delete-a-group jackknife); 0.0 when the
+            statistics are exact over the given rows (the default: all rows of a matrix).
+        stderr_method: ``"exact"`` or ``"jackknife over G point groups"``.
     """
 
     mean: float
@@ -111,6 +117,10 @@ class SimilarityStats:
     model_class: str
     histogram: tuple[Int[Tensor, bins], Float[Tensor, edges]] | None = None  # noqa: F821
     top_pairs: tuple[tuple[int, int, float], ...] = field(default_factory=tuple)
+    mean_stderr: float = 0.0
+    std_stderr: float = 0.0
+    epsilon_stderr: float = 0.0
+    stderr_method: str = "exact"
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -123,6 +133,10 @@ class SimilarityStats:
             "d": self.d,
             "model_class": self.model_class,
             "top_pairs": [list(p) for p in self.top_pairs],
+            "mean_stderr": self.mean_stderr,
+            "std_stderr": self.std_stderr,
+            "epsilon_stderr": self.epsilon_stderr,
+            "stderr_method": self.stderr_method,
         }
         if self.histogram is not None:
             out["histogram"] = {"counts": self.histogram[0].tolist(), "edges": self.histogram[1].tolist()}
@@ -261,9 +275,63 @@ class SimilarityAccumulator:
         )
 
 
+def similarity_jackknife(U: Float[Tensor, "n d"], groups: Any) -> tuple[float, float, float, int]:
+    """Delete-a-group jackknife standard errors of (μ, σ, ε) of the cosines of unit rows ``U``.
+
+    μ and E[cos²] are U-statistics of order two over the rows, so their leave-group-out values
+    follow exactly from the sufficient statistics s = Σ u_i and M = UᵀU: removing group g (rows
+    U_g) gives s − s_g and ``‖M − U_gᵀU_g‖_F² = ‖M‖_F² − 2 Σ_{i∈g} u_iᵀ M u_i + ‖U_g U_gᵀ‖_F²``,
+    so every replicate costs O(n_g·d² + n_g²·d), O(n·d²) in all (no O(n²) pass). The standard
+    error is the textbook ``sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)`` (Efron & Stein; for U-statistics
+    Arvesen, Ann. Math. Stat. 1969).
+
+    Args:
+        U: unit rows (n, d) (zero rows already dropped), any float dtype (float64 inside).
+        groups: a group label per row (:func:`group_labels`), at least 2 distinct groups.
+
+    Returns:
+        (se of μ, se of σ, se of ε, number of groups).
+
+    Raises:
+        InputError: shapes disagree, fewer than 2 groups, or a group holding all but one row.
+    """
+    U = U.detach().to(torch.float64)
+    labels = torch.as_tensor(groups, device=U.device).long()
+    if labels.shape != (U.shape[0],):
+        raise InputError(f"groups must hold one label per row ({U.shape[0]}), got shape {tuple(labels.shape)}")
+    ids = torch.unique(labels)
+    G = ids.numel()
+    if G < 2:
+        raise InputError(f"the jackknife needs at least 2 groups, got {G}")
+    n = U.shape[0]
+    s = U.sum(0)
+    M = U.T @ U
+    F = float((M * M).sum())
+    sq = (U * U).sum(1)  # ‖u_i‖² (1 up to rounding)
+    reps = []
+    for gid in ids:
+        m = labels == gid
+        Ug = U[m]
+        n2 = n - Ug.shape[0]
+        if n2 < 2:
+            raise InputError(f"group {int(gid)} holds {Ug.shape[0]} of {n} rows: fewer than 2 rows left without it")
+        sg = s - Ug.sum(0)
+        sq_g = sq[~m]
+        cross = float(((Ug @ M) * Ug).sum())
+        Fg = F - 2.0 * cross + float(((Ug @ Ug.T) ** 2).sum())
+        pairs = n2 * (n2 - 1)
+        mean = (float(sg @ sg) - float(sq_g.sum())) / pairs
+        second = (Fg - float((sq_g * sq_g).sum())) / pairs
+        std = max(second - mean * mean, 0.0) ** 0.5
+        reps.append((mean, std, mean + 2.0 * std))
+    se = jackknife_se(torch.tensor(reps, dtype=torch.float64)).tolist()
+    return float(se[0]), float(se[1]), float(se[2]), G
+
+
 def similarity_stats(
     vectors: Float[Tensor, "n d"] | np.ndarray,
     *,
+    groups: Any = None,
     histogram_bins: int = 300,
     histogram: bool = False,
     top_n: int = 0,
@@ -288,6 +356,12 @@ def similarity_stats(
         block_size: rows per block (memory ≈ block_size·d·8 bytes, plus 4096² floats for the
             histogram pass).
         progress: tqdm bar for the pairwise pass.
+        groups: None (default): the rows are the whole population (a matrix's rows) and μ, σ, ε
+            are exact (``stderr_method="exact"``, standard errors 0.0). A group label per row
+            (e.g. :func:`group_labels` of each sampled position's sequence): the rows are a sample
+            and the result carries delete-a-group jackknife standard errors
+            (:func:`similarity_jackknife`) over the groups of the non-zero rows; holds the unit
+            rows (n × d) in memory.
 
     Returns:
         :class:`SimilarityStats`.
@@ -309,7 +383,11 @@ def similarity_stats(
         raise InputError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
     if top_n < 0:
         raise InputError(f"top_n must be >= 0, got {top_n}")
-    keep_rows = histogram or top_n > 0
+    if groups is not None:
+        groups = torch.as_tensor(groups)
+        if groups.shape != (x.shape[0],):
+            raise InputError(f"groups must hold one label per row ({x.shape[0]}), got shape {tuple(groups.shape)}")
+    keep_rows = histogram or top_n > 0 or groups is not None
     acc = SimilarityAccumulator()
     units: list[Tensor] = []
     kept: list[Tensor] = []
@@ -319,7 +397,7 @@ def similarity_stats(
         ub, idx = unit
         kept.append(idx)
         if keep_rows:
-            units.append(ub.float())
+            units.append(ub if groups is not None else ub.float())
     stats = acc.compute()
     if not keep_rows:
         return stats
@@ -328,8 +406,20 @@ def similarity_stats(
     from tl_geometry.metrics._pairs import pair_histogram_and_top
 
     kept_idx = torch.cat(kept)
+    if groups is not None:
+        U = torch.cat([u.double() for u in units]) if units else torch.zeros(0, x.shape[1], dtype=torch.float64)
+        se_m, se_s, se_e, G = similarity_jackknife(U, groups[kept_idx])
+        stats = replace(
+            stats,
+            mean_stderr=se_m,
+            std_stderr=se_s,
+            epsilon_stderr=se_e,
+            stderr_method=f"jackknife over {G} point groups",
+        )
+        if not (histogram or top_n > 0):
+            return stats
     counts, edges, top_list = pair_histogram_and_top(
-        torch.cat(units),
+        torch.cat(units).float(),
         bins=histogram_bins if histogram else None,
         top_n=top_n,
         block=min(block_size, 4096),

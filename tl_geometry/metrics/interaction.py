@@ -48,6 +48,8 @@ __all__ = [
     "projection_matrix",
     "NFACorrelation",
     "nfa_correlation",
+    "nfa_jackknife",
+    "leave_group_out",
     "offdiag_pearson",
     "weighted_mean_cos2",
     "LossCorrelation",
@@ -175,6 +177,7 @@ class HookAGOP:
             Probe noise adds mostly off-diagonal energy, so the plug-in ``ratio`` of a few-probe
             estimate is biased upwards; for large n_probes the two agree. Equal to the plug-in
             values when exact.
+        n_groups: probe groups of the jackknife (0 when exact).
     """
 
     aofe: float
@@ -190,6 +193,7 @@ class HookAGOP:
     n_positions: int
     aofe_debiased: float = float("nan")
     ratio_debiased: float = float("nan")
+    n_groups: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -232,6 +236,10 @@ class AGOPAccumulator:
         if probe == 0:
             self.n_positions[key] += g.shape[0]
 
+    def group_counts(self) -> list[int]:
+        """Probes per group (probe p is in group p % n_groups)."""
+        return [len(range(k, self.n_probes, self.n_groups)) for k in range(self.n_groups)]
+
     def compute(self, key: str) -> tuple[Float[Tensor, "d d"], HookAGOP]:
         S, N, P, K = self.sums[key].double(), self.n_positions[key], self.n_probes, self.n_groups
         if N == 0:
@@ -251,9 +259,38 @@ class AGOPAccumulator:
         # (probe noise is mostly off-diagonal); for quadratic statistics this is the U-statistic
         a_bc, r_bc, _ = (K * torch.tensor([a, r, tr], dtype=torch.float64) - (K - 1) * jt.mean(0)).tolist()
         stats = HookAGOP(
-            a, r, tr, fro, stderr, stderr / fro if fro > 0 else float("nan"), jse[0], jse[1], jse[2], P, N, a_bc, r_bc
+            a,
+            r,
+            tr,
+            fro,
+            stderr,
+            stderr / fro if fro > 0 else float("nan"),
+            jse[0],
+            jse[1],
+            jse[2],
+            P,
+            N,
+            a_bc,
+            r_bc,
+            K,
         )
         return G.float(), stats
+
+
+def leave_group_out(
+    sums: Float[Tensor, "K d d"], probes_per_group: list[int], n_positions: int
+) -> list[Float[Tensor, "d d"]]:
+    """The AGOP estimates without each probe group: ``(Σ_j S_j − S_k) / ((P − n_k)·N)`` for every k.
+
+    ``sums`` are the per-group sums of g gᵀ (:attr:`AGOPAccumulator.sums`), ``probes_per_group``
+    the probes in each (:meth:`AGOPAccumulator.group_counts`), ``n_positions`` = N. The
+    replicates of a delete-a-group jackknife of any function of G (e.g. the NFA correlation).
+    """
+    S = sums.double()
+    if S.ndim != 3 or S.shape[0] != len(probes_per_group) or S.shape[0] < 2:
+        raise InputError(f"sums must be (K >= 2, d, d) with K = len(probes_per_group), got {tuple(S.shape)}")
+    P, total = sum(probes_per_group), S.sum(0)
+    return [(total - S[k]) / ((P - n_k) * n_positions) for k, n_k in enumerate(probes_per_group)]
 
 
 def exact_stats(G: Float[Tensor, "d d"], n_positions: int) -> HookAGOP:
@@ -272,6 +309,9 @@ class AGOPResult:
         space: "input", "output" or "loss" (``tl_geometry.families.interaction.SPACES``).
         exact: True when computed from exact Jacobians (always in loss space).
         seed: probe seed.
+        group_replicates: hook → the AGOP estimates without each probe group
+            (:func:`leave_group_out`), for a jackknife of other functions of G; only with
+            ``agop(..., keep_groups=True)`` and probes (None otherwise).
     """
 
     matrices: Mapping[str, Float[Tensor, "d d"]]
@@ -280,6 +320,7 @@ class AGOPResult:
     exact: bool
     seed: int
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    group_replicates: Mapping[str, list[Tensor]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def hooks(self) -> list[str]:
@@ -308,11 +349,17 @@ class NFACorrelation:
         pearson_sqrt: the same against G^(1/2) (principal square root, negative eigenvalues
             clipped to 0).
         n_pairs: number of off-diagonal entries compared, d(d − 1)/2.
+        pearson_stderr, pearson_sqrt_stderr: standard errors from the AGOP's probe noise
+            (:func:`nfa_jackknife`); 0.0 for an exact AGOP.
+        stderr_method: ``"exact"`` or ``"jackknife over K probe groups"``.
     """
 
     pearson: float
     pearson_sqrt: float
     n_pairs: int
+    pearson_stderr: float = 0.0
+    pearson_sqrt_stderr: float = 0.0
+    stderr_method: str = "exact"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -353,6 +400,29 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
     off = lambda M: M[iu[0], iu[1]]  # noqa: E731
     return NFACorrelation(_pearson(off(gram), off(Gs)), _pearson(off(gram), off(root)), int(iu.shape[1]))
+
+
+def nfa_jackknife(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], replicates: list[Tensor]) -> NFACorrelation:
+    """:func:`nfa_correlation` with delete-a-group jackknife standard errors over probe groups.
+
+    ``replicates`` are the AGOP estimates without each probe group (:func:`leave_group_out`); the
+    correlations are recomputed on each and ``se = sqrt((K−1)/K · Σ_k (r_(k) − r̄)²)``. Our choice:
+    this covers the probe estimator's noise for the given tokens (the same jackknife as the AOFE
+    ratio's), not a fresh draw of text.
+
+    Raises:
+        InputError: fewer than 2 replicates, or any error of :func:`nfa_correlation`.
+    """
+    from tl_geometry.metrics.jackknife import jackknife_se
+
+    if len(replicates) < 2:
+        raise InputError(f"the jackknife needs at least 2 leave-group-out AGOPs, got {len(replicates)}")
+    full = nfa_correlation(W_in, G)
+    reps = [nfa_correlation(W_in, R) for R in replicates]
+    se = jackknife_se(torch.tensor([[r.pearson, r.pearson_sqrt] for r in reps], dtype=torch.float64)).tolist()
+    return NFACorrelation(
+        full.pearson, full.pearson_sqrt, full.n_pairs, se[0], se[1], f"jackknife over {len(reps)} probe groups"
+    )
 
 
 def offdiag_pearson(A: Float[Tensor, "d d"], B: Float[Tensor, "d d"]) -> float:

@@ -33,11 +33,22 @@ states. Eigenvalues below λ_max·1e-10 are dropped ("kept spectrum"). Definitio
 The covariance streams through :class:`StreamingCovariance` in float64 (batch means and
 centered scatter matrices merged with Chan et al.'s pairwise update), so millions of tokens fit in
 O(d²) memory.
+
+**Standard errors** (``SpectralMetrics.stderr``): a delete-a-group jackknife over groups of
+points (``group_sizes`` of :class:`StreamingCovariance`, or ``groups`` of
+:func:`spectral_metrics`). Each leave-group-out covariance follows exactly from the total and the
+group's moments by Chan et al.'s downdate (no second pass over the points); every metric is
+recomputed on it (one ``eigvalsh`` per group) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``.
+Our choice (the papers give no uncertainty): groups of whole sequences (see
+:func:`tl_geometry.metrics.jackknife.group_labels`), 10 by default in the "spectral" metric, so
+the error covers a fresh draw of text; a group is held as its raw rows while that is smaller than
+its d × d float64 scatter matrix, so memory stays ≤ (G + 1)·d² float64 per hook.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -46,6 +57,7 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.threads import kernel
 
 __all__ = [
@@ -53,11 +65,15 @@ __all__ = [
     "StreamingCovariance",
     "spectral_metrics",
     "spectral_from_covariance",
+    "spectral_jackknife",
+    "SPECTRAL_FIELDS",
     "power_law_fit",
     "REPTRIX_FIT_RANGE",
 ]
 
 _REL_CUTOFF = 1e-10
+#: The scalar metrics of :class:`SpectralMetrics` that carry a standard error.
+SPECTRAL_FIELDS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
 #: reptrix's default α-ReQ fit ranks (1-based, stop exclusive): ranks 11–100.
 REPTRIX_FIT_RANGE = (11, 101)
 
@@ -77,6 +93,10 @@ class SpectralMetrics:
         d: ambient dimension.
         n_points: number of points the covariance was estimated from (0 if unknown).
         eigenvalues: the kept eigenvalues, descending.
+        stderr: metric name (:data:`SPECTRAL_FIELDS`) → standard error in the metric's units;
+            empty when not estimated (no point groups given).
+        stderr_method: ``"jackknife over G point groups"``, or ``"none"`` when not estimated.
+        n_groups: jackknife groups (0 when not estimated).
     """
 
     rankme: float
@@ -91,44 +111,26 @@ class SpectralMetrics:
     alpha_req_r2: float = float("nan")
     alpha_req_reptrix: float = float("nan")
     alpha_req_reptrix_r2: float = float("nan")
+    stderr: Mapping[str, float] = field(default_factory=dict)
+    stderr_method: str = "none"
+    n_groups: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["eigenvalues"] = self.eigenvalues.tolist()
+        out["stderr"] = dict(self.stderr)
         return out
 
 
-class StreamingCovariance:
-    """Float64 covariance of rows streamed in batches: ``update(x)``, ``compute()``, ``reset()``.
-
-    Examples:
-        >>> acc = StreamingCovariance()
-        >>> x = torch.randn(100, 4, dtype=torch.float64)
-        >>> acc.update(x[:30]); acc.update(x[30:])
-        >>> bool(torch.allclose(acc.compute(), torch.cov(x.T)))
-        True
-    """
+class _Moments:
+    """Count, mean and centered scatter (float64) of some rows: the state Chan et al. merge."""
 
     def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
         self.n = 0
         self.mean: Tensor | None = None
         self.m2: Tensor | None = None  # Σ (x − mean)(x − mean)ᵀ
 
-    def update(self, x: Float[Tensor, "n d"]) -> None:
-        """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
-        if not isinstance(x, Tensor) or x.ndim != 2:
-            raise InputError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
-        reject_meta(x, "activations")
-        if self.mean is not None and x.shape[1] != self.mean.shape[0]:
-            raise InputError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
-        if x.shape[0] == 0:
-            return
-        x = x.detach().to(torch.float64)
-        if not torch.isfinite(x).all():
-            raise InputError("activations contain NaN or inf")
+    def add(self, x: Tensor) -> None:
         nb = x.shape[0]
         mb = x.mean(0)
         xc = x - mb
@@ -143,6 +145,98 @@ class StreamingCovariance:
         self.mean = self.mean + delta * (nb / n)
         self.n = n
 
+
+class _Group:
+    """One jackknife group: its raw rows while they take less memory than a d × d float64
+    scatter matrix, then its :class:`_Moments` (exact either way)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Tensor] = []
+        self.n_rows = 0
+        self.moments: _Moments | None = None
+
+    def add(self, x: Tensor) -> None:
+        if self.moments is not None:
+            self.moments.add(x.to(torch.float64))
+            return
+        self.rows.append(x)
+        self.n_rows += x.shape[0]
+        d = x.shape[1]
+        if self.n_rows * d * x.element_size() > d * d * 8:
+            self.moments = self.get()
+            self.rows = []
+
+    def get(self) -> _Moments:
+        if self.moments is not None:
+            return self.moments
+        m = _Moments()
+        if self.rows:
+            m.add(torch.cat(self.rows).to(torch.float64))
+        return m
+
+
+class StreamingCovariance:
+    """Float64 covariance of rows streamed in batches: ``update(x)``, ``compute()``, ``reset()``.
+
+    Args:
+        group_sizes: for jackknife standard errors (:meth:`spectral`): the first
+            ``group_sizes[0]`` rows streamed form group 0, the next ``group_sizes[1]`` group 1, …
+            (rows past the total join the last group). None: no groups, no standard errors.
+            Memory: at most one d × d float64 matrix per group besides the total's.
+
+    Examples:
+        >>> acc = StreamingCovariance()
+        >>> x = torch.randn(100, 4, dtype=torch.float64)
+        >>> acc.update(x[:30]); acc.update(x[30:])
+        >>> bool(torch.allclose(acc.compute(), torch.cov(x.T)))
+        True
+    """
+
+    def __init__(self, group_sizes: Sequence[int] | None = None) -> None:
+        if group_sizes is not None:
+            sizes = [int(g) for g in group_sizes]
+            if len(sizes) < 2 or any(g < 1 for g in sizes):
+                raise InputError(f"group_sizes must list >= 2 positive row counts, got {list(group_sizes)}")
+            self._ends = torch.tensor(sizes).cumsum(0).tolist()
+        else:
+            self._ends = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = 0
+        self.mean: Tensor | None = None
+        self.m2: Tensor | None = None  # Σ (x − mean)(x − mean)ᵀ
+        self.groups = [_Group() for _ in self._ends]
+
+    def update(self, x: Float[Tensor, "n d"]) -> None:
+        """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
+        if not isinstance(x, Tensor) or x.ndim != 2:
+            raise InputError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
+        reject_meta(x, "activations")
+        if self.mean is not None and x.shape[1] != self.mean.shape[0]:
+            raise InputError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
+        if x.shape[0] == 0:
+            return
+        x = x.detach()
+        x64 = x.to(torch.float64)
+        if not torch.isfinite(x64).all():
+            raise InputError("activations contain NaN or inf")
+        start = self.n
+        if self.groups:  # split the rows at the group boundaries
+            row = 0
+            for k, end in enumerate(self._ends):
+                last = k == len(self._ends) - 1
+                take = x.shape[0] - row if last else max(0, min(x.shape[0] - row, end - (start + row)))
+                if take > 0:
+                    self.groups[k].add(x[row : row + take])
+                    row += take
+                if row >= x.shape[0]:
+                    break
+        total = _Moments()
+        total.n, total.mean, total.m2 = self.n, self.mean, self.m2
+        total.add(x64)
+        self.n, self.mean, self.m2 = total.n, total.mean, total.m2
+
     def compute(self) -> Float[Tensor, "d d"]:
         """The unbiased covariance (ddof = 1)."""
         if self.n < 2:
@@ -150,9 +244,70 @@ class StreamingCovariance:
         assert self.m2 is not None  # n >= 2: update() has run
         return self.m2 / (self.n - 1)
 
+    def leave_out(self, k: int) -> tuple[Float[Tensor, "d d"], int]:
+        """The covariance of every row but group ``k``'s (Chan et al.'s merge solved for one part).
+
+        With the total (n, mean, M2) and group g (n_g, mean_g, M2_g): the rest has
+        n_r = n − n_g, mean_r = (n·mean − n_g·mean_g)/n_r and
+        M2_r = M2 − M2_g − (n_r·n_g/n)·(mean_g − mean_r)(mean_g − mean_r)ᵀ.
+
+        Returns:
+            (covariance with ddof = 1, n_r).
+        """
+        g = self.groups[k].get()
+        assert self.mean is not None and self.m2 is not None
+        n_r = self.n - g.n
+        if n_r < 2:
+            raise InputError(f"leaving out group {k} ({g.n} of {self.n} rows) leaves fewer than 2 rows")
+        if g.n == 0:
+            return self.compute(), self.n
+        assert g.mean is not None and g.m2 is not None
+        mean_g, m2_g = g.mean.to(self.mean.device), g.m2.to(self.m2.device)
+        mean_r = (self.n * self.mean - g.n * mean_g) / n_r
+        delta = mean_g - mean_r
+        m2_r = self.m2 - m2_g - torch.outer(delta, delta) * (n_r * g.n / self.n)
+        return m2_r / (n_r - 1), n_r
+
     def spectral(self, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
-        """:func:`spectral_from_covariance` of the accumulated covariance."""
-        return spectral_from_covariance(self.compute(), fit_range=fit_range, n_points=self.n)
+        """:func:`spectral_from_covariance` of the accumulated covariance, with jackknife standard
+        errors over the groups when ``group_sizes`` was given (:func:`spectral_jackknife`)."""
+        m = spectral_from_covariance(self.compute(), fit_range=fit_range, n_points=self.n)
+        filled = [k for k, g in enumerate(self.groups) if g.n_rows or g.moments is not None]
+        if len(filled) < 2:
+            return m
+        return spectral_jackknife(m, [self.leave_out(k)[0] for k in filled], fit_range=fit_range)
+
+
+def spectral_jackknife(
+    full: SpectralMetrics, leave_outs: Sequence[Tensor], *, fit_range: tuple[int, int] | None = None
+) -> SpectralMetrics:
+    """``full`` with delete-a-group jackknife standard errors from the leave-group-out covariances.
+
+    Every metric of :data:`SPECTRAL_FIELDS` is recomputed on each covariance
+    (:func:`spectral_from_covariance`) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``. A metric
+    that is undefined on a replicate (e.g. a ``fit_range`` past a replicate's kept ranks) gets a
+    NaN standard error.
+
+    Raises:
+        InputError: fewer than 2 covariances.
+    """
+    G = len(leave_outs)
+    if G < 2:
+        raise InputError(f"the jackknife needs at least 2 leave-group-out covariances, got {G}")
+    reps = []
+    for cov in leave_outs:
+        try:
+            r = spectral_from_covariance(cov, fit_range=fit_range)
+            reps.append([float(getattr(r, f)) for f in SPECTRAL_FIELDS])
+        except InputError:
+            reps.append([float("nan")] * len(SPECTRAL_FIELDS))
+    se = jackknife_se(torch.tensor(reps, dtype=torch.float64)).tolist()
+    return replace(
+        full,
+        stderr=dict(zip(SPECTRAL_FIELDS, (float(v) for v in se))),
+        stderr_method=f"jackknife over {G} point groups",
+        n_groups=G,
+    )
 
 
 def spectral_from_covariance(
@@ -253,10 +408,14 @@ def power_law_fit(
     return float(-slope), r2
 
 
-def spectral_metrics(H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
+def spectral_metrics(
+    H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | None = None, groups: Any = None
+) -> SpectralMetrics:
     """RankMe, α-ReQ, isotropy and condition number of hidden states H (rows = points).
 
     Equivalent to streaming H through :class:`StreamingCovariance` and calling ``spectral()``.
+    ``groups`` (a label per row, e.g. :func:`tl_geometry.metrics.jackknife.group_labels` of each
+    row's sequence): also delete-a-group jackknife standard errors (``stderr``) over those groups.
 
     Raises:
         ValueError: not 2-D, fewer than 2 rows, NaN/inf, constant rows.
@@ -266,6 +425,18 @@ def spectral_metrics(H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | No
         >>> 7.9 < m.rankme <= 8.0
         True
     """
-    acc = StreamingCovariance()
-    acc.update(H)
+    if groups is None:
+        acc = StreamingCovariance()
+        acc.update(H)
+        return acc.spectral(fit_range)
+    if not isinstance(H, Tensor) or H.ndim != 2:
+        raise InputError(f"expected 2-D (N, d) hidden states, got {getattr(H, 'shape', type(H))}")
+    labels = torch.as_tensor(groups).long()
+    if labels.shape != (H.shape[0],):
+        raise InputError(
+            f"groups must hold one label per row of H, got {tuple(labels.shape)} for H {getattr(H, 'shape', None)}"
+        )
+    order = torch.argsort(labels.cpu(), stable=True)
+    acc = StreamingCovariance(torch.unique(labels, return_counts=True)[1].tolist())
+    acc.update(H[order.to(H.device)])
     return acc.spectral(fit_range)
