@@ -20,12 +20,13 @@ def _jk(values):
     return math.sqrt((n - 1) / n * ((values - values.mean()) ** 2).sum())
 
 
-def reference_stderr(H, V, bases, ccr, n_groups, seed):
+def reference_stderr(H, V, bases, ccr, n_groups, seed, labels=None):
     """Slow and explicit: every leave-one-group-out Pearson of the full-sample ranks, every leave-one-null-out z."""
     X = _ref_prepare(H, ccr)
     pairs = make_pairs(X.shape[0], None, seed)
     i, j = pair_endpoints(pairs)
-    groups = PointGroups.make(pairs, n_groups, seed)
+    groups = PointGroups.make(pairs, n_groups, seed, labels)
+    n_groups = groups.n_groups
 
     def cos(Y):
         U = Y / np.linalg.norm(Y, axis=1, keepdims=True)
@@ -56,6 +57,33 @@ def test_stderr_equals_the_slow_leave_out_reference(N, ccr):
     assert s.stderr_null == pytest.approx(null, rel=1e-9)
     assert s.stderr_rho == pytest.approx(rho, rel=1e-9)
     assert s.stderr == pytest.approx(math.hypot(pts, null), rel=1e-12)
+
+
+def test_given_groups_of_sequences_equal_the_slow_reference():
+    H, V, bases = _setup(64, 12, 3, 8)
+    seq = torch.arange(64) // 16  # four "sequences" of 16 positions
+    labels = tg.metrics.jackknife.group_labels(seq, 20)
+    assert labels.max().item() == 3
+    s = tg.pga_score(H, V, ccr=1, null_bases=bases, groups=labels)
+    pts, null, rho = reference_stderr(H, V, bases, 1, None, 0, labels)
+    assert s.n_groups == 4
+    assert s.stderr_points == pytest.approx(pts, rel=1e-9)
+    assert s.stderr_rho == pytest.approx(rho, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "labels,match",
+    [
+        (torch.zeros(30, dtype=torch.long), "G >= 2"),
+        (torch.tensor([0, 2] * 15), "no empty group"),
+        (torch.arange(29) % 3, "one label per point"),
+        (torch.tensor([-1, 1] * 15), "0 … G−1"),
+    ],
+)
+def test_bad_groups_are_refused(labels, match):
+    H, V, bases = _setup(30, 8, 2, 5)
+    with pytest.raises(InputError, match=match):
+        tg.pga_score(H, V, null_bases=bases, groups=labels)
 
 
 def test_null_stderr_follows_the_normal_theory_on_average():

@@ -15,8 +15,10 @@ from typing import Any
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS,
+    DEFAULT_N_GROUPS,
     STDERR_METHOD,
     check_n_points,
     haar_bases,
@@ -135,12 +137,21 @@ def pga_plan(
 
         cap = sample.result()
         bases = haar_bases(d, k, n_null, seed=seed)
+        # jackknife groups of whole sequences (a sequence's positions share a context)
+        labels = group_labels(cap.positions[:, 0], DEFAULT_N_GROUPS)
         rows = []
         tag = {"preset": preset, "processing": processing}
         for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
             H = cap.acts[h]
             prof, pc = pga_layer(  # the profile and the PC1 overlap from one SVD of H
-                H, readout, ccrs=ccrs, null_bases=bases, seed=seed, max_pairs=max_pairs, memory_mb=memory_mb
+                H,
+                readout,
+                ccrs=ccrs,
+                null_bases=bases,
+                seed=seed,
+                max_pairs=max_pairs,
+                memory_mb=memory_mb,
+                groups=labels,
             )
             for c, s in prof.items():
                 extras = {
@@ -302,7 +313,6 @@ def spectral_plan(
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
     hooks = capture.validate_hooks(model, hooks)
     tokens = capture.check_tokens(model, tokens)
-    from tl_geometry.metrics.jackknife import group_labels  # local: keeps this file's imports the pga part's
 
     # jackknife groups of whole sequences, in the (batch, pos) order the rows stream in
     owners = capture.valid_mask(model, tokens).nonzero()[:, 0]

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -117,14 +118,26 @@ class PointGroups:
     cell: np.ndarray = field(repr=False)
 
     @classmethod
-    def make(cls, pairs: Pairs, n_groups: int, seed: int) -> PointGroups:
-        """Points dealt round-robin into ``n_groups`` groups after a seeded permutation."""
+    def make(cls, pairs: Pairs, n_groups: int, seed: int, labels: Any = None) -> PointGroups:
+        """Points dealt round-robin into ``n_groups`` groups after a seeded permutation, or the
+        given ``labels`` (one group id in 0 … G−1 per point, every group non-empty)."""
         n = pairs.n_points
-        if not 2 <= n_groups <= n:
-            raise InputError(f"n_groups must satisfy 2 <= n_groups <= N={n}, got {n_groups}")
-        perm = np.random.default_rng(int(seed) + 104729).permutation(n)
-        group = np.empty(n, dtype=np.int64)
-        group[perm] = np.arange(n) % n_groups
+        if labels is not None:
+            group = np.asarray(torch.as_tensor(labels).cpu(), dtype=np.int64)
+            if group.ndim != 1 or group.shape[0] != n:
+                raise InputError(f"groups must be one label per point (N={n}), got shape {group.shape}")
+            n_groups = int(group.max()) + 1 if n else 0
+            if group.min() < 0 or n_groups < 2 or np.bincount(group, minlength=n_groups).min() == 0:
+                raise InputError(
+                    f"groups must label the points 0 … G−1 with G >= 2 and no empty group, got labels "
+                    f"{sorted(set(group.tolist()))[:10]}"
+                )
+        else:
+            if not 2 <= n_groups <= n:
+                raise InputError(f"n_groups must satisfy 2 <= n_groups <= N={n}, got {n_groups}")
+            perm = np.random.default_rng(int(seed) + 104729).permutation(n)
+            group = np.empty(n, dtype=np.int64)
+            group[perm] = np.arange(n) % n_groups
         i, j = pair_endpoints(pairs)
         cell = group[i] * n_groups + group[j]
         return cls(n_groups, group, cell)

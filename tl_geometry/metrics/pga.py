@@ -396,6 +396,7 @@ def pga_profile(
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
+    groups: Any = None,
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
 
@@ -412,6 +413,7 @@ def pga_profile(
         max_pairs=max_pairs,
         memory_mb=memory_mb,
         n_groups=n_groups,
+        groups=groups,
     )[0]
 
 
@@ -426,6 +428,7 @@ def pga_layer(
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
+    groups: Any = None,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer."""
@@ -452,9 +455,9 @@ def pga_layer(
             pairs.n_pairs,
         )
     batch = _batch_size(N, readout.shape[1], memory_mb)
-    groups = PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed)
+    point_groups = PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed, groups)
     scores = {
-        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, groups, ccr=c, seed=seed, batch=batch)
+        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, point_groups, ccr=c, seed=seed, batch=batch)
         for c in ccrs
     }
     return scores, _pc1(S, Vh, readout)
@@ -471,6 +474,7 @@ def pga_score(
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
+    groups: Any = None,
 ) -> PGAScore:
     """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
 
@@ -486,6 +490,10 @@ def pga_score(
             and ``pairs_subsampled`` is set (None: always all pairs).
         memory_mb: bound on the working memory of the batched null projections.
         n_groups: point groups of the jackknife behind ``stderr`` (at most N // 5 are used).
+        groups: instead, one group label (0 … G−1) per row of H, e.g. whole sequences
+            (:func:`tl_geometry.metrics.jackknife.group_labels` of each point's sequence): points
+            of one sequence share a context and are not independent, so a jackknife meant to cover
+            a fresh draw of text must delete them together (what ``tg.pga`` does).
 
     Standard error (our choice; the paper reports z without one): z is a sampled number twice
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
@@ -518,6 +526,7 @@ def pga_score(
         max_pairs=max_pairs,
         memory_mb=memory_mb,
         n_groups=n_groups,
+        groups=groups,
     )[int(ccr)]
 
 
