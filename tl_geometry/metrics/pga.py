@@ -17,6 +17,7 @@ silent are marked "Our choice:" below. Spectral metrics (RankMe, α-ReQ, ...) li
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ __all__ = [
     "check_n_points",
     "DEFAULT_MAX_PAIRS",
     "DEFAULT_N_GROUPS",
+    "DEFAULT_REFIT_NULLS",
     "MIN_POINTS",
     "STDERR_METHOD",
     *_spectral_all,
@@ -62,6 +64,8 @@ DEFAULT_MAX_PAIRS = 1 << 22
 MIN_POINTS = 10
 #: Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5).
 DEFAULT_N_GROUPS = 20
+#: Null subspaces recomputed per deleted group when the jackknife re-estimates the CCR directions.
+DEFAULT_REFIT_NULLS = 8
 #: How :attr:`PGAScore.stderr` is computed (recorded in every result).
 STDERR_METHOD = (
     "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
@@ -397,6 +401,7 @@ def pga_profile(
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
+    refit_nulls: int = DEFAULT_REFIT_NULLS,
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
 
@@ -414,6 +419,7 @@ def pga_profile(
         memory_mb=memory_mb,
         n_groups=n_groups,
         groups=groups,
+        refit_nulls=refit_nulls,
     )[0]
 
 
@@ -429,11 +435,16 @@ def pga_layer(
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
+    refit_nulls: int = DEFAULT_REFIT_NULLS,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer."""
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
         raise InputError(f"n_groups must be an integer >= 2 (point groups of the jackknife), got {n_groups!r}")
+    if isinstance(refit_nulls, bool) or not isinstance(refit_nulls, int) or refit_nulls < 0:
+        raise InputError(
+            f"refit_nulls must be an integer >= 0 (0: keep the principal directions fixed), got {refit_nulls!r}"
+        )
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
@@ -460,7 +471,71 @@ def pga_layer(
         c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, point_groups, ccr=c, seed=seed, batch=batch)
         for c in ccrs
     }
+    refit = [c for c in ccrs if c >= 1]
+    if refit and refit_nulls:
+        scores.update(
+            _refit_jackknife(H, Vh, readout, null_bases, scores, refit, point_groups, max_pairs, seed, refit_nulls)
+        )
     return scores, _pc1(S, Vh, readout)
+
+
+def _top_directions(X: Tensor, start: Tensor, c: int, iters: int = 20) -> Tensor:
+    """Top-``c`` right singular vectors (rows) of X by subspace iteration warm-started at ``start``
+    (rows: the full sample's principal directions), with a Rayleigh–Ritz step."""
+    V = start.T.contiguous()  # (d, p)
+    for _ in range(iters):
+        V, _ = torch.linalg.qr(X.T @ (X @ V))
+    Y = X @ V
+    evals, evecs = torch.linalg.eigh(Y.T @ Y)
+    return (V @ evecs[:, torch.argsort(evals, descending=True)[:c]]).T
+
+
+def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, seed, n_sub):
+    """Point-sample stderr at CCR ≥ 1 with the principal directions re-estimated without each group.
+
+    Deleting group g: re-center the remaining points, re-estimate their top-c principal directions
+    (warm-started subspace iteration), remove them, and recompute the reference ranks, ρ_read and
+    the ρ of the first ``n_sub`` null subspaces from scratch (a re-sort each). z₋g = (ρ_read,₋g −
+    m₋g)/s with m₋g = m + mean over those nulls of (ρ_q,₋g − ρ_q) (paired: the shift of the null
+    mean, estimated with little noise from a few nulls) and s the full null std.
+    """
+    H64 = H.to(torch.float64)
+    R = readout.to(torch.float64)
+    cmax = max(ccrs)
+    start = Vh[: min(cmax + 5, Vh.shape[0])]
+    sub = bases[:n_sub].to(H64.device, torch.float64)
+
+    def one(g: int) -> dict[int, tuple[float, float]]:
+        Hg = H64[torch.from_numpy(groups.group != g).to(H64.device)]
+        Hg = Hg - Hg.mean(0, keepdim=True)
+        P = _top_directions(Hg, start.to(Hg.dtype), cmax)
+        pairs = make_pairs(Hg.shape[0], max_pairs, seed)
+        out = {}
+        for c in ccrs:
+            X = Hg - (Hg @ P[:c].T) @ P[:c]
+            ref = RankedReference.from_values(cosine_similarities(X, pairs))
+            rho = ref.spearman(cosine_similarities(X @ R, pairs))
+            nulls = [ref.spearman(cosine_similarities(X @ B, pairs)) for B in sub]
+            out[c] = (rho, float(np.mean(nulls)))
+        return out
+
+    with kernel("sort", H.device):
+        cpu = H.device.type == "cpu"
+        reps = parallel_map(one, range(groups.n_groups), pool_threads() if cpu else 1)
+    out = {}
+    for c in ccrs:
+        s = scores[c]
+        rho_g = np.array([r[c][0] for r in reps])
+        shift = np.array([r[c][1] for r in reps]) - float(s.null_rhos[:n_sub].mean())
+        z_g = (rho_g - (s.null_mean + shift)) / s.null_std
+        se_pts = _jackknife_se(z_g)
+        out[c] = dataclasses.replace(
+            s,
+            stderr=float(math.hypot(s.stderr_null, se_pts)),
+            stderr_points=se_pts,
+            stderr_rho=_jackknife_se(rho_g),
+        )
+    return out
 
 
 def pga_score(
@@ -475,6 +550,7 @@ def pga_score(
     memory_mb: float = 512,
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
+    refit_nulls: int = DEFAULT_REFIT_NULLS,
 ) -> PGAScore:
     """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
 
@@ -494,6 +570,10 @@ def pga_score(
             (:func:`tl_geometry.metrics.jackknife.group_labels` of each point's sequence): points
             of one sequence share a context and are not independent, so a jackknife meant to cover
             a fresh draw of text must delete them together (what ``tg.pga`` does).
+        refit_nulls: at CCR ≥ 1 the top-c principal directions are themselves estimated from the
+            points; the jackknife re-estimates them without each group and recomputes ρ_read and
+            this many null ρ's from scratch (:data:`DEFAULT_REFIT_NULLS`; 0: keep the directions
+            fixed, cheaper and overconfident when the top PCs change with the text sample).
 
     Standard error (our choice; the paper reports z without one): z is a sampled number twice
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
@@ -527,6 +607,7 @@ def pga_score(
         memory_mb=memory_mb,
         n_groups=n_groups,
         groups=groups,
+        refit_nulls=refit_nulls,
     )[int(ccr)]
 
 
