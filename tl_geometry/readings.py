@@ -725,8 +725,20 @@ def _count_or_fmt(v: float) -> str:
     return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else _fmt(v)
 
 
+def _stderr_cell(rows: list[Row]) -> str:
+    """The summary's stderr column: "exact", the median standard error of the rows, or "—" (none recorded)."""
+    if rows and all(r.extras.get("stderr_method") == "exact" for r in rows):
+        return "exact"
+    se = sorted(v for r in rows if isinstance(v := r.extras.get("stderr"), (int, float)) and math.isfinite(v))
+    if not se:
+        return "—"
+    med = se[len(se) // 2]
+    return ("" if len(se) == 1 else "~") + _fmt(med, 2)
+
+
 def summary_table(report: GeometryReport, *, width: int = 60) -> str:
-    """A plain-text table to print after a run: per row name its count, min, max and what it is;
+    """A plain-text table to print after a run: per row name its count, min, max, standard error
+    ("exact", the median over the rows as "~x", or "—" when none is recorded) and what it is;
     then, for every row name with a NaN value, why (e.g. an indeterminate capacity and its reason),
     and for a metric that ran without rows, why it has none (an SAE comparison without SAEs).
 
@@ -745,7 +757,7 @@ def summary_table(report: GeometryReport, *, width: int = 60) -> str:
         return "(empty report)" + "".join(f"\n{n}" for n in notes)
     what = _descriptions() if width else {}
     w = max(len(m) for m in stats)
-    head = f"{'metric':<{w}}  {'n':>4}  {'min':>10}  {'max':>10}"
+    head = f"{'metric':<{w}}  {'n':>4}  {'min':>10}  {'max':>10}  {'stderr':>10}"
     lines = [head + ("  what" if what else ""), ""]  # the rule under the header, sized below
     nan_lines = []
     for m in sorted(stats):
@@ -754,7 +766,10 @@ def summary_table(report: GeometryReport, *, width: int = 60) -> str:
         desc = what.get(m, "")
         if len(desc) > width:
             desc = desc[: width - 1] + "…"
-        line = f"{m:<{w}}  {len(rows):>4}  {_count_or_fmt(min(vals)):>10}  {_count_or_fmt(max(vals)):>10}"
+        line = (
+            f"{m:<{w}}  {len(rows):>4}  {_count_or_fmt(min(vals)):>10}  {_count_or_fmt(max(vals)):>10}  "
+            f"{_stderr_cell(rows):>10}"
+        )
         lines.append((line + "  " + desc).rstrip() if what else line)
         nans = [r for r in rows if isinstance(r.value, float) and math.isnan(r.value)]
         reasons = list(dict.fromkeys(nan_reason(r) for r in nans))

@@ -424,3 +424,14 @@ def test_model_line():
         "30 layers, d_model 576, vocabulary 49,152; 4 × 64 tokens of pydoc; computed in 61 s; weights processed with fold_ln."
     )
     assert readings.model_line(GeometryReport()) == ""
+
+
+def test_summary_table_has_a_stderr_column():
+    rows = _zrows([3.0, 1.0, -2.0], [0.5, 0.4, 0.7]) + [
+        {"metric": "epsilon.W_E", "value": 0.3, "extras": {"stderr": 0.0, "stderr_method": "exact"}},
+        {"metric": "depth_width.ratio", "value": 0.05, "extras": {}},
+    ]
+    table = readings.summary_table(GeometryReport.from_rows(rows, model="m"), width=0)
+    line = {ln.split()[0]: ln.split() for ln in table.splitlines()[2:] if ln.strip()}
+    assert table.splitlines()[0].split()[-1] == "stderr"
+    assert line["pga.z"][-1] == "~0.5" and line["epsilon.W_E"][-1] == "exact" and line["depth_width.ratio"][-1] == "—"
