@@ -4,6 +4,7 @@
     python scripts/packing_subset.py run out/packing             # every subset cell × seed, resumable
     python scripts/packing_subset.py run out/packing --cells 2000x32 2000x64 --seeds 0 1 2 [--p 20]
     python scripts/packing_subset.py write out/packing/*.jsonl   # → tl_geometry/data/packing_subset.json
+    python scripts/packing_subset.py table                       # the shipped cells vs the authors' (markdown)
 
 ``run`` calls :func:`tl_geometry.packing.sweep` (the paper schedule of
 :func:`tl_geometry.packing.paper_schedule`: Adam, 5,000 steps, lr 0.005 for d ≤ 1024,
@@ -103,6 +104,47 @@ def write(args) -> int:
     return 0
 
 
+def table(args) -> int:
+    """Print the shipped subset as a markdown table: ours (mean ± sd, seeds) next to the authors' cell."""
+    from tl_geometry import packing
+    from tl_geometry.reproduce import (
+        _packing_data,
+        _packing_subset_rows,
+        _packing_variant_rows,
+        _shipped_subset,
+        fmt,
+        shipped_packing_subset,
+    )
+
+    opt = {(int(k), int(d)): e for k, d, e in _packing_data("optimized")}
+    data = _shipped_subset() or {}
+    print("| k | d | p | our ε* per seed | ours mean ± sd | authors' cell | Δ | tolerance (3 sd·√(1+1/n)) | status |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c in data.get("cells", []) + data.get("variants", []):
+        if len(c["eps"]) < 2:
+            continue
+        s = packing.seed_spread(c["k"], c["d"], {int(k): v for k, v in c["eps"].items()})
+        paper = opt[(c["k"], c["d"])]
+        tol = packing.cell_tolerance(s.sd, s.n)
+        seeds = ", ".join(f"{e:.4f} ({sd})" for sd, e in zip(s.seeds, s.eps))
+        status = "reproduced" if abs(s.mean - paper) <= tol else "differs"
+        print(
+            f"| {c['k']} | {c['d']} | {c['p']:g} | {seeds} | {s.mean:.4f} ± {s.sd:.4f} | {paper:.4f} | "
+            f"{(s.mean - paper) / paper:+.1%} | ±{tol:.4f} | {status} |"
+        )
+    rows = _packing_subset_rows(shipped_packing_subset(), opt, "shipped") + _packing_variant_rows(
+        data.get("variants", []), opt, "shipped"
+    )
+    print()
+    print("| fit | on our cells | on the authors' same cells | tolerance | status |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        if r.id.startswith("capacity.packing.subset_fit."):
+            tol = fmt(r.tolerance * abs(r.paper)) if r.tolerance is not None and r.paper is not None else "—"
+            print(f"| {r.id.split('subset_fit.')[1]} | {fmt(r.ours)} | {fmt(r.paper)} | ±{tol} | {r.status} |")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -119,6 +161,8 @@ def main(argv: list[str]) -> int:
     w.add_argument("--commit", default=None, help="git commit of the optimizer code that ran")
     w.add_argument("--threads", type=int, default=None, help="torch threads of the run")
     w.set_defaults(func=write)
+    t = sub.add_parser("table")
+    t.set_defaults(func=table)
     args = p.parse_args(argv)
     return args.func(args)
 

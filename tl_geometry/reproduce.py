@@ -11,13 +11,28 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
   reduced sizes otherwise (recorded per row in ``sizes``).
 * ``"full"``: the papers' sizes (for a GPU).
 
+Evidence classes (:data:`EVIDENCE`; every row has one, and the headline counts them apart):
+
+* ``independent`` — our simulation, training or measurement from weights gives the paper's
+  number (packing cells from our optimizer over several seeds, the toy double descent);
+* ``recomputed`` — a closed formula re-evaluated on the paper's printed inputs (Table 1 counts
+  from the printed ε, fits of the authors' own packing JSON, bounds from printed (d, ε), a
+  parameter count);
+* ``consistency`` — cannot fail unless our code is wrong: a rule or arithmetic applied to printed
+  numbers (the "indeterminate" Table 1 rows, α* = depth/width of printed shapes);
+* ``measured`` — ours, with no paper value for this model (``paper`` is None; a value the papers
+  give for other models may be shown as ``reference``).
+
+A row's ``paper`` is a value printed in a paper or in the authors' published data, and the row
+names where (section, figure, table or file).
+
 Statuses:
 
 * ``reproduced`` — |Δ| within the row's tolerance (by default one unit of the last digit the
   paper printed: the published numbers are rounded);
 * ``differs`` — outside it; the note says why (a different protocol, a CPU-sized run, ...);
-* ``measured`` — our number where the paper has none for this model (e.g. SmolLM2), shown
-  next to the paper's reference range;
+* ``measured`` — our number where the paper has none for this model (e.g. SmolLM2); only
+  rows of the ``measured`` class, and always with ``paper`` None;
 * ``needs a GPU`` / ``needs the hub`` — cannot run here (the note says what it would take);
 * ``skipped (tiny)`` / ``not run (--full)`` — not run at this size;
 * ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
@@ -31,8 +46,8 @@ finished rows, with the tl_geometry version, git commit, size, and wall time per
 Examples:
     >>> import tl_geometry as tg
     >>> res = tg.reproduce("capacity", size="tiny", out="repro", progress=False)  # doctest: +SKIP
-    >>> res.counts()["reproduced"]                                                # doctest: +SKIP
-    37
+    >>> res.counts()["recomputed"]["reproduced"]                                  # doctest: +SKIP
+    26
 """
 
 from __future__ import annotations

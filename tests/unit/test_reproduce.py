@@ -162,7 +162,7 @@ def test_tiny_run_writes_outputs(tiny_run):
     assert all(r["status"] in STATUSES for r in data["rows"])
     assert all("preset" in r and "sizes" in r and "seconds" in r for r in data["rows"])
     md = (out / "reproduce.md").read_text()
-    assert "| figure | paper | ours | Δ | status | note |" in md
+    assert "| figure | paper | ours | Δ | status | evidence | note |" in md
     assert "## capacity" in md and "## sae" in md
     assert (out / "figures" / "toy_double_descent.png").is_file()
 
