@@ -467,4 +467,5 @@ def test_docs_section_from_a_run(tiny_run):
     assert '??? note "Table 1, per model:' in text
     assert "    | Llama-2-70B (d = 8192" in text  # folded rows are indented
     assert "![reproduce_x.png](img/reproduce_x.png)" in text
-    assert f"**{len(data['rows'])} rows:" in text
+    assert f"**{len(data['rows'])} rows — {data['headline']}.**" in text
+    assert "| figure | paper | ours | Δ | status | evidence | note |" in text
