@@ -574,14 +574,16 @@ PACKING_FINDINGS = {
     (2000, 32): (
         "the published script does not regenerate the published cell: the schedule of the authors' "
         "optimized_packing_sweep.py (lr 0.005, p = int(40 / ln 32) = 11, 5,000 Adam steps; the same as "
-        "tg.packing.paper_schedule) ends near 0.40 on every seed, and the authors' own optimize() run "
-        "verbatim on CPU gives 0.4005 (issue 20). The script and the JSON were committed together. "
-        "With p = 20 instead of 11 two seeds reach 0.3867 and 0.3858, i.e. the published cell; "
-        "p = 20 does not explain d = 64 (see that row)"
+        "tg.packing.paper_schedule) ends near 0.40 on every seed, and the authors' own optimize() run verbatim "
+        "on CPU gives 0.4005 (issue 20). Script and JSON were added in one commit; the script's comment says its "
+        "grid matches the JSON's and calls the data 'the original A100 run'. A loss power p = 20 instead of 11 "
+        "reaches the published cell (the p = 20 row; issue 20: 0.3867, 0.3858), but p = 20 does not explain "
+        "d = 64 (that row)"
     ),
     (2000, 64): (
-        "the published schedule (p = int(40 / ln 64) = 9) ends near 0.250 (issue 20: 0.2502 at p = 9, "
-        "0.2526 at p = 20); no tried setting reaches the published 0.2363"
+        "the published schedule (p = int(40 / ln 64) = 9) ends near 0.249 on every seed, and p = 20 does not "
+        "reach the published 0.2363 either (issue 20: 0.2526; the p = 20 row where shipped): no tried setting "
+        "regenerates this cell"
     ),
 }
 
