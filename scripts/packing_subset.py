@@ -12,7 +12,8 @@ p = min(int(m / ln d), 20) with m = 40 for k ≤ 4000) once per seed; each finis
 is appended at once to ``OUT/packing_subset.jsonl``, so a killed run continues where it stopped.
 ``--p`` overrides the penalty exponent (recorded in the cell's key; such runs are kept apart as
 "variants"). ``write`` turns sweep files into the shipped data file that ``tl-geometry reproduce``
-reads (per cell: ε* per seed and seconds; the torch version, thread count and git commit).
+reads (per cell: ε* per seed and seconds; the torch version, thread count and git commit); cells
+with fewer than ``--min-seeds`` seeds (default 3) are left out, variants need 2.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def run(args) -> int:
     return 0
 
 
-def payload(records: list[dict], *, git_commit: str | None, threads: int | None) -> dict:
+def payload(records: list[dict], *, git_commit: str | None, threads: int | None, min_seeds: int = 3) -> dict:
     """The shipped JSON from sweep records (paper schedule → "cells", a p override → "variants")."""
     import torch
 
@@ -88,8 +89,10 @@ def payload(records: list[dict], *, git_commit: str | None, threads: int | None)
         "torch": torch.__version__,
         "device": "cpu",
         "threads": threads,
-        "cells": [cells[t] for t in order if t[2] is None],
-        "variants": [cells[t] for t in order if t[2] is not None],
+        "seconds": "wall time of each run (on a shared machine: read it as an upper bound)",
+        "min_seeds": min_seeds,
+        "cells": [cells[t] for t in order if t[2] is None and len(cells[t]["eps"]) >= min_seeds],
+        "variants": [cells[t] for t in order if t[2] is not None and len(cells[t]["eps"]) >= 2],
     }
 
 
@@ -97,7 +100,7 @@ def write(args) -> int:
     from tl_geometry.jobs import read_records
 
     records = [r for f in args.files for r in read_records(f)]
-    data = payload(records, git_commit=args.commit, threads=args.threads)
+    data = payload(records, git_commit=args.commit, threads=args.threads, min_seeds=args.min_seeds)
     Path(args.target).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     n = sum(len(c["eps"]) for c in data["cells"] + data["variants"])
     print(f"wrote {args.target}: {len(data['cells'])} cells, {len(data['variants'])} variants, {n} runs")
@@ -160,6 +163,7 @@ def main(argv: list[str]) -> int:
     w.add_argument("--target", default=str(TARGET))
     w.add_argument("--commit", default=None, help="git commit of the optimizer code that ran")
     w.add_argument("--threads", type=int, default=None, help="torch threads of the run")
+    w.add_argument("--min-seeds", type=int, default=3, help="keep cells with at least this many seeds (variants: 2)")
     w.set_defaults(func=write)
     t = sub.add_parser("table")
     t.set_defaults(func=table)
