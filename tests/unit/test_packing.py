@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tl_geometry.packing as packing
+from tl_geometry.errors import InputError
 
 DATA = Path(__file__).parents[1] / "data" / "capacity"
 
@@ -204,11 +205,102 @@ def test_random_sweep(tmp_path):
     assert rows[0][2] == pytest.approx(packing.random_packing(4, 2, trials=3, seed=0, device="cpu"))
 
 
+def test_sweep_p_override_is_part_of_the_key(tmp_path):
+    path = tmp_path / "p.jsonl"
+    a = packing.sweep([(6, 2)], path, kind="optimized", steps=20, device="cpu", progress=False)
+    b = packing.sweep([(6, 2)], path, kind="optimized", steps=20, p=20, device="cpu", progress=False)
+    assert len(path.read_text().splitlines()) == 2
+    assert b[0][2] == pytest.approx(packing.optimized_packing(6, 2, steps=20, p=20, device="cpu"))
+    assert a[0][2] == pytest.approx(packing.optimized_packing(6, 2, steps=20, device="cpu"))
+
+
+# ----------------------------------------------------------------------------- seeds and tolerances
+def test_seed_spread_matches_numpy():
+    eps = {2: 0.3993, 0: 0.4037, 1: 0.4032, 3: 0.4019}
+    s = packing.seed_spread(2000, 32, eps)
+    ref = np.array([0.4037, 0.4032, 0.3993, 0.4019])
+    assert s.seeds == (0, 1, 2, 3) and s.eps == (0.4037, 0.4032, 0.3993, 0.4019) and s.n == 4
+    assert s.mean == pytest.approx(ref.mean()) and s.sd == pytest.approx(ref.std(ddof=1))
+    assert s.sem == pytest.approx(ref.std(ddof=1) / 2)
+
+
+def test_cell_tolerance_is_n_sd_of_one_run_minus_the_mean():
+    # Var(x − mean of n) = sd² (1 + 1/n) for i.i.d. runs
+    assert packing.cell_tolerance(0.002, 3) == pytest.approx(3 * 0.002 * math.sqrt(4 / 3))
+    assert packing.cell_tolerance(0.002, 1, n_sd=2) == pytest.approx(2 * 0.002 * math.sqrt(2))
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 0.01, size=(20000, 4))
+    diff = x[:, 0] - x[:, 1:].mean(1)
+    assert diff.std() == pytest.approx(packing.cell_tolerance(0.01, 3, n_sd=1), rel=0.03)
+
+
+def _delta_method_sd(rows, sd, form="adjusted", h=1e-6):
+    """Slow reference: linearize the fit in each row's ε* by finite differences."""
+    base = packing.fit(rows, form=form).params["C"]
+    var = 0.0
+    for i, s in enumerate(sd):
+        moved = [list(r) for r in rows]
+        moved[i][2] += h
+        var += ((packing.fit(moved, form=form).params["C"] - base) / h * s) ** 2
+    return math.sqrt(var)
+
+
+def test_fit_noise_matches_the_delta_method():
+    rows = [[2000, 32, 0.3859], [2000, 64, 0.2363], [2000, 128, 0.1469], [2000, 256, 0.0911]]
+    sd = [0.003, 0.002, 0.001, 0.001]
+    got = packing.fit_noise(rows, sd, form="adjusted", draws=400, seed=1)
+    assert got["C"] == pytest.approx(_delta_method_sd(rows, sd), rel=0.15)
+    assert packing.fit_noise(rows, [0.0] * 4, form="adjusted", draws=3)["C"] == pytest.approx(0.0, abs=1e-12)
+    assert packing.fit_noise(rows, sd, draws=5, seed=2) == packing.fit_noise(rows, sd, draws=5, seed=2)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: packing.seed_spread(2000, 32, {0: 0.4}), "at least 2 seeds"),
+        (lambda: packing.seed_spread(2000, 32, {0: 0.4, 1: float("nan")}), "NaN or inf"),
+        (lambda: packing.cell_tolerance(-1.0, 3), "sd must be finite and >= 0"),
+        (lambda: packing.cell_tolerance(0.1, 0), "n >= 1"),
+        (lambda: packing.fit_noise([[2000, 32, 0.4], [2000, 64, 0.2]], [0.1], draws=3), "one per row"),
+        (lambda: packing.fit_noise([[2000, 32, 0.4], [2000, 64, 0.2]], [0.1, 0.1], draws=1), "draws must be >= 2"),
+    ],
+)
+def test_seed_helpers_bad_input(call, match):
+    with pytest.raises(InputError, match=match):
+        call()
+
+
 # ----------------------------------------------------------------------------- the paper's cell
-@pytest.mark.slow
-def test_optimized_packing_2000x32_reproduces_the_paper_cell():
-    """The paper's schedule (Adam, 5,000 steps, lr 0.005, p = 11) on k = 2000, d = 32."""
+def _shipped(k, d):
+    from tl_geometry.reproduce import shipped_packing_subset
+
+    cells = shipped_packing_subset()
+    if (k, d) not in cells:
+        pytest.fail(f"cell k={k}, d={d} is not in tl_geometry/data/packing_subset.json")
+    return packing.seed_spread(k, d, cells[(k, d)])
+
+
+def test_paper_cell_2000x32_is_outside_our_seed_spread():
+    """The finding `reproduce` states: the published schedule (p = 11) does not reach the published cell.
+
+    The tolerance is the one `reproduce` uses: 3 sd of (one run − our n-seed mean).
+    """
+    from tl_geometry.reproduce import PACKING_N_SD
+
     paper = {(k, d): e for k, d, e in json.loads((DATA / "optimized_packing.json").read_text())}[(2000, 32)]
     assert paper == pytest.approx(0.3859, abs=1e-4)
+    s = _shipped(2000, 32)
+    assert s.n >= 3 and s.sd < 0.01 * s.mean  # seeds agree to well under 1 %
+    assert abs(paper - s.mean) > packing.cell_tolerance(s.sd, s.n, n_sd=PACKING_N_SD)
+
+
+@pytest.mark.slow
+def test_optimized_packing_2000x32_reproduces_our_shipped_seeds():
+    """The paper's schedule (Adam, 5,000 steps, lr 0.005, p = 11) on k = 2000, d = 32, seed 0, against
+    the shipped seeds with the tolerance `reproduce` uses (3 sd of one run − the mean of n)."""
+    from tl_geometry.reproduce import PACKING_N_SD
+
+    s = _shipped(2000, 32)
     eps = packing.optimized_packing(2000, 32, seed=0, device="cpu")
-    assert eps == pytest.approx(paper, rel=0.08)
+    assert abs(eps - s.mean) <= packing.cell_tolerance(s.sd, s.n, n_sd=PACKING_N_SD)
+    assert eps == pytest.approx(s.eps[s.seeds.index(0)], abs=1e-4)  # the same seed, the same code

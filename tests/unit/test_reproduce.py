@@ -9,11 +9,15 @@ import pytest
 
 import tl_geometry as tg
 from tl_geometry.cli import main
+from tl_geometry.errors import InputError
 from tl_geometry.reproduce import (
     CHECKS,
+    EVIDENCE,
     STATUSES,
     ReproRow,
     _compare,
+    evidence_counts,
+    headline,
     published_tolerance,
 )
 
@@ -56,22 +60,94 @@ def test_compare_and_delta():
     assert _compare(100.0, 101.1, 0.01) == "differs"
     assert _compare(100.0, float("nan"), 0.01) == "differs"
     row = ReproRow(
-        id="capacity.x", family="capacity", figure="f", paper=200.0, ours=210.0, tolerance=0.1, status="reproduced"
+        id="capacity.x",
+        family="capacity",
+        figure="f",
+        paper=200.0,
+        ours=210.0,
+        tolerance=0.1,
+        status="reproduced",
+        evidence="independent",
     )
     assert row.delta == pytest.approx(0.05)
     assert (
         ReproRow(
-            id="capacity.y", family="capacity", figure="f", paper="9–24", ours=3.0, tolerance=None, status="measured"
+            id="capacity.y",
+            family="capacity",
+            figure="f",
+            paper="9–24",
+            ours=3.0,
+            tolerance=None,
+            status="differs",
+            evidence="independent",
         ).delta
         is None
     )
 
 
 def test_row_rejects_unknown_status_and_family():
+    kw = dict(id="a", figure="f", ours=1, tolerance=None)
     with pytest.raises(ValueError, match="status must be one of"):
-        ReproRow(id="a", family="capacity", figure="f", paper=1, ours=1, tolerance=None, status="fine")
+        ReproRow(**kw, family="capacity", paper=1, status="fine", evidence="independent")
     with pytest.raises(ValueError, match="family must be one of"):
-        ReproRow(id="a", family="misc", figure="f", paper=1, ours=1, tolerance=None, status="measured")
+        ReproRow(**kw, family="misc", paper=None, status="measured", evidence="measured")
+
+
+@pytest.mark.parametrize(
+    "paper, status, evidence, match",
+    [
+        (1.0, "reproduced", "proven", r"evidence must be one of \('independent'"),
+        (1.0, "reproduced", "", "evidence must be one of"),
+        (0.7287, "measured", "measured", "a 'measured' row has no paper value"),
+        (None, "reproduced", "measured", "a 'measured' row compares nothing"),
+        (None, "measured", "recomputed", "status 'measured' needs evidence 'measured'"),
+    ],
+)
+def test_row_rejects_bad_evidence(paper, status, evidence, match):
+    with pytest.raises(InputError, match=match):
+        ReproRow(
+            id="capacity.a",
+            family="capacity",
+            figure="f",
+            paper=paper,
+            ours=1.0,
+            tolerance=None,
+            status=status,
+            evidence=evidence,
+        )
+
+
+def test_check_registration_rejects_unknown_evidence():
+    with pytest.raises(InputError, match="evidence must be one of"):
+        repro_mod._check("capacity.x", "t", evidence="strong")
+
+
+def _r(id, status, evidence, paper=1.0):
+    return ReproRow(
+        id=id, family="capacity", figure="f", paper=paper, ours=1.0, tolerance=None, status=status, evidence=evidence
+    )
+
+
+def test_headline_counts_each_class_apart():
+    rows = [
+        _r("capacity.a", "reproduced", "independent"),
+        _r("capacity.b", "differs", "independent"),
+        _r("capacity.c", "reproduced", "recomputed"),
+        _r("capacity.d", "reproduced", "consistency"),
+        _r("capacity.e", "reproduced", "consistency"),
+        _r("capacity.f", "measured", "measured", paper=None),
+        _r("capacity.g", "needs a GPU", "independent"),
+    ]
+    assert evidence_counts(rows) == {
+        "independent": {"reproduced": 1, "differs": 1, "needs a GPU": 1},
+        "recomputed": {"reproduced": 1},
+        "consistency": {"reproduced": 2},
+        "measured": {"measured": 1},
+    }
+    assert headline(rows) == (
+        "independent: 1 reproduced, 1 differs, 1 needs a GPU; recomputed: 1 reproduced; consistency: 2 hold; "
+        "measured: 1 shown"
+    )
 
 
 # ----------------------------------------------------------------------------- the tiny run
@@ -86,7 +162,7 @@ def test_tiny_run_writes_outputs(tiny_run):
     assert all(r["status"] in STATUSES for r in data["rows"])
     assert all("preset" in r and "sizes" in r and "seconds" in r for r in data["rows"])
     md = (out / "reproduce.md").read_text()
-    assert "| figure | paper | ours | Δ | status | note |" in md
+    assert "| figure | paper | ours | Δ | status | evidence | note |" in md
     assert "## capacity" in md and "## sae" in md
     assert (out / "figures" / "toy_double_descent.png").is_file()
 
@@ -137,10 +213,111 @@ def test_differs_rows_say_why(tiny_run):
     assert all(r.note for r in differs), [r.id for r in differs if not r.note]
 
 
+def test_tiny_run_rows_carry_a_valid_evidence_class(tiny_run):
+    rows = tiny_run.rows
+    assert rows and all(r.evidence in EVIDENCE for r in rows)
+    # the headline counts add up: per class, and over the classes to every row
+    counts = tiny_run.counts()
+    assert sum(n for per in counts.values() for n in per.values()) == len(rows)
+    for ev, per in counts.items():
+        assert sum(per.values()) == sum(r.evidence == ev for r in rows), ev
+        for status, n in per.items():
+            assert n == sum(r.evidence == ev and r.status == status for r in rows)
+    # no paper value in a measured row; every paper value a "consistency" or "recomputed" row uses
+    assert all(r.paper is None for r in rows if r.evidence == "measured")
+    assert all(r.evidence == "measured" for r in rows if r.status == "measured")
+    # reproduce.json carries the class of every row and the same counts
+    data = json.loads((tiny_run.out / "reproduce.json").read_text())
+    assert [r["evidence"] for r in data["rows"]] == [r.evidence for r in rows]
+    assert data["counts"] == counts and data["headline"] == tiny_run.headline()
+    md = (tiny_run.out / "reproduce.md").read_text()
+    assert "| figure | paper | ours | Δ | status | evidence | note |" in md
+    assert tiny_run.headline() in md
+
+
+def test_tiny_run_classifies_rows_honestly(tiny_run):
+    rows = _by_id(tiny_run)
+    # Table 1: counts re-evaluate the formula on the printed ε; "indeterminate" applies the ε ≥ 0.1 rule
+    for name, r in tg.published_rows().items():
+        row = rows[f"capacity.table1.{name}"]
+        assert row.evidence == ("consistency" if r.capacity is None else "recomputed"), name
+    assert sum(r.evidence == "consistency" for r in tiny_run.rows if r.id.startswith("capacity.table1.")) == 14
+    assert all(r.evidence == "consistency" for r in tiny_run.rows if r.id.startswith("interaction.alpha_star."))
+    assert all(
+        r.evidence == "recomputed" for r in tiny_run.rows if r.id.startswith(("capacity.fit.", "capacity.bound."))
+    )
+    assert rows["interaction.tinygpt_1M.params"].evidence == "recomputed"
+    for id_ in ("capacity.packing.random.k2000_d256", "interaction.toy.peak_T", "interaction.best_ce.1M"):
+        assert rows[id_].evidence == "independent", id_
+    # our own numbers are not the papers': SmolLM2's ε and the Qwen3 SAE ratio (skipped at tiny) are measured
+    for id_ in ("capacity.offline_epsilon", "sae.shared", "pga.profile", "interaction.offline_rdw"):
+        assert rows[id_].evidence == "measured" and rows[id_].paper is None, id_
+    assert rows["capacity.packing.optimized.tiny"].evidence == "measured"
+
+
 def test_tiny_toy_has_an_interior_peak(tiny_run):
     rows = _by_id(tiny_run)
     assert rows["interaction.toy.interior_peak"].status == "reproduced"
     assert rows["interaction.toy.peak_T"].ours == 64
+
+
+# ----------------------------------------------------------------------------- packing subset
+OPT = {(2000, 32): 0.3859, (2000, 64): 0.2363}
+
+
+def test_packing_subset_rows_compare_the_seed_mean_with_a_seed_sd_tolerance():
+    cells = {(2000, 32): {0: 0.40, 1: 0.41, 2: 0.42}, (2000, 64): {2: 0.249, 0: 0.25, 1: 0.251}}
+    rows = {r.id: r for r in repro_mod._packing_subset_rows(cells, OPT, "test data")}
+    r32, r64 = rows["capacity.packing.subset.k2000_d32"], rows["capacity.packing.subset.k2000_d64"]
+    assert r32.evidence == r64.evidence == "independent"
+    assert r32.ours == pytest.approx(0.41) and r32.paper == 0.3859
+    # 3 sd of (one run − the mean of 3): 3 · 0.01 · √(4/3)
+    assert r32.tolerance * r32.paper == pytest.approx(3 * 0.01 * math.sqrt(4 / 3))
+    assert r32.status == "reproduced"  # |0.41 − 0.3859| = 0.024 ≤ 0.035
+    assert r64.tolerance * r64.paper == pytest.approx(3 * 0.001 * math.sqrt(4 / 3))
+    assert r64.status == "differs" and "0.2363" in r64.note  # the known finding is stated
+    assert r64.sizes["seeds"] == [0, 1, 2] and r64.sizes["eps"] == [0.25, 0.251, 0.249]
+    # the fit on our cell means next to the fit on the authors' same cells
+    fit_ours = tg.packing.fit([[2000, 32, 0.41], [2000, 64, 0.25]], form="adjusted")
+    fit_theirs = tg.packing.fit([[2000, 32, 0.3859], [2000, 64, 0.2363]], form="adjusted")
+    c = rows["capacity.packing.subset_fit.adjusted.C"]
+    assert c.ours == pytest.approx(fit_ours.params["C"]) and c.paper == pytest.approx(fit_theirs.params["C"])
+    assert c.evidence == "independent" and c.tolerance > 0
+    # one value of k: the full form's four constants are not identifiable
+    assert rows["capacity.packing.subset_fit.full"].status == "not run (--full)"
+
+
+def test_packing_subset_rows_skip_cells_without_a_paper_value_or_a_spread():
+    cells = {(2000, 32): {0: 0.40}, (300, 7): {0: 0.5, 1: 0.6}}
+    assert repro_mod._packing_subset_rows(cells, OPT, "x") == []
+
+
+def test_shipped_packing_subset_is_the_paper_schedule_on_the_authors_cells():
+    data = repro_mod._shipped_subset()
+    assert data is not None, "tl_geometry/data/packing_subset.json is shipped"
+    authors = {(int(k), int(d)) for k, d, _ in repro_mod._packing_data("optimized")}
+    assert data["git_commit"] and data["torch"] and data["cells"]
+    for c in data["cells"]:
+        assert (c["k"], c["d"]) in authors
+        sched = tg.packing.paper_schedule(c["k"], c["d"])
+        assert (c["steps"], c["lr"], c["p"]) == (sched["steps"], sched["lr"], sched["p"])
+        assert len(c["eps"]) >= 3, (c["k"], c["d"])
+        assert all(0 < e < 1 for e in c["eps"].values())
+    for v in data["variants"]:
+        assert v["p"] != tg.packing.paper_schedule(v["k"], v["d"])["p"]
+
+
+def test_tiny_run_shows_the_shipped_packing_subset(tiny_run):
+    rows = _by_id(tiny_run)
+    shipped = repro_mod.shipped_packing_subset()
+    for (k, d), by_seed in shipped.items():
+        r = rows[f"capacity.packing.subset.k{k}_d{d}"]
+        eps = list(by_seed.values())
+        mean = sum(eps) / len(eps)
+        sd = math.sqrt(sum((e - mean) ** 2 for e in eps) / (len(eps) - 1))
+        assert r.ours == pytest.approx(mean)
+        assert r.tolerance * abs(r.paper) == pytest.approx(3 * sd * math.sqrt(1 + 1 / len(eps)))
+        assert r.evidence == "independent" and "shipped packing_subset.json" in r.note
 
 
 # ----------------------------------------------------------------------------- given model
@@ -157,6 +334,7 @@ def test_given_model_runs_model_rows(tmp_path, tiny_model):
     rows = _by_id(res)
     assert rows["interaction.offline.rdw"].ours == pytest.approx(3 / 32)
     assert rows["interaction.offline.rdw"].status == "measured"
+    assert rows["interaction.offline.rdw"].paper is None and rows["interaction.offline.rdw"].reference
     z = rows["pga.paper.peak_intermediate"].ours
     assert isinstance(z, float) and math.isfinite(z)
     assert rows["pga.library.peak_intermediate"].preset.startswith("library")
@@ -224,7 +402,7 @@ def test_cli_tiny_exit_0(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "8 reproduced" in out and "reproduce.md" in out
+    assert "recomputed: 8 reproduced" in out and "reproduce.md" in out
     assert "Llama-2-7B JL bound at C = 3.029" in (tmp_path / "reproduce.md").read_text()
 
 
@@ -289,4 +467,5 @@ def test_docs_section_from_a_run(tiny_run):
     assert '??? note "Table 1, per model:' in text
     assert "    | Llama-2-70B (d = 8192" in text  # folded rows are indented
     assert "![reproduce_x.png](img/reproduce_x.png)" in text
-    assert f"**{len(data['rows'])} rows:" in text
+    assert f"**{len(data['rows'])} rows — {data['headline']}.**" in text
+    assert "| figure | paper | ours | Δ | status | evidence | note |" in text

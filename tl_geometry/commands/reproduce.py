@@ -4,7 +4,7 @@
                           [--check ID ...] [--device cpu] [--fresh] [--list] [--no-progress]
 
 Writes ``DIR/reproduce.md`` (one table row per published figure: paper | ours | Δ | status |
-note), ``DIR/reproduce.json`` (the same with version, commit, presets, sizes and wall time per
+evidence | note; the headline counts each evidence class apart), ``DIR/reproduce.json`` (the same with version, commit, presets, sizes and wall time per
 check) and figures under ``DIR/figures/``. A killed run continues where it stopped when run
 again with the same ``--out``. Exit status: 0 when every check ran (whatever it found),
 1 when a check raised (its row has status "error"), 2 for bad arguments.
@@ -63,8 +63,11 @@ def run(args) -> int:
         fresh=args.fresh,
         progress=not args.no_progress,
     )
-    counts = res.counts()
-    print(f"{len(res.rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print(f"{len(res.rows)} rows — {res.headline()}")
+    print(
+        "  independent: our simulation/training/measurement gives the paper's number; recomputed: a formula on "
+        "the paper's printed inputs; consistency: cannot fail; measured: ours, nothing to compare"
+    )
     for r in res.rows:
         if r.status in ("differs", "error"):
             print(f"  {r.status:<8} {r.id}: paper {fmt(r.paper)}, ours {fmt(r.ours)} — {r.note}")
