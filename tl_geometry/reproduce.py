@@ -128,6 +128,7 @@ class ReproRow:
         seconds: wall time of the check that produced the row.
         reference: for a "measured" row, the papers' value for other models shown for orientation
             (never compared, never called the paper's value for this one).
+        stderr: the standard error of ``ours`` where it is a sampled number (None: exact or not given).
     """
 
     id: str
@@ -143,6 +144,7 @@ class ReproRow:
     sizes: dict = field(default_factory=dict)
     seconds: float = float("nan")
     reference: Any = None
+    stderr: float | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -296,7 +298,20 @@ def _check(id: str, title: str, *, evidence: str, uses_model: bool = False, heav
 
 
 def _row(
-    id, figure, paper, ours, tol, *, evidence, status=None, note="", preset="", sizes=None, why="", reference=None
+    id,
+    figure,
+    paper,
+    ours,
+    tol,
+    *,
+    evidence,
+    status=None,
+    note="",
+    preset="",
+    sizes=None,
+    why="",
+    reference=None,
+    stderr=None,
 ):
     """Build a row; status from the tolerance unless given; ``why`` is appended when it differs."""
     family = id.split(".", 1)[0]
@@ -317,6 +332,7 @@ def _row(
         preset=preset,
         sizes=dict(sizes or {}),
         reference=reference,
+        stderr=stderr,
     )
 
 
@@ -1011,18 +1027,113 @@ def _capacity_hub(ctx: Context) -> list[ReproRow]:
 
 # ----------------------------------------------------------------------------- pga
 def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, ccr, progress: bool):
-    """({ccr: {hook: z}}, preset label) of :func:`tl_geometry.pga` with ``preset``."""
+    """({ccr: {hook: (z, stderr)}}, preset label) of :func:`tl_geometry.pga` with ``preset``."""
     import tl_geometry as tg
 
     d = int(model.cfg.d_model)
     kw = dict(n_null=n_null, max_points=max_points, ccr=ccr, progress=progress, k=100 if d > 200 else max(1, d // 4))
     rep = tg.pga(model, tokens, preset=preset, **kw)
     used = f"{preset} (processing {rep.rows[0].extras.get('processing', '?')})" if rep.rows else preset
-    z: dict[int, dict[str, float]] = {}  # ccr → {hook: z}, hooks in the model's order
+    z: dict[int, dict[str, tuple[float, float]]] = {}  # ccr → {hook: (z, se)}, hooks in the model's order
     for r in rep.rows:
         if r.metric == "pga.z":
-            z.setdefault(int(r.extras["ccr"]), {})[r.hook] = float(r.value)
+            z.setdefault(int(r.extras["ccr"]), {})[r.hook] = (float(r.value), float(r.extras["stderr"]))
     return z, used
+
+
+def _beyond(value: float, se: float, k: float = 2.0) -> str:
+    """ "positive" / "negative" when |value| > k·se, else "undecided" (within k standard errors of 0)."""
+    if math.isfinite(se) and abs(value) <= k * se:
+        return "undecided"
+    return "positive" if value > 0 else "negative"
+
+
+def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[dict[str, Any]]:
+    """The paper's qualitative PGA claims that one profile can test, each as value ± stderr and a verdict.
+
+    Hooks in the model's order; the embeddings are the first hook when the profile has them (the
+    paper preset's ``hidden_states``). Verdicts speak only of what exceeds 2 standard errors.
+    """
+    out: list[dict[str, Any]] = []
+    z1 = z.get(1) or next(iter(z.values()))
+    hooks = list(z1)
+    n = len(hooks)
+    has_embed = hooks[0].endswith(("hook_resid_pre", "hook_embed"))
+    if has_embed:
+        v, se = z1[hooks[0]]
+        out.append(
+            dict(
+                id="embed_alignment",
+                figure="z at the embeddings, CCR-1 (paper: the embedding layer is aligned with the readout)",
+                reference="> 0",
+                value=v,
+                se=se,
+                note=f"{_beyond(v, se)} beyond 2 stderr",
+            )
+        )
+    inter = hooks[max(1, n // 4) : max(2, (3 * n) // 4)] or hooks
+    h = max(inter, key=lambda h: z1[h][0])
+    v, se = z1[h]
+    out.append(
+        dict(
+            id="peak_intermediate",
+            figure="peak z at intermediate layers, CCR-1 (paper: 9–24 across Pythia 70M–6.9B, Phi-1.5, "
+            "OLMo-1B, Gemma-2-2B)",
+            reference="9–24 (other models)",
+            value=v,
+            se=se,
+            note=f"at {h}: {_beyond(v, se)} beyond 2 stderr; "
+            + ("inside" if 9 <= v <= 24 else "outside")
+            + " the paper's range",
+        )
+    )
+    late = hooks[(2 * n) // 3 : -1] or hooks[-1:]
+    h = min(late, key=lambda h: z1[h][0])
+    v, se = z1[h]
+    fv, fse = z1[hooks[-1]]
+    rec = fv - v
+    rec_se = math.hypot(fse, se)
+    out.append(
+        dict(
+            id="late_min",
+            figure="min z over late (not final) layers, CCR-1 (paper: d ≤ 1024 models go negative, "
+            "e.g. Pythia-410M ≈ −32)",
+            reference="< 0 for d ≤ 1024",
+            value=v,
+            se=se,
+            note=f"at {h}: {_beyond(v, se)} beyond 2 stderr"
+            + ("" if d <= 1024 else f" (d = {d} > 1024: the paper expects no decline)"),
+        )
+    )
+    out.append(
+        dict(
+            id="final_recovery",
+            figure="final-layer z minus the late minimum, CCR-1 (paper: the final layer recovers)",
+            reference="> 0",
+            value=rec,
+            se=rec_se,
+            note=f"final z = {fv:.2f} ± {fse:.2f}: "
+            + {"positive": "recovers", "negative": "falls further (no recovery)", "undecided": "undecided"}[
+                _beyond(rec, rec_se)
+            ]
+            + " beyond 2 stderr",
+        )
+    )
+    if 5 in z:
+        h = min(late, key=lambda h: z[5][h][0])
+        v, se = z[5][h]
+        out.append(
+            dict(
+                id="ccr5_late_min",
+                figure="min late-layer z after CCR-5 (paper: removing the top 5–10 PCs restores positive z for d ≥ 768)",
+                reference="> 0 for d ≥ 768",
+                value=v,
+                se=se,
+                note=f"at {h}: {_beyond(v, se)} beyond 2 stderr"
+                + (f"; d = {d} < 768: the paper makes no claim here" if d < 768 else ""),
+            )
+        )
+    return out
 
 
 @_check(
@@ -1034,7 +1145,8 @@ def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, cc
 def _pga(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
-    n_null, max_points, n_seqs, seq_len = ctx.pick((5, 64, 2, 24), (20, 512, 8, 128), (100, 2048, 32, 128))
+    # the paper's 100 null subspaces at every size but tiny; points and text sized to the machine
+    n_null, max_points, n_seqs, seq_len = ctx.pick((5, 64, 2, 24), (100, 512, 8, 128), (100, 2048, 32, 128))
     ccrs = [0, 1, 5]
     sizes = {"n_null": n_null, "max_points": max_points, "n_seqs": n_seqs, "seq_len": seq_len, "ccr": ccrs}
     profiles = {}
@@ -1054,63 +1166,20 @@ def _pga(ctx: Context) -> list[ReproRow]:
     d = int(model.cfg.d_model)
     rows = []
     for preset, (z, used) in profiles.items():
-        z1 = z[1]
-        hooks = list(z1)
-        n = len(hooks)
-        inter = hooks[max(1, n // 4) : max(2, (3 * n) // 4)] or hooks
-        peak = max(z1[h] for h in inter)
-        late = hooks[(2 * n) // 3 : -1] or hooks[-1:]
-        low = min(z1[h] for h in late)
-        final = z1[hooks[-1]]
-        base = {"preset": used, "sizes": {**sizes, "model": name, "d_model": d, "n_hooks": n}}
-        rows.append(
-            _row(
-                f"pga.{preset}.peak_intermediate",
-                "peak z at intermediate layers (paper: 9–24 across Pythia 70M–6.9B, Phi-1.5, OLMo-1B, Gemma-2-2B)",
-                None,
-                peak,
-                None,
-                evidence="measured",
-                reference="9–24 (other models)",
-                status="measured",
-                note=f"{name} (d = {d}) is not among the paper's models; "
-                f"{'inside' if 9 <= peak <= 24 else 'outside'} the paper's range",
-                **base,
-            )
-        )
-        rows.append(
-            _row(
-                f"pga.{preset}.late_min",
-                "min z over late (not final) layers (paper: d ≤ 1024 models go negative, e.g. Pythia-410M ≈ −32)",
-                None,
-                low,
-                None,
-                evidence="measured",
-                reference="< 0 for d ≤ 1024",
-                status="measured",
-                note=("negative, as the paper reports for d ≤ 1024" if low < 0 else "not negative")
-                + f"; final layer z = {final:.1f}: "
-                + (
-                    "recovers, as in the paper"
-                    if final > max(low, 0)
-                    else "no recovery (the paper's final layer recovers)"
-                ),
-                **base,
-            )
-        )
-        if 5 in z:
-            late5 = min(z[5][h] for h in late)
+        base = {"preset": used, "sizes": {**sizes, "model": name, "d_model": d, "n_hooks": len(z[ccrs[0]])}}
+        for c in _pga_claims(z, d):
             rows.append(
                 _row(
-                    f"pga.{preset}.ccr5_late_min",
-                    "min late-layer z after CCR-5 (paper: positive for d ≥ 768)",
+                    f"pga.{preset}.{c['id']}",
+                    c["figure"],
                     None,
-                    late5,
+                    c["value"],
                     None,
                     evidence="measured",
-                    reference="> 0 for d ≥ 768",
+                    reference=c["reference"],
                     status="measured",
-                    note=f"d = {d} < 768: the paper makes no claim here",
+                    note=f"{name} (d = {d}) is not among the paper's models; {c['note']}",
+                    stderr=c["se"],
                     **base,
                 )
             )
@@ -1132,14 +1201,17 @@ def _plot_pga(profiles, path, name):
             hooks = list(z[c])
             # align on Hugging Face's hidden_states index: 0 = embeddings, l = output of layer l
             start = 0 if hooks[0].endswith(("hook_resid_pre", "hook_embed")) else 1
-            ax.plot(
+            ax.errorbar(
                 range(start, start + len(hooks)),
-                [z[c][h] for h in hooks],
-                style,
+                [z[c][h][0] for h in hooks],
+                yerr=[2 * z[c][h][1] for h in hooks],
+                fmt=style,
                 marker="o",
                 ms=3,
+                elinewidth=0.7,
+                capsize=1.5,
                 color=f"C{i}",
-                label=f"{preset} (CCR-{c})",
+                label=f"{preset} (CCR-{c}), ±2 stderr",
             )
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axhspan(9, 24, color="0.9", label="paper: peak z 9–24")
@@ -1794,7 +1866,8 @@ def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
             note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
             note = note.replace("|", "\\|")
             lines.append(
-                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)} | {_fmt_delta(r.delta)} | "
+                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)}"
+                f"{'' if r.stderr is None else ' ± ' + fmt(r.stderr)} | {_fmt_delta(r.delta)} | "
                 f"{r.status} | {r.evidence} | {note} |"
             )
         lines.append("")

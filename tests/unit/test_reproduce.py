@@ -339,6 +339,35 @@ def test_given_model_runs_model_rows(tmp_path, tiny_model):
     assert isinstance(z, float) and math.isfinite(z)
     assert rows["pga.library.peak_intermediate"].preset.startswith("library")
     assert (tmp_path / "figures" / "pga_profile.png").is_file()
+    pga_rows = [r for r in res.rows if r.id.startswith("pga.paper.") or r.id.startswith("pga.library.")]
+    assert {"pga.paper.embed_alignment", "pga.paper.final_recovery", "pga.library.late_min"} <= set(rows)
+    for r in pga_rows:
+        assert r.evidence == "measured" and r.paper is None and r.stderr > 0 and "beyond 2 stderr" in r.note
+    assert " ± " in res.to_markdown()
+
+
+def test_pga_claims_speak_only_beyond_two_stderr():
+    from tl_geometry.reproduce import _pga_claims
+
+    hooks = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(9)]
+    z1 = dict(
+        zip(
+            hooks,
+            [(5.0, 1.0), (1, 1), (2, 1), (12.0, 2.0), (3, 1), (2, 1), (1, 1), (-9.0, 1.5), (-1, 1), (-2.0, 3.0)],
+            strict=True,
+        )
+    )
+    claims = {c["id"]: c for c in _pga_claims({1: z1, 5: {h: (0.5, 1.0) for h in hooks}}, d=576)}
+    assert "positive beyond" in claims["embed_alignment"]["note"]
+    assert (
+        claims["peak_intermediate"]["value"] == 12.0
+        and "inside the paper's range" in claims["peak_intermediate"]["note"]
+    )
+    assert claims["late_min"]["value"] == -9.0 and "negative beyond" in claims["late_min"]["note"]
+    rec = claims["final_recovery"]
+    assert rec["value"] == pytest.approx(7.0) and rec["se"] == pytest.approx(math.hypot(3.0, 1.5))
+    assert "recovers beyond 2 stderr" in rec["note"]
+    assert "undecided" in claims["ccr5_late_min"]["note"] and "no claim" in claims["ccr5_late_min"]["note"]
 
 
 # ----------------------------------------------------------------------------- resume
