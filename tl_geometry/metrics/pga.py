@@ -11,7 +11,11 @@ pairwise distances better than random k-dimensional views do:
 5. z = (ρ_read − mean ρ_q) / std ρ_q (ddof = 1).
 
 The paper published no code; steps 1–5 are our reading of its text. Our choices where the paper is
-silent are marked "Our choice:" below. Spectral metrics (RankMe, α-ReQ, ...) live in
+silent are marked "Our choice:" below. One of them: z is a sampled number (n_null random
+subspaces, N sampled points), so every :class:`PGAScore` carries its standard error — a delete-one
+jackknife over the nulls plus a delete-a-group jackknife over the points (at CCR ≥ 1 with the
+removed principal directions re-estimated without each group) — and :attr:`PGAScore.p_value`, the
+p of z if the readout were one more random subspace (:mod:`tl_geometry.metrics.significance`). Spectral metrics (RankMe, α-ReQ, ...) live in
 :mod:`tl_geometry.metrics.spectral` and are re-exported here.
 """
 
