@@ -69,7 +69,7 @@ MIN_POINTS = 10
 #: Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5).
 DEFAULT_N_GROUPS = 20
 #: Null subspaces recomputed per deleted group when the jackknife re-estimates the CCR directions.
-DEFAULT_REFIT_NULLS = 8
+DEFAULT_REFIT_NULLS = 4
 #: How :attr:`PGAScore.stderr` is computed (recorded in every result).
 STDERR_METHOD = (
     "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
@@ -293,7 +293,12 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
 POOL_MIN_PAIRS = 1 << 15
 
 
-def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> tuple[Tensor, np.ndarray]:
+def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.ndarray | None]:
+    """ρ and, when the reference has groups, its leave-one-group-out values."""
+    return ref.spearman_groups(y) if ref.groups is not None else (ref.spearman(y), None)
+
+
+def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> tuple[Tensor, np.ndarray | None]:
     """ρ of each null basis and its leave-one-group-out values (n_null, G).
 
     Our choice: on CPU, at report sizes, the nulls are spread over a pool of
@@ -311,22 +316,24 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
     if workers > 1 and n > 1:
         Hx64 = Hx.to(torch.float64)
 
-        def one(i: int) -> tuple[float, np.ndarray]:
-            return ref.spearman_groups(cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
+        def one(i: int) -> tuple[float, np.ndarray | None]:
+            return _spearman_and_groups(ref, cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
 
         out = parallel_map(one, range(n), workers)
-        return torch.tensor([r for r, _ in out], dtype=torch.float64), np.stack([lo for _, lo in out])
+        los = [lo for _, lo in out if lo is not None]
+        return torch.tensor([r for r, _ in out], dtype=torch.float64), np.stack(los) if los else None
     rhos = torch.empty(n, dtype=torch.float64)
-    loo = []
+    loo: list[np.ndarray] = []
     for s in range(0, n, batch):
         with kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         with kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
-                r, lo = ref.spearman_groups(cosine_similarities(Y[t], pairs))
+                r, lo = _spearman_and_groups(ref, cosine_similarities(Y[t], pairs))
                 rhos[s + t] = r
-                loo.append(lo)
-    return rhos, np.stack(loo)
+                if lo is not None:
+                    loo.append(lo)
+    return rhos, np.stack(loo) if loo else None
 
 
 def _jackknife_se(values: np.ndarray) -> float:
@@ -350,11 +357,14 @@ def _null_jackknife_z(rho: float, nulls: np.ndarray) -> float:
 
 
 def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
+    """The score; with ``groups`` None (the refit jackknife will supply the point part) no per-group sums."""
     with kernel("sort", Hx.device):  # sorts, as the nulls
-        ref = RankedReference.from_values(cosine_similarities(Hx, pairs)).with_groups(groups)
+        ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
+        if groups is not None:
+            ref = ref.with_groups(groups)
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
-        rho, rho_lo = ref.spearman_groups(cosine_similarities(Hx @ readout, pairs))
+        rho, rho_lo = _spearman_and_groups(ref, cosine_similarities(Hx @ readout, pairs))
     nulls, nulls_lo = _null_rhos(ref, Hx, pairs, bases, batch)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
@@ -362,9 +372,11 @@ def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
     if std == 0.0:
         raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     z = (rho - mean) / std
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z_lo = (rho_lo - nulls_lo.mean(0)) / nulls_lo.std(0, ddof=1)
-    se_points = _jackknife_se(z_lo)
+    se_points = math.nan
+    if rho_lo is not None and nulls_lo is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z_lo = (rho_lo - nulls_lo.mean(0)) / nulls_lo.std(0, ddof=1)
+        se_points = _jackknife_se(z_lo)
     se_null = _null_jackknife_z(rho, nulls.numpy())
     d, k = readout.shape
     return PGAScore(
@@ -383,8 +395,8 @@ def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
         stderr=float(math.sqrt(se_null**2 + se_points**2)),
         stderr_null=se_null,
         stderr_points=se_points,
-        stderr_rho=_jackknife_se(rho_lo),
-        n_groups=groups.n_groups,
+        stderr_rho=math.nan if rho_lo is None else _jackknife_se(rho_lo),
+        n_groups=0 if groups is None else groups.n_groups,
     )
 
 
@@ -471,12 +483,21 @@ def pga_layer(
         )
     batch = _batch_size(N, readout.shape[1], memory_mb)
     point_groups = PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed, groups)
+    refit = [c for c in ccrs if c >= 1] if refit_nulls else []
     scores = {
-        c: _score(_remove_top(Hc, Vh, rank, c), readout, null_bases, pairs, point_groups, ccr=c, seed=seed, batch=batch)
+        c: _score(
+            _remove_top(Hc, Vh, rank, c),
+            readout,
+            null_bases,
+            pairs,
+            None if c in refit else point_groups,  # the refit jackknife below gives the point part
+            ccr=c,
+            seed=seed,
+            batch=batch,
+        )
         for c in ccrs
     }
-    refit = [c for c in ccrs if c >= 1]
-    if refit and refit_nulls:
+    if refit:
         scores.update(
             _refit_jackknife(H, Vh, readout, null_bases, scores, refit, point_groups, max_pairs, seed, refit_nulls)
         )
@@ -538,6 +559,7 @@ def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, see
             stderr=float(math.hypot(s.stderr_null, se_pts)),
             stderr_points=se_pts,
             stderr_rho=_jackknife_se(rho_g),
+            n_groups=groups.n_groups,
         )
     return out
 
