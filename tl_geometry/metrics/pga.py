@@ -36,6 +36,7 @@ from torch import Tensor
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
@@ -337,11 +338,9 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
 
 
 def _jackknife_se(values: np.ndarray) -> float:
-    """Delete-one jackknife standard error from the leave-one-out values (NaN if any is NaN)."""
-    n = values.shape[0]
-    if n < 2 or not np.isfinite(values).all():
-        return math.nan
-    return float(math.sqrt((n - 1) / n * float(((values - values.mean()) ** 2).sum())))
+    """:func:`tl_geometry.metrics.jackknife.jackknife_se` of 1-D leave-one-out values (NaN if any is NaN)."""
+    v = torch.as_tensor(np.asarray(values, dtype=np.float64)).reshape(-1, 1)
+    return math.nan if v.shape[0] < 2 else float(jackknife_se(v)[0])
 
 
 def _null_jackknife_z(rho: float, nulls: np.ndarray) -> float:
