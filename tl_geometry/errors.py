@@ -104,8 +104,9 @@ def _is_temporary(name: str) -> bool:
     return base.startswith(".") and (base.endswith(".tmp") or ".tl-geometry" in base)
 
 
-class WordsOSError(OSError):
-    """An ``OSError`` whose ``str`` is its message alone (no ``[Errno N]`` prefix); ``errno`` is kept."""
+class WordsOSError(TLGeometryError, OSError):
+    """A file problem: an ``OSError`` whose ``str`` is its message alone (no ``[Errno N]`` prefix; ``errno`` is
+    kept). The base of the output-path errors of :mod:`tl_geometry.outdir`."""
 
     def __str__(self) -> str:
         return self.strerror if self.errno is not None and self.strerror else super().__str__()

@@ -71,14 +71,14 @@ class ResultsFileCheck:
 
 
 _EXPECTED = (
-    f'expected a tl-geometry results file: a first line {{"{HEADER_KEY}": {RESULTS_FORMAT}, ...}} (or, from '
-    "before that header, a record) and then one JSON record per line with the keys key, params and status; "
-    "it was left unchanged: choose another --out / results path (or move this file away)"
+    f'expected a first line {{"{HEADER_KEY}": {RESULTS_FORMAT}, ...}} (or, in a file from before that header, '
+    "a record), then one JSON record per line with the keys key, params and status. The file was left "
+    "unchanged: choose another --out / results path, or move the file away"
 )
 
 
 def _refuse(path: Path, what: str) -> NotAResultsFileError:
-    return NotAResultsFileError(f"{path}: {what}; {_EXPECTED}")
+    return NotAResultsFileError(f"{path} is not a results file written by tl-geometry ({what}); {_EXPECTED}")
 
 
 def check_results_file(path: str | os.PathLike) -> ResultsFileCheck | None:
@@ -99,11 +99,11 @@ def check_results_file(path: str | os.PathLike) -> ResultsFileCheck | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise _refuse(p, "is a directory, not a file") from None
+        raise _refuse(p, "it is a directory") from None
     except OSError as exc:
         raise NotAResultsFileError(f"cannot read the results file {p}: {describe_os_error(exc)}") from None
     if not data.strip():
-        raise _refuse(p, "is empty")
+        raise _refuse(p, "it is empty")
     lines = data.split(b"\n")
     ends_with_newline = data.endswith(b"\n")
     if ends_with_newline:
@@ -121,7 +121,7 @@ def check_results_file(path: str | os.PathLike) -> ResultsFileCheck | None:
             obj = _UNPARSED
         if i == 1 and isinstance(obj, dict) and HEADER_KEY in obj:
             if obj[HEADER_KEY] != RESULTS_FORMAT:
-                raise _refuse(p, f"has results-file format {obj[HEADER_KEY]!r}; this tl-geometry reads format 1")
+                raise _refuse(p, f"its format is {obj[HEADER_KEY]!r}; this tl-geometry reads format 1")
             header = True
             continue
         if _is_record(obj):
@@ -131,8 +131,8 @@ def check_results_file(path: str | os.PathLike) -> ResultsFileCheck | None:
             torn_at = start  # a torn last line of a file that is ours
             continue
         shown = raw[:60].decode("utf-8", errors="replace")
-        what = "does not parse as JSON" if obj is _UNPARSED else "is not a results record"
-        raise _refuse(p, f"line {i} ({shown!r}{'...' if len(raw) > 60 else ''}) {what}")
+        what = "is not JSON" if obj is _UNPARSED else "is not a record"
+        raise _refuse(p, f"line {i}, {shown!r}{'...' if len(raw) > 60 else ''}, {what}")
     return ResultsFileCheck(header=header, records=tuple(records), torn_at=torn_at)
 
 

@@ -110,13 +110,26 @@ def _probe(folder: Path) -> None:
     """Create and remove a file in ``folder`` (os.access is wrong for root, ACLs, read-only mounts)."""
     fd, tmp = _mkstemp(folder)
     os.close(fd)
-    os.unlink(tmp)
+    Path(tmp).unlink(missing_ok=True)  # (a run holding the lock may have cleared a probe)
+
+
+_PROBE_PREFIX = ".tl-geometry-probe."
+
+
+def _clear_probes(out: Path) -> None:
+    """Remove empty probe files a killed run left in ``out`` (only ours: by name, and empty)."""
+    for p in out.glob(_PROBE_PREFIX + "*"):
+        try:
+            if p.is_file() and not p.is_symlink() and p.stat().st_size == 0:
+                p.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _mkstemp(folder: Path):
     import tempfile
 
-    return tempfile.mkstemp(dir=folder, prefix=".tl-geometry-probe.")
+    return tempfile.mkstemp(dir=folder, prefix=_PROBE_PREFIX)
 
 
 def check_writable(out_dir: str | os.PathLike) -> Path:
@@ -132,7 +145,7 @@ def check_writable(out_dir: str | os.PathLike) -> Path:
             break
         folder = folder.parent
     if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"output path {out}: {folder} exists and is not a directory")
+        raise OutputPathError(f"output path {out}: {folder} exists and is not a directory (a file, not a folder)")
     try:
         _probe(folder)
     except OSError as exc:
@@ -288,6 +301,7 @@ def prepare(
             import logging
 
             logging.getLogger(__name__).warning("%s: finished installing the report of an interrupted run", out)
+        _clear_probes(out)
         check_out_dir(out, force=force, force_hint=force_hint)
     except BaseException:
         lock.release()

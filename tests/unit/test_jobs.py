@@ -221,7 +221,7 @@ def test_a_file_we_did_not_write_is_refused_and_left_byte_identical(tmp_path, na
             action()
         assert isinstance(info.value, TLGeometryError)
         msg = str(info.value)
-        assert str(p) in msg and "expected a tl-geometry results file" in msg and "left unchanged" in msg
+        assert str(p) in msg and "is not a results file written by tl-geometry" in msg and "left unchanged" in msg
         assert p.read_bytes() == before
     assert calls == []  # refused before any job ran
 
@@ -237,7 +237,7 @@ def test_a_bad_line_in_the_middle_of_our_own_file_is_refused_not_repaired(tmp_pa
         f.write(json.dumps({"key": job_key({"k": 9}), "params": {"k": 9}, "status": "ok"}) + "\n")
     rf2 = ResultsFile(p)
     before = p.read_bytes()
-    with pytest.raises(NotAResultsFileError, match=r"line 3 \('hand-edited line'\) does not parse as JSON"):
+    with pytest.raises(NotAResultsFileError, match=r"line 3, 'hand-edited line', is not JSON"):
         rf2.repair()
     with pytest.raises(NotAResultsFileError, match="line 3"):
         rf2.append({"k": 2}, {"v": 2})
@@ -249,7 +249,7 @@ def test_a_newer_format_is_refused(tmp_path):
 
     p = tmp_path / "r.jsonl"
     p.write_text('{"tl_geometry_results": 2}\n')
-    with pytest.raises(NotAResultsFileError, match="format 2; this tl-geometry reads format 1"):
+    with pytest.raises(NotAResultsFileError, match="its format is 2; this tl-geometry reads format 1"):
         read_records(p)
 
 
