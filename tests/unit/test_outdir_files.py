@@ -376,3 +376,21 @@ def test_render_refuses_an_unknown_schema_version(tmp_path, capsys, version, mat
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_reproduce_refuses_a_resume_file_it_did_not_write_fresh_or_not(tmp_path, capsys):
+    import tl_geometry as tg
+    from tl_geometry.jobs import NotAResultsFileError
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    p = out / "reproduce.jsonl"
+    p.write_text(OTHER_TOOL)
+    for fresh in (False, True):
+        with pytest.raises(NotAResultsFileError, match="not a results file written by tl-geometry"):
+            tg.reproduce("capacity", size="tiny", out=out, fresh=fresh, progress=False)
+    _check_refused(["reproduce", "capacity", "--tiny", "--fresh", "--out", str(out)], capsys, str(p), "left unchanged")
+    assert p.read_text() == OTHER_TOOL and sorted(q.name for q in out.iterdir()) == ["reproduce.jsonl"]
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    _check_refused(["reproduce", "--tiny", "--out", str(a_file)], capsys, str(a_file), "is a file")
