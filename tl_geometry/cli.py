@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    from tl_geometry.errors import TLGeometryError
+    from tl_geometry.errors import TLGeometryError, describe_os_error
     from tl_geometry.threads import using_threads
 
     usage_errors: tuple[type[Exception], ...] = (TLGeometryError, *PATH_ERRORS)
@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         # Only the library's own errors and path problems are the user's to fix; anything else
         # (a RuntimeError, an AssertionError, a bare ValueError from a dependency) is a bug and
         # propagates with its traceback (exit status 1) instead of passing for a usage error.
-        print(f"tl-geometry {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        # an OSError in words with its path ("data.txt: it does not exist"), never "[Errno 2] ..."
+        text = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"tl-geometry {args.command}: error: {' '.join(text.split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"tl-geometry {args.command}: interrupted", file=sys.stderr)

@@ -30,7 +30,9 @@ Examples:
 
 from __future__ import annotations
 
-__all__ = ["TLGeometryError", "InputError", "UnknownNameError", "InputTypeError"]
+import errno as _errno
+
+__all__ = ["TLGeometryError", "InputError", "UnknownNameError", "InputTypeError", "describe_os_error"]
 
 
 class TLGeometryError(Exception):
@@ -53,3 +55,58 @@ class UnknownNameError(TLGeometryError, KeyError):
 
 class InputTypeError(TLGeometryError, TypeError):
     """An argument of the wrong type (the message names the accepted types)."""
+
+
+#: Plain words for the errors a file operation meets (instead of ``[Errno N] ...``).
+_OS_WORDS = {
+    _errno.ENOENT: "it does not exist",
+    _errno.EEXIST: "it already exists",
+    _errno.EACCES: "permission denied",
+    _errno.EPERM: "the operation is not permitted (permissions, a read-only or special file system)",
+    _errno.ENOTDIR: "a part of the path is a file, not a folder",
+    _errno.EISDIR: "it is a directory",
+    _errno.EROFS: "the file system is read-only",
+    _errno.ENOSPC: "the disk is full",
+    _errno.EDQUOT: "the disk quota is exceeded",
+    _errno.ENAMETOOLONG: "the name is too long",
+    _errno.EXDEV: "it is on another file system",
+    _errno.ENOTEMPTY: "the folder is not empty",
+    _errno.EBUSY: "it is in use",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """An ``OSError`` in words, without the ``[Errno N]`` prefix or a temporary file's name.
+
+    Our own ``OSError`` subclasses (whose ``str`` is already a sentence) are returned as they are.
+
+    Examples:
+        >>> import errno
+        >>> describe_os_error(PermissionError(errno.EACCES, "Permission denied", "/x/.f.123.tmp"))
+        'permission denied'
+        >>> describe_os_error(FileNotFoundError(errno.ENOENT, "No such file or directory", "data.txt"))
+        'data.txt: it does not exist'
+    """
+    if isinstance(exc, TLGeometryError):
+        return str(exc)
+    words = _OS_WORDS.get(exc.errno) if exc.errno is not None else None
+    if words is None:
+        words = (exc.strerror or str(exc) or type(exc).__name__).strip()
+        words = words[:1].lower() + words[1:]
+    name = exc.filename
+    if name is not None and not _is_temporary(str(name)):
+        return f"{name}: {words}"
+    return words
+
+
+def _is_temporary(name: str) -> bool:
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return base.startswith(".") and (base.endswith(".tmp") or ".tl-geometry" in base)
+
+
+class WordsOSError(TLGeometryError, OSError):
+    """A file problem: an ``OSError`` whose ``str`` is its message alone (no ``[Errno N]`` prefix; ``errno`` is
+    kept). The base of the output-path errors of :mod:`tl_geometry.outdir`."""
+
+    def __str__(self) -> str:
+        return self.strerror if self.errno is not None and self.strerror else super().__str__()

@@ -336,9 +336,11 @@ def write_outputs(
 ) -> Path:
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
 
-    The files are drawn in ``out_dir/partial-run/`` and moved into ``out_dir`` only when all are
-    written (``report.json`` last), under the directory's lock (:mod:`tl_geometry.outdir`): a
-    failure or an interrupt leaves the previous files as they were.
+    The files are drawn in ``out_dir/partial-run/`` and installed only when all are written, as
+    a whole (:func:`tl_geometry.outdir.promote`: a committed plan, then the moves, ``report.json``
+    last), under the directory's lock (:mod:`tl_geometry.outdir`): a failure, an interrupt or a
+    kill before the commit leaves the previous report as it was; a kill after it is finished by
+    the next run into ``out_dir``. Old and new figures never mix.
 
     Args:
         report: the results.

@@ -119,6 +119,23 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def check_schema_version(version: Any) -> int:
+    """``version`` when this code reads reports of that schema version, else :class:`InputError`.
+
+    Examples:
+        >>> check_schema_version(1)
+        1
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InputError(f"schema_version must be a whole number from 1 to {SCHEMA_VERSION}, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"the report has schema_version {version}, newer than this tl-geometry reads (1 to {SCHEMA_VERSION}); "
+            "upgrade tl-geometry to read it"
+        )
+    return version
+
+
 def current_umask() -> int:
     """The process umask, read without changing it where Linux allows (``/proc/self/status``)."""
     try:
@@ -242,8 +259,15 @@ class GeometryReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GeometryReport:
+        """A report from :meth:`to_dict`'s form.
+
+        ``schema_version`` must be one this version reads (1 to :data:`SCHEMA_VERSION`; absent is
+        read as 1): a report from a newer tl-geometry is refused rather than read (or rendered)
+        as if its fields meant what they mean here.
+        """
         if not isinstance(d, Mapping) or "rows" not in d:
             raise InputError("not a GeometryReport dict: missing 'rows'")
+        check_schema_version(d.get("schema_version", 1))
         if not isinstance(d["rows"], (list, tuple)):
             raise InputError(f"a GeometryReport's 'rows' must be a list of row objects, got {type(d['rows']).__name__}")
         return cls(rows=tuple(Row.from_dict(r) for r in d["rows"]), provenance=dict(d.get("provenance") or {}))

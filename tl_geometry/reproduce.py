@@ -1683,6 +1683,9 @@ def reproduce(
         raise InputError(f"--out {out} is a file; give a folder (it is created if missing)")
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS_NAME
+    from tl_geometry.jobs import check_results_file
+
+    check_results_file(results)  # a file we did not write is refused (not moved aside by fresh)
     if fresh and results.exists():
         os.replace(results, results.with_suffix(".jsonl.bak"))
     ctx = Context(size=size, out=out, device=str(device), progress=progress, model=model)

@@ -108,7 +108,7 @@ def test_report_unwritable_out_one_line_before_load(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(outdir, "_mkstemp", denied)
     assert main(["report", "--out", str(tmp_path / "o"), "--metrics", "shape"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "cannot write to the folder" in err and "Permission denied" in err and "\n" not in err
+    assert "cannot write to the folder" in err and "permission denied" in err and "\n" not in err
 
 
 def test_report_into_a_directory_in_use_refused(tmp_path, monkeypatch, capsys):

@@ -40,7 +40,10 @@ def _env(tmp_path, **extra):
 
 
 def _lines(path):
-    return [l for l in open(path, encoding="utf-8").read().split("\n") if l]
+    """The record lines (after the results file's header line)."""
+    lines = [l for l in open(path, encoding="utf-8").read().split("\n") if l]
+    assert "tl_geometry_results" in json.loads(lines[0])
+    return lines[1:]
 
 
 def test_sigkill_mid_job_then_resume_is_exactly_once(tmp_path, monkeypatch):
@@ -69,7 +72,7 @@ def test_sigkill_mid_job_then_resume_is_exactly_once(tmp_path, monkeypatch):
     assert [r["params"]["model"] for r in recs] == ["tiny-L1", "tiny-L2"]  # the two finished jobs
     # simulate the worst case as well: the kill also tore a record mid-write
     with open(out, "a", encoding="utf-8") as f:
-        f.write(json.dumps(dict(recs[0], key="torn"))[:57])
+        f.write(json.dumps(dict(recs[0], key="torn"))[:57])  # a torn LAST line: cut off on resume
 
     # resume (in this process: a fresh process was just exercised by the killed run)
     from tl_geometry.sweep import sweep

@@ -28,8 +28,9 @@ def test_append_and_read_back(tmp_path):
     assert rf.finished_keys() == {job_key({"k": 1})}
     assert rf.finished_keys(include_errors=True) == {job_key({"k": 1}), job_key({"k": 2})}
     assert rf.done({"k": 1}) and not rf.done({"k": 2}) and rf.done({"k": 2}, include_errors=True)
-    # every record is exactly one line
-    assert len(_raw_lines(rf.path)) == 2
+    # a header line, then every record exactly one line
+    lines = _raw_lines(rf.path)
+    assert len(lines) == 3 and json.loads(lines[0])["tl_geometry_results"] == 1
 
 
 def test_missing_file_reads_empty(tmp_path):
@@ -44,12 +45,16 @@ def test_torn_last_line_is_ignored_repaired_and_not_glued(tmp_path):
     with open(p, "a", encoding="utf-8") as f:  # what a SIGKILL mid-write leaves behind
         f.write('{"key": "{\\"k\\":2}", "params": {"k": 2}, "sta')
     assert [r["params"] for r in read_records(p)] == [{"k": 1}]
-    # an append after the torn line starts on a fresh line: the new record survives whole
-    rf.append({"k": 3}, {"v": 3})
-    assert [r["params"] for r in read_records(p)] == [{"k": 1}, {"k": 3}]
+    before = p.read_bytes()
     assert rf.repair() == 1
-    assert all(json.loads(l) for l in _raw_lines(p))
+    assert p.read_bytes() == before[: before.rindex(b"\n") + 1]  # only the torn line went
     assert rf.repair() == 0
+    # an append by another ResultsFile object cuts a torn line first: the new record survives whole
+    with open(p, "a", encoding="utf-8") as f:
+        f.write('{"key": "{\\"k\\":2}", "par')
+    ResultsFile(p).append({"k": 3}, {"v": 3})
+    assert [r["params"] for r in read_records(p)] == [{"k": 1}, {"k": 3}]
+    assert all(json.loads(l) for l in _raw_lines(p))
 
 
 def test_bad_status_and_directory_path(tmp_path):
@@ -177,3 +182,106 @@ def test_every_long_job_uses_run_jobs():
             and n.value.id == "rf"
         ]
         assert "run_jobs" in called and not appends, mod
+
+
+# ---------------------------------------------------------------- files this package did not write
+
+
+def _foreign_jsonl(n: int) -> str:
+    return "".join(json.dumps({"id": i, "text": f"event {i}", "ok": True}) + "\n" for i in range(n))
+
+
+FOREIGN = {
+    # a 126-line text file, most lines not JSON (the trial's notes.txt)
+    "notes.txt": "".join(f"note {i}: remember {i * 7}\n" if i % 8 else f"{i}\n" for i in range(126)),
+    "other-tool.jsonl": _foreign_jsonl(40),  # every line parses, none is a record of ours
+    "no-newline.txt": "a single line without its newline",
+    "empty.jsonl": "",
+    "blank.jsonl": "\n\n  \n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN))
+def test_a_file_we_did_not_write_is_refused_and_left_byte_identical(tmp_path, name):
+    from tl_geometry.errors import TLGeometryError
+    from tl_geometry.jobs import NotAResultsFileError
+
+    p = tmp_path / name
+    p.write_text(FOREIGN[name], encoding="utf-8")
+    before = p.read_bytes()
+    calls = []
+    for action in (
+        lambda: ResultsFile(p).repair(),
+        lambda: ResultsFile(p).append({"k": 1}, {"v": 1}),
+        lambda: ResultsFile(p).finished_keys(),
+        lambda: read_records(p),
+        lambda: list(run_jobs([{"k": 1}], lambda j: calls.append(j) or {"v": 1}, p, progress=False)),
+    ):
+        with pytest.raises(NotAResultsFileError) as info:
+            action()
+        assert isinstance(info.value, TLGeometryError)
+        msg = str(info.value)
+        assert str(p) in msg and "is not a results file written by tl-geometry" in msg and "left unchanged" in msg
+        assert p.read_bytes() == before
+    assert calls == []  # refused before any job ran
+
+
+def test_a_bad_line_in_the_middle_of_our_own_file_is_refused_not_repaired(tmp_path):
+    from tl_geometry.jobs import NotAResultsFileError
+
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    rf.append({"k": 1}, {"v": 1})
+    with open(p, "a", encoding="utf-8") as f:
+        f.write("hand-edited line\n")
+        f.write(json.dumps({"key": job_key({"k": 9}), "params": {"k": 9}, "status": "ok"}) + "\n")
+    rf2 = ResultsFile(p)
+    before = p.read_bytes()
+    with pytest.raises(NotAResultsFileError, match=r"line 3, 'hand-edited line', is not JSON"):
+        rf2.repair()
+    with pytest.raises(NotAResultsFileError, match="line 3"):
+        rf2.append({"k": 2}, {"v": 2})
+    assert p.read_bytes() == before
+
+
+def test_a_newer_format_is_refused(tmp_path):
+    from tl_geometry.jobs import NotAResultsFileError
+
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"tl_geometry_results": 2}\n')
+    with pytest.raises(NotAResultsFileError, match="its format is 2; this tl-geometry reads format 1"):
+        read_records(p)
+
+
+def test_a_file_from_before_the_header_is_still_read_resumed_and_repaired(tmp_path):
+    """Files written before the header existed: every line a record (key, params, status)."""
+    p = tmp_path / "old.jsonl"
+    old = [
+        {"key": job_key({"k": 1}), "params": {"k": 1}, "status": "ok", "v": 1},
+        {"key": job_key({"k": 2}), "params": {"k": 2}, "status": "error", "error": "boom"},
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in old) + '{"key": "{\\"k\\":3}", "pa')
+    assert [r["params"] for r in read_records(p)] == [{"k": 1}, {"k": 2}]
+    ran = [r["params"] for r in run_jobs([{"k": 1}, {"k": 2}, {"k": 3}], dict, p, progress=False, retry_errors=True)]
+    assert ran == [{"k": 2}, {"k": 3}]
+    lines = _raw_lines(p)
+    assert [json.loads(l) for l in lines[:2]] == old  # the old lines kept as they were, no header added
+    assert [json.loads(l)["params"] for l in lines[2:]] == [{"k": 2}, {"k": 3}]
+
+
+def test_the_file_is_created_with_its_header_and_never_replaces_one_made_meanwhile(tmp_path, monkeypatch):
+    from tl_geometry import outdir
+
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    real = outdir._install
+
+    def racing(tmp, path, **kw):  # another process creates the file between our check and our write
+        path.write_text("someone else's\n")
+        return real(tmp, path, **kw)
+
+    monkeypatch.setattr(outdir, "_install", racing)
+    with pytest.raises(outdir.OutputExistsError, match="already exists"):
+        rf.append({"k": 1}, {"v": 1})
+    assert p.read_text() == "someone else's\n"
+    assert [q.name for q in tmp_path.iterdir()] == ["r.jsonl"]  # no temporary file left

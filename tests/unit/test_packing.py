@@ -185,7 +185,7 @@ def test_sweep_appends_and_resumes(tmp_path, monkeypatch):
     rows = packing.sweep(cells, path, kind="optimized", steps=20, seed=0, device="cpu", progress=False)
     assert sorted((k, d) for k, d, _ in rows) == sorted(cells)
     assert rows[0][2] == pytest.approx(packing.optimized_packing(6, 2, steps=20, seed=0, device="cpu"))
-    assert len(path.read_text().splitlines()) == 2
+    assert len(path.read_text().splitlines()) == 3  # the header, then one line per cell
 
     # resume: finished cells are not recomputed, new cells are
     calls = []
@@ -209,7 +209,7 @@ def test_sweep_p_override_is_part_of_the_key(tmp_path):
     path = tmp_path / "p.jsonl"
     a = packing.sweep([(6, 2)], path, kind="optimized", steps=20, device="cpu", progress=False)
     b = packing.sweep([(6, 2)], path, kind="optimized", steps=20, p=20, device="cpu", progress=False)
-    assert len(path.read_text().splitlines()) == 2
+    assert len(path.read_text().splitlines()) == 3  # the header, then one line per cell
     assert b[0][2] == pytest.approx(packing.optimized_packing(6, 2, steps=20, p=20, device="cpu"))
     assert a[0][2] == pytest.approx(packing.optimized_packing(6, 2, steps=20, device="cpu"))
 

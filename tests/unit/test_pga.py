@@ -331,6 +331,7 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
                 "40",
                 "--out",
                 str(out),
+                "--force",  # replaces the first run's file (refused without it)
             ]
         )
     assert rc == 0 and asked[-1] == "none"

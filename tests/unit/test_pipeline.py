@@ -320,7 +320,7 @@ def test_unwritable_output_directory_refused_before_load(tmp_path, monkeypatch):
     monkeypatch.setattr(outdir, "_mkstemp", denied)
     for out in (tmp_path / "ro", tmp_path / "ro" / "new" / "deeper"):
         (tmp_path / "ro").mkdir(exist_ok=True)
-        with pytest.raises(outdir.OutputNotWritableError, match="cannot write to the .*Permission denied"):
+        with pytest.raises(outdir.OutputNotWritableError, match="cannot write to the .*permission denied"):
             run_report("smollm2-135m", metrics=["shape"], out=out, force=True, progress=False)
     assert not (tmp_path / "ro" / "new").exists()
 

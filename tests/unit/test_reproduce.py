@@ -390,9 +390,9 @@ def test_resume_after_a_killed_run(tmp_path, monkeypatch):
     ids = ["capacity.bounds", "capacity.hub", "interaction.shapes"]  # in check order
     tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False)
     assert calls == ids
-    # a kill during the third check: only the first line survives, plus a torn one
+    # a kill during the third check: only the header and the first record survive, plus a torn line
     lines = (tmp_path / "reproduce.jsonl").read_text().splitlines(keepends=True)
-    (tmp_path / "reproduce.jsonl").write_text(lines[0] + lines[1][:40])
+    (tmp_path / "reproduce.jsonl").write_text(lines[0] + lines[1] + lines[2][:40])
     calls.clear()
     res = tg.reproduce("all", size="tiny", out=tmp_path, checks=ids, progress=False)
     assert calls == ids[1:]

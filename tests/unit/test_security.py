@@ -185,7 +185,7 @@ def test_plugin_failures_are_isolated(monkeypatch):
 
 def test_reports_and_results_are_plain_json(tmp_path):
     """Reading a report or results file never executes content: JSON only, bad input is an error."""
-    from tl_geometry.jobs import read_records
+    from tl_geometry.jobs import NotAResultsFileError, read_records
     from tl_geometry.report import GeometryReport
 
     p = tmp_path / "evil.json"
@@ -194,6 +194,7 @@ def test_reports_and_results_are_plain_json(tmp_path):
         GeometryReport.from_json(p)
     q = tmp_path / "evil.jsonl"
     q.write_bytes(b"\x80\x04\x95cos\nsystem\n.\n")
-    assert read_records(q) == []
-    q.write_bytes(b'{"key": "a", "status": "ok"}\n\xff\xfe garbage\n')
+    with pytest.raises(NotAResultsFileError, match="not a results file"):  # not ours: refused, not read
+        read_records(q)
+    q.write_bytes(b'{"key": "a", "params": {}, "status": "ok"}\n\xff\xfe garbage')  # undecodable torn last line
     assert [r["key"] for r in read_records(q)] == ["a"]

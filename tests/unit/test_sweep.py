@@ -42,7 +42,7 @@ def test_sweep_runs_each_job_and_resumes(tmp_path, load_log):
     assert _shape_value(rows["tiny-L2"], "shape.n_layers") == 2
     assert {r["model"] for r in rows["tiny-L2"]} == {"tiny-L2"}  # rows named after the job
     # one line per job, the job's rows whole in that line
-    assert len(open(out).read().splitlines()) == 2
+    assert len(open(out).read().splitlines()) == 3  # the header line, then one line per job
     # rerun: nothing loaded, everything skipped
     s2 = sweep(JOBS, metrics=["shape"], out=out, progress=False)
     assert s2.ran == () and len(s2.skipped) == 2

@@ -4,7 +4,7 @@
                              [--seeds 0 1] [--metrics epsilon pga ...] [--option pga.k=50 ...]
                              [--corpus pydoc] [--n-seqs 8] [--seq-len 128] [--loader pkg.mod:fn]
                              [--executor local|ray] [--num-cpus 1] [--num-gpus 0] [--retry-errors]
-                             [--out sweep_results.jsonl] [--csv rows.csv]
+                             [--out sweep_results.jsonl] [--csv rows.csv] [--force]
 
 One job per (model, checkpoint, seed); each finished job is appended to ``--out`` at once, and a
 rerun skips what is done (failed jobs only with ``--retry-errors``). Exit status 1 when a job of
@@ -74,13 +74,18 @@ def build(sub) -> None:
     p.add_argument("--retry-errors", action="store_true", help="re-run jobs recorded as failed")
     p.add_argument("--out", default="sweep_results.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--csv", default=None, help="also write every finished row as a CSV table (needs pandas)")
+    p.add_argument(
+        "--force", action="store_true", help="replace an existing --csv file (the --out results file is resumed)"
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from tl_geometry.commands.sweep import check_outputs
     from tl_geometry.sweep import SweepJob, sweep
 
     options = _parse_options(args.option)
+    check_outputs(args, "csv")
     jobs = [
         SweepJob(
             model=m,
@@ -111,6 +116,9 @@ def run(args) -> int:
         params = json.loads(key)
         print(f"  FAILED {params['model']} checkpoint={params['checkpoint']} seed={params['seed']}: {err}")
     if args.csv:
-        summary.report().to_pandas().to_csv(args.csv, index=False)
+        from tl_geometry import outdir
+
+        with outdir.output_file(args.csv, force=args.force, what="--csv file") as tmp:
+            summary.report().to_pandas().to_csv(tmp, index=False)
         print(f"wrote {args.csv}")
     return 1 if summary.failed else 0

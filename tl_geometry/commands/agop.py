@@ -3,7 +3,7 @@
 ```text
     tl-geometry agop [--model smollm2-135m] [--corpus pydoc] [--n-seqs 8] [--seq-len 128]
                      [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output|loss]
-                     [--projection-seed 42] [--exact] [--nfa] [--seed 0] [--out report.json]
+                     [--projection-seed 42] [--exact] [--nfa] [--seed 0] [--out report.json] [--force]
 ```
 """
 
@@ -58,6 +58,9 @@ def add_parser(subparsers) -> None:
         "library runs its sort-bound kernels on one of them",
     )
     p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
+    p.add_argument(
+        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
+    )
     p.set_defaults(func=run)
 
 
@@ -69,6 +72,10 @@ def run(args) -> int:
         raise InputError("pass either --hooks or --layers, not both")
     if args.n_probes < 2 and not args.exact and args.space != "loss":
         raise InputError(f"--n-probes must be >= 2, got {args.n_probes}")
+    from tl_geometry import outdir
+
+    if args.out:  # checked before the model is loaded
+        outdir.check_out_file(args.out, force=args.force, what="report file")
     model = tg.models.load(args.model, device=args.device)
     tokens = tg.corpus.tokens(
         model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
@@ -102,6 +109,7 @@ def run(args) -> int:
         for row in reports[-1].rows:
             print(f"{row.hook:<34} {row.metric:<14} {row.value:.4f}")
     if args.out:
-        tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed).to_json(args.out)
+        text = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed).to_json()
+        outdir.write_file(args.out, text, force=args.force, what="report file")
         print(f"wrote {args.out}")
     return 0

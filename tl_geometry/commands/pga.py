@@ -5,7 +5,10 @@
                     [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
                     [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
                     [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
-                    [--out report.json] [--figures DIR]
+                    [--out report.json] [--figures DIR] [--force]
+
+``--out`` and ``--figures`` are checked before the model is loaded (an existing file is refused
+without ``--force``) and written atomically.
 ```
 """
 
@@ -71,6 +74,9 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
     p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
+    p.add_argument(
+        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
+    )
     p.set_defaults(func=run)
 
 
@@ -87,6 +93,13 @@ def run(args) -> int:
         raise InputError(f"--ccr levels must be >= 0, got {args.ccr}")
     if args.max_points < 3:
         raise InputError(f"--max-points must be >= 3, got {args.max_points}")
+    from tl_geometry import outdir
+    from tl_geometry.html import figure_files
+
+    if args.out:  # the destinations are checked before the model is loaded
+        outdir.check_out_file(args.out, force=args.force, what="report file")
+    if args.figures:
+        outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
     processing = args.processing or ("none" if args.preset == "paper" else "tl")
     model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
@@ -122,12 +135,12 @@ def run(args) -> int:
     print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")
     print(summary(report, args.ccr))
     if args.out:
-        report.to_json(args.out)
+        outdir.write_file(args.out, report.to_json(), force=args.force, what="report file")
         print(f"wrote {args.out}")
     if args.figures:
         from tl_geometry.plotting import save_figures
 
-        paths = save_figures(report, args.figures)
+        paths = outdir.write_files(args.figures, lambda tmp: save_figures(report, tmp), force=args.force)
         print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
 

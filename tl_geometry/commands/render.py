@@ -10,6 +10,9 @@ rows of one metric for one model (two runs of the same model, e.g. a full run an
 one) are refused, since their layers would be drawn as one zig-zag line under one run's
 provenance. The page's status is the worst of the inputs' (a partial input makes it partial),
 and every input's provenance is kept under ``sources``.
+
+A report whose ``schema_version`` is newer than this version reads (1) is refused, naming the
+file, rather than drawn as if its fields meant what they mean here.
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ def run(args) -> int:
             reports.append(GeometryReport.from_json(path))
         except json.JSONDecodeError as exc:
             raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except InputError as exc:  # e.g. a schema_version newer than this version reads
+            raise InputError(f"{path}: {exc}") from None
     report = combine(reports, list(args.reports))
     index = write_outputs(report, args.out, force=args.force, dpi=args.dpi, force_hint="--force")
     print(summary_table(report))

@@ -54,6 +54,17 @@ def run(args) -> int:
             flags = " [offline model]" if c.uses_model else (" [sae_lens]" if c.heavy else "")
             print(f"{c.id:<28}{c.title}{flags}")
         return 0
+    from pathlib import Path
+
+    from tl_geometry import outdir
+    from tl_geometry.jobs import check_results_file
+    from tl_geometry.reproduce import RESULTS_NAME
+
+    out = Path(args.out)  # checked before any work: a folder (created), writable, its resume file ours
+    if out.exists() and not out.is_dir():
+        raise outdir.OutputPathError(f"--out {out} is a file; give a folder (it is created if missing)")
+    outdir.check_writable(out)
+    check_results_file(out / RESULTS_NAME)  # a file we did not write is refused, --fresh or not
     res = reproduce(
         args.families,
         out=args.out,

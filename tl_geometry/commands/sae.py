@@ -32,6 +32,7 @@ def add_parser(subparsers) -> None:
     )
     w.add_argument("--json", default=None, help="write every row as JSON to this path")
     w.add_argument("--all", action="store_true", help="print every SAE, not one line per release")
+    w.add_argument("--force", action="store_true", help="replace an existing --json file")
     w.set_defaults(func=_widths)
 
     c = sub.add_parser("compare", help="SAE widths against the model's capacity bound (+ figure)")
@@ -51,17 +52,20 @@ def add_parser(subparsers) -> None:
     c.add_argument("--config", choices=("cache", "hub", "none"), default="cache")
     c.add_argument("--out", default=None, help="write the GeometryReport JSON here")
     c.add_argument("--figure", default=None, help="write the widths-vs-bound figure here (png/pdf/svg)")
+    c.add_argument("--force", action="store_true", help="replace existing --out / --figure files")
     c.set_defaults(func=_compare)
 
 
 def _widths(args) -> int:
-    from tl_geometry import sae
+    from tl_geometry import outdir, sae
 
+    if args.json:
+        outdir.check_out_file(args.json, force=args.force, what="--json file")
     rows = sae.widths(args.model, releases=args.release, config=args.config)
     summary = sae.width_summary(rows)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"summary": summary, "rows": [r.to_dict() for r in rows]}, f, indent=1)
+        text = json.dumps({"summary": summary, "rows": [r.to_dict() for r in rows]}, indent=1)
+        outdir.write_file(args.json, text, force=args.force, what="--json file")
     if args.all:
         for r in rows:
             print(f"{r.release}\t{r.sae_id}\t{r.model}\t{r.hook_name or ''}\t{r.d_sae or ''}\t{r.width_source}")
@@ -82,8 +86,12 @@ def _widths(args) -> int:
 
 
 def _compare(args) -> int:
-    from tl_geometry import sae
+    from tl_geometry import outdir, sae
 
+    if args.out:  # checked before any model is loaded
+        outdir.check_out_file(args.out, force=args.force, what="report file")
+    if args.figure:
+        outdir.check_out_file(args.figure, force=args.force, what="figure file")
     target = args.model
     if sae.published_host(args.model) is None:
         from tl_geometry import models
@@ -139,13 +147,14 @@ def _compare(args) -> int:
         + ("" if tied is not None else "; tied unknown for this host: not computed")
     )
     if args.out:
-        rep.to_json(args.out)
+        outdir.write_file(args.out, rep.to_json(), force=args.force, what="report file")
         print(f"report: {args.out}")
     if args.figure:
         import matplotlib
 
         matplotlib.use("Agg")
-        sae.plot_sae_widths(rep, path=args.figure)
+        with outdir.output_file(args.figure, force=args.force, what="figure file") as tmp:
+            sae.plot_sae_widths(rep, path=tmp)
         print(f"figure: {args.figure}")
     return 0
 

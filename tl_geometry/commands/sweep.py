@@ -2,9 +2,14 @@
 
     tl-geometry sweep shape [--budgets 1e5 2e5 3e5 | --paper] [--preset paper|library] [--dry-run]
                             [--depths 1 2 3] [--steps 300] [--source pydoc+shakespeare] [--device cpu]
-                            [--out shape_sweep.jsonl] [--figure shape.png]
+                            [--out shape_sweep.jsonl] [--figure shape.png] [--force]
     tl-geometry sweep toy   [--preset paper|henighan|cpu] [--sizes 4 8 ...] [--seeds 0 1 ...] [--steps N]
-                            [--out toy.jsonl] [--figure toy.png]
+                            [--out toy.jsonl] [--figure toy.png] [--force]
+
+``--out`` is a results file (:mod:`tl_geometry.jobs`): a new path, or one this package wrote,
+which is resumed; any other existing file is refused and left as it is, ``--force`` or not.
+``--figure`` / ``--csv`` are refused when they exist, unless ``--force``. Every destination is
+checked before any work, and every file is written atomically.
 
 Each sub-sub-command is built by a function in :data:`BUILDERS` (name → ``builder(subparsers)``);
 add one (e.g. ``models``) by writing ``_build_models`` and registering it there.
@@ -13,6 +18,32 @@ add one (e.g. ``models``) by writing ``_build_models`` and registering it there.
 from __future__ import annotations
 
 from collections.abc import Callable
+
+#: --force of the sweeps: the figure / CSV only; a results file is always resumed, never replaced.
+FORCE_HELP = "replace an existing --figure / --csv file (the --out results file is resumed, never replaced)"
+
+
+def check_outputs(args, *extra: str) -> None:
+    """Every sweep's output checks, before any work: ``--out`` is a results file this package
+    wrote (resumed) or a new path; ``--figure`` / ``--csv`` (named in ``extra``) are new paths or
+    ``--force``. See :mod:`tl_geometry.outdir` and :func:`tl_geometry.jobs.check_results_file`."""
+    from tl_geometry import outdir
+    from tl_geometry.jobs import check_results_file
+
+    outdir.check_out_file(args.out, exists_ok=True, what="results file")
+    check_results_file(args.out)  # refuses a file we did not write, and leaves it as it is
+    for flag in extra:
+        path = getattr(args, flag, None)
+        if path:
+            outdir.check_out_file(path, force=args.force, what=f"--{flag} file")
+
+
+def write_figure(path: str, plot, records, force: bool) -> None:
+    """``plot(records, tmp)`` into a temporary file beside ``path``, then moved to ``path``."""
+    from tl_geometry import outdir
+
+    with outdir.output_file(path, force=force, what="--figure file") as tmp:
+        plot(records, tmp)
 
 
 def _build_shape(sub) -> None:
@@ -46,6 +77,7 @@ def _build_shape(sub) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (not part of a run's key)")
     p.add_argument("--out", default="shape_sweep.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--figure", default=None, help="write CE-vs-R_D/W and frontier plots here")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=_run_shape)
 
 
@@ -98,6 +130,7 @@ def _run_shape(args) -> int:
     from tl_geometry.experiments import shape_sweep as ss
 
     cfg = _shape_config(args)
+    check_outputs(args, "figure")
     if args.dry_run:
         print(f"preset {cfg.preset}; budgets {', '.join(f'{b:g}' for b in cfg.budgets)}")
         _print_plan(ss.plan(cfg, args.out))
@@ -119,7 +152,7 @@ def _run_shape(args) -> int:
             f"best at {f['budget']:.3g}: depth {f['n_layers']} / d_model {f['d_model']}, α* = {f['alpha']:.4f}, CE {f['test_ce']:.4f}"
         )
     if args.figure:
-        ss.plot_sweep(recs, args.figure)
+        write_figure(args.figure, ss.plot_sweep, recs, args.force)
         print(f"wrote {args.figure}")
     return 0
 
@@ -140,6 +173,7 @@ def _build_toy(sub) -> None:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--out", default="toy_double_descent.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--figure", default=None)
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=_run_toy)
 
 
@@ -149,6 +183,7 @@ def _run_toy(args) -> int:
     from tl_geometry.experiments import toy_superposition as toy
 
     preset = "paper" if args.paper else args.preset
+    check_outputs(args, "figure")
     recs = toy.run(
         preset, sizes=args.sizes, seeds=args.seeds, out=args.out, **({"steps": args.steps} if args.steps else {})
     )
@@ -174,7 +209,7 @@ def _run_toy(args) -> int:
                 f"corr({c.metric}, test loss) [{c.regime}, n={c.n}]: Pearson {c.pearson:+.3f}, Spearman {c.spearman:+.3f}"
             )
     if args.figure:
-        toy.plot_toy(recs, args.figure)
+        write_figure(args.figure, toy.plot_toy, recs, args.force)
         print(f"wrote {args.figure}")
     return 0
 
