@@ -262,7 +262,7 @@ def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
     caller gave is never changed (an impossible one is refused by the metric).
     """
     d = getattr(getattr(model, "cfg", None), "d_model", None)
-    if not _is_int(d):
+    if d is None or not _is_int(d):
         return
     for name, kw in kwargs.items():
         params = _option_params(name)
