@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test unit integration check lint typecheck all install install-dev docs bench tl4 clean notebooks
+.PHONY: demo test unit integration check lint typecheck all install install-dev docs bench tl4 wheel clean notebooks notebook
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,8 +66,8 @@ typecheck: install-dev
 ## check: ruff (lint and format --check, the whole tree) and mypy over tl_geometry (pyproject [tool.mypy])
 check: lint typecheck
 
-## all: check, the full test suite, then the TransformerLens 4 lane
-all: check test tl4
+## all: check, the full test suite, then the TransformerLens 4 lane and the wheel lane
+all: check test tl4 wheel
 
 docs: install-dev
 	$(BIN)/mkdocs build --strict -d site
@@ -76,13 +76,25 @@ docs: install-dev
 tl4:
 	bash ci/tl4/run.sh
 
+## wheel: third lane — build the wheel, install it (not editable) into .venv-wheel, run reproduce --tiny,
+## report --fast, capacity --published from outside the repository, then report/render without matplotlib
+wheel:
+	bash ci/wheel/run.sh
+
 bench: install-dev
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-tl4 site reports .pytest_cache
+	rm -rf $(VENV) .venv-tl4 .venv-wheel site reports .pytest_cache
 
 ## notebooks: regenerate examples/*.ipynb from scripts/make_notebooks.py and execute them in place
 ## (nbclient; outputs committed). About 3 min on a 2-core CPU; `NB=03_pga` runs only matching ones.
 notebooks: install-dev
 	$(BIN)/python scripts/make_notebooks.py $(NB)
+
+## notebook: install the `notebook` extra (JupyterLab, ipykernel, matplotlib, pandas) and open
+## JupyterLab on examples/ (JUPYTER_ARGS="--no-browser --port 8889" to pass options)
+notebook: install
+	$(PIP) -e ".[notebook]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(BIN)/jupyter lab examples $(JUPYTER_ARGS)

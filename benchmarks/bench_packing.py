@@ -4,7 +4,7 @@
 
 Prints seconds per step for both, the ratio, and that both trajectories give the same ε. With
 ``--full``, also runs the paper's full schedule (5,000 steps) for (k, d) and compares with the
-paper's cell in tests/data/capacity/optimized_packing.json.
+paper's cell in tl_geometry/data/capacity/optimized_packing.json.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main():
     )
     print(f"speed-up {t_naive / t_ours:.1f}x, |Δε| = {abs(naive - ours):.2e}")
     if args.full:
-        data = Path(__file__).parents[1] / "tests" / "data" / "capacity" / "optimized_packing.json"
+        data = Path(__file__).parents[1] / "tl_geometry" / "data" / "capacity" / "optimized_packing.json"
         paper = {(k, d): e for k, d, e in json.loads(data.read_text())}.get((args.k, args.d), math.nan)
         t = time.perf_counter()
         eps = packing.optimized_packing(args.k, args.d, seed=0, device="cpu")

@@ -7,6 +7,7 @@ import inspect
 import logging
 import numbers
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -150,6 +151,7 @@ def iter_metrics(
         if "progress" not in kw and takes_option(spec.name, "progress"):
             kw["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
         kwargs[spec.name] = kw
+    _cap_k(model, kwargs)
 
     plans: dict[str, Any] = {}
     failed: dict[str, BaseException] = {}
@@ -249,6 +251,34 @@ def accepts_option(metric: str, option: str) -> bool:
     metric taking any ``**options``)."""
     params = _option_params(metric)
     return params is None or option in params
+
+
+def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
+    """Cap a default subspace dimension ``k`` that a small model cannot hold (in place, with a warning).
+
+    Our choice: a metric whose ``k`` option was not given and whose default (pga: 100) is not
+    below the model's ``d_model`` runs with ``k = d_model // 2`` (at least 1), so the default
+    options work on any model; the warning names the cap and how to choose another. A ``k`` the
+    caller gave is never changed (an impossible one is refused by the metric).
+    """
+    d = getattr(getattr(model, "cfg", None), "d_model", None)
+    if d is None or not _is_int(d):
+        return
+    for name, kw in kwargs.items():
+        params = _option_params(name)
+        if "k" in kw or not params or "k" not in params:
+            continue
+        default = params["k"].default
+        if not _is_int(default) or default < d:
+            continue
+        cap = max(1, int(d) // 2)
+        warnings.warn(
+            f"{name}: the default k={default} is not below this model's d_model={d}; using k={cap} "
+            f"(d_model // 2); pass options={{{name!r}: {{'k': ...}}}} to choose another",
+            UserWarning,
+            stacklevel=3,
+        )
+        kw["k"] = cap
 
 
 def takes_option(metric: str, option: str) -> bool:

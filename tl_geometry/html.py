@@ -142,8 +142,10 @@ def figure_data_uris(report: GeometryReport, *, dpi: int = 110) -> dict[str, str
     """``{figure name: PNG data URI}`` of every figure the report has rows for, drawn in memory."""
     import io
 
-    from tl_geometry.plotting import _plt, figures
+    from tl_geometry.plotting import _plt, available, figures
 
+    if not available():  # no plot extra: the report shows without figures
+        return {}
     plt = _plt()
     out = {}
     for name, fig in figures(report).items():
@@ -310,9 +312,14 @@ def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: b
     report.to_json(folder / "report.json")
     figs = {}
     if figures:
-        from tl_geometry.plotting import save_figures
+        from tl_geometry import plotting
 
-        figs = save_figures(report, folder, dpi=dpi)
+        if plotting.available():
+            figs = plotting.save_figures(report, folder, dpi=dpi)
+        else:  # the results are computed: write them without figures rather than lose them
+            import logging
+
+            logging.getLogger(__name__).warning(plotting.PLOT_EXTRA_NOTE)
     atomic_write_text(folder / "report.md", render_markdown(report, figs))
     return write_html(report, folder, figs)
 

@@ -374,11 +374,17 @@ def display_name(name: Any) -> str:
     return str(name)
 
 
+#: Files of a saved tokenizer; a model directory with none of them loads without a tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
 def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32):
     """(hf_model, tokenizer) from a local file or directory, offline.
 
     Accepted: a .gguf file (dequantized by transformers), a Hugging Face model directory
-    (``config.json`` + weights), or a .safetensors file inside such a directory.
+    (``config.json`` + weights; the tokenizer is None when the directory has none of
+    :data:`TOKENIZER_FILES`, as ``save_pretrained`` of a model alone writes), or a
+    .safetensors file inside such a directory.
 
     Raises:
         FileNotFoundError: the path does not exist.
@@ -417,7 +423,11 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
             check_weights_file(f)
         with hub.quiet():
             try:
-                tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+                tok = None
+                if any((p / f).is_file() for f in TOKENIZER_FILES):
+                    tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+                else:  # a checkpoint saved without its tokenizer: the model runs on token ids
+                    logger.info("%s has no tokenizer files (%s): loading the model without one", p, TOKENIZER_FILES)
                 hf = AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True, dtype=dtype)
             except (ValueError, KeyError, OSError, RuntimeError) as exc:
                 raise ModelNotAvailableError(
@@ -475,13 +485,18 @@ def from_hf(
     n_ctx_model = getattr(config, "max_position_embeddings", None)
     if n_ctx is not None and n_ctx_model is not None:
         n_ctx = min(int(n_ctx), int(n_ctx_model))
+    _legacy_config_fields(config)
     # TL branches on the *name* for some families ("llama" → Llama without reading config.json);
     # a neutral temp-dir name makes it read the config we saved.
     with tempfile.TemporaryDirectory(prefix="tlg_hf_cfg_") as tmp:
         config.save_pretrained(tmp)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cfg = get_pretrained_model_config(tmp, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
+            if config.architectures[0] in GEMMA_ARCHITECTURES:
+                cfg = _gemma_config(config, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
+            else:
+                cfg = get_pretrained_model_config(tmp, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
+            _fix_config(cfg, config)
             cfg.model_name = name or str(getattr(config, "_name_or_path", "") or type(hf_model).__name__)
             cfg.tokenizer_name = None
             state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf_model, dtype=dtype)
@@ -498,6 +513,103 @@ def from_hf(
         model._tl_geometry_tied = tied  # type: ignore[assignment]  # as above
     _record_processing(model, pname, flags)
     return model.eval()
+
+
+#: Gemma families: TransformerLens 3.9 builds their config from the official hub *name* only
+#: (``google/gemma-2-2b``, ...), never from a config.json, so a local Gemma-style checkpoint gets
+#: its config from :func:`_gemma_config` (weights still go through TL's ``convert_gemma_weights``).
+GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+
+
+def _legacy_config_fields(config: Any) -> None:
+    """Fields TransformerLens 3.9's config conversion reads that transformers 5 no longer sets.
+
+    GPT-2: TL reads ``n_ctx``, which transformers 5's ``GPT2Config`` dropped (it is ``n_positions``).
+    """
+    if getattr(config, "model_type", None) == "gpt2" and "n_ctx" not in config.to_dict():
+        config.n_ctx = config.n_positions
+
+
+def _fix_config(cfg: Any, config: Any) -> None:
+    """Where TL's conversion ignores a field of the checkpoint's config, take the checkpoint's.
+
+    GPT-2: TL sets ``d_mlp = 4·d_model``; a config with ``n_inner`` says otherwise.
+    """
+    if getattr(config, "model_type", None) == "gpt2" and getattr(config, "n_inner", None):
+        cfg.d_mlp = int(config.n_inner)
+
+
+def _rope_theta(config: Any, layer_type: str | None = None, default: float = 10000.0) -> float:
+    rope = config.to_dict().get("rope_parameters") or {}
+    if layer_type is not None and isinstance(rope.get(layer_type), dict):
+        rope = rope[layer_type]
+    return float(rope.get("rope_theta", config.to_dict().get("rope_theta", default)))
+
+
+def _gemma_config(config: Any, *, fold_ln: bool, device: str, dtype: torch.dtype, n_ctx: int | None):
+    """A ``HookedTransformerConfig`` for a Gemma / Gemma 2 / Gemma 3 (text) checkpoint, from its config.
+
+    The fields are those of TransformerLens 3.9's own Gemma entries (``google/gemma-2b``,
+    ``google/gemma-2-2b``, ``google/gemma-3-270m``), read from the checkpoint instead of a table:
+    RMSNorm, gated GELU-tanh MLP, rotary positions, grouped key/value heads; Gemma 2/3 add the
+    norms before and after each sublayer, local (sliding-window) and global layers as the config's
+    ``layer_types`` say, ``query_pre_attn_scalar`` as the attention scale and the soft caps;
+    Gemma 3 adds q/k norms and a separate rotary base for the local layers.
+    """
+    from transformer_lens import HookedTransformerConfig
+
+    c = config.to_dict()
+    arch = config.architectures[0]
+    head_dim = int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
+    d: dict[str, Any] = {
+        "d_model": c["hidden_size"],
+        "d_head": head_dim,
+        "n_heads": c["num_attention_heads"],
+        "d_mlp": c["intermediate_size"],
+        "n_layers": c["num_hidden_layers"],
+        "n_ctx": c["max_position_embeddings"],
+        "eps": c["rms_norm_eps"],
+        "d_vocab": c["vocab_size"],
+        "act_fn": c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
+        "initializer_range": c.get("initializer_range", 0.02),
+        "normalization_type": "RMS",
+        "rotary_base": _rope_theta(config, "full_attention"),
+        "rotary_dim": head_dim,
+        "positional_embedding_type": "rotary",
+        "use_attn_scale": True,
+        "n_key_value_heads": c.get("num_key_value_heads") or c["num_attention_heads"],
+        "gated_mlp": True,
+        "final_rms": True,
+        "original_architecture": arch,
+        "tokenizer_name": None,
+        "model_name": "gemma",
+        "init_weights": False,
+        "from_checkpoint": False,
+        "device": device,
+        "n_devices": 1,
+        "dtype": dtype,
+        "default_prepend_bos": True,
+    }
+    if arch != "GemmaForCausalLM":
+        types = c.get("layer_types") or ["full_attention"] * c["num_hidden_layers"]
+        d.update(
+            use_normalization_before_and_after=True,
+            attn_scale=float(c.get("query_pre_attn_scalar") or head_dim) ** 0.5,
+            use_local_attn=any(t == "sliding_attention" for t in types),
+            window_size=c.get("sliding_window"),
+            attn_types=["local" if t == "sliding_attention" else "global" for t in types],
+        )
+        if c.get("attn_logit_softcapping"):
+            d["attn_scores_soft_cap"] = float(c["attn_logit_softcapping"])
+        if c.get("final_logit_softcapping"):
+            d["output_logits_soft_cap"] = float(c["final_logit_softcapping"])
+    if arch == "Gemma3ForCausalLM":
+        d.update(use_qk_norm=True, rotary_base_local=_rope_theta(config, "sliding_attention"))
+    if fold_ln:
+        d["normalization_type"] = "RMSPre"
+    if n_ctx is not None:
+        d["n_ctx"] = int(n_ctx)
+    return HookedTransformerConfig.from_dict(d)
 
 
 def load(

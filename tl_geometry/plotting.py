@@ -6,7 +6,9 @@ renders. Which figures exist is not listed here: each family declares its figure
 (:class:`tl_geometry.registry.FigureSpec`, with the rows each reads) where its metrics are
 registered, and :func:`figures` / :func:`save_figures` draw those of every registered family
 (:func:`tl_geometry.registry.families`), plugins included. matplotlib is imported inside the
-functions (the ``plot`` extra).
+functions (the ``plot`` extra): without it, :func:`available` is false, drawing raises
+:class:`PlotExtraMissingError`, and :func:`tl_geometry.html.render_into` writes the report without
+figures after logging :data:`PLOT_EXTRA_NOTE` (the computed results are never lost to a missing extra).
 
 The rows each figure reads are declared (``FigureSpec.rows``), and the rows' shape (per hook or
 per model, extras keys) by the families' :class:`~tl_geometry.registry.RowSpec`: see
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tl_geometry.errors import InputError
+from tl_geometry.errors import InputError, TLGeometryError
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
 from tl_geometry.metrics.significance import z_threshold
@@ -33,6 +35,9 @@ from tl_geometry.report import GeometryReport, Row, layer_of
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "available",
+    "PLOT_EXTRA_NOTE",
+    "PlotExtraMissingError",
     "histogram_of",
     "plot_cosine_histogram",
     "plot_capacity_curve",
@@ -50,8 +55,28 @@ __all__ = [
 ]
 
 
+#: The one line a user without matplotlib sees (the CLI prints it, the library logs it).
+PLOT_EXTRA_NOTE = (
+    "matplotlib is not installed, so no figures are drawn; install the plot extra: pip install 'tl-geometry[plot]'"
+)
+
+
+class PlotExtraMissingError(TLGeometryError, ImportError):
+    """A figure was asked for but matplotlib (the ``plot`` extra) is not installed."""
+
+
+def available() -> bool:
+    """Whether matplotlib (the ``plot`` extra) can be imported; checks without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _plt():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotExtraMissingError(PLOT_EXTRA_NOTE) from None
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
         matplotlib.use("Agg", force=True)
@@ -694,7 +719,11 @@ def figures(report: GeometryReport) -> dict[str, Any]:
     """``{name: Figure}`` for every declared figure the report has rows for (see :func:`figure_specs`).
 
     A figure that fails to draw is logged and skipped: one bad family must not cost the others.
+
+    Raises:
+        PlotExtraMissingError: matplotlib (the ``plot`` extra) is not installed.
     """
+    _plt()  # one clear error up front, not one logged failure per figure
     out = {}
     for spec in figure_specs():
         try:

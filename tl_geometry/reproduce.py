@@ -63,7 +63,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -354,23 +354,21 @@ def _published_row(id, figure, paper_text, ours, *, evidence, note="", preset=""
 
 # ----------------------------------------------------------------------------- capacity
 def _packing_data(kind: str) -> list:
-    """The paper's packing sweep (package data when shipped, else the repository's test data)."""
+    """The paper's packing sweep, ``tl_geometry/data/capacity/<kind>_packing.json`` (package data:
+    an installed wheel reads the same file as a checkout)."""
     from importlib import resources
 
     from tl_geometry.packing import load_reference
 
     name = f"{kind}_packing.json"
-    candidates = []
-    try:
-        for sub in ("data/capacity", "data/packing", "data"):
-            candidates.append(resources.files("tl_geometry").joinpath(f"{sub}/{name}"))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover
-        pass
-    candidates.append(Path(__file__).resolve().parents[1] / "tests" / "data" / "capacity" / name)
-    for c in candidates:
-        if c.is_file():
-            return load_reference(str(c))
-    raise FileNotFoundError(f"the capacity paper's {name} is neither package data nor in tests/data/capacity")
+    f = resources.files("tl_geometry").joinpath(f"data/capacity/{name}")
+    if not f.is_file():
+        raise FileNotFoundError(
+            f"the capacity paper's {name} is missing from the installed package (tl_geometry/data/capacity/); "
+            "reinstall tl-geometry"
+        )
+    with resources.as_file(f) as path:
+        return load_reference(str(path))
 
 
 def _capacity_paper(d, eps):
@@ -1772,7 +1770,7 @@ def reproduce(
         "families": fams,
         "device": str(device),
         "model": model_tag,
-        "finished_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_seconds_this_run": round(wall, 1),
         "seconds_per_check": per_check,
         "python": platform.python_version(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import torch
 import tl_geometry.packing as packing
 from tl_geometry.errors import InputError
 
-DATA = Path(__file__).parents[1] / "data" / "capacity"
+# The authors' packing sweep is package data (reproduce reads it from an installed wheel too).
+DATA = Path(str(resources.files("tl_geometry").joinpath("data/capacity")))
 
 
 # ----------------------------------------------------------------------------- references

@@ -150,3 +150,33 @@ def test_decoder_capacity_row_follows_the_paper_rule(tiny_model):
     assert eps < 0.1 and row.extras["status"] == "count"
     assert row.value == pytest.approx(tg.capacity_estimate(32, eps).k)
     assert row.extras["d_sae_over_k"] == pytest.approx(30 / row.value)
+
+
+@pytest.mark.parametrize("processing", ["tl", "none"])
+def test_trained_sae_records_the_processing_of_its_model(processing, tmp_path):
+    """cfg.json says how the model was processed; TransformerLens's default needs no kwargs, so sae_lens is quiet."""
+    from sae_lens import SAE
+
+    from tests.helpers import make_tiny_model
+    from tl_geometry import models
+
+    model = make_tiny_model()
+    name, flags = models.processing_flags(processing)
+    models._record_processing(model, name, flags)  # what tg.models.load records
+    tokens = torch.randint(0, 101, (32, 16), generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = T.train_sae(
+            model, tokens, hook=HOOK, out=tmp_path / "sae", d_sae=64, k=4, training_tokens=2048, batch_tokens=256
+        )
+    meta = json.loads((out / "cfg.json").read_text())["metadata"]
+    expected = (
+        {} if processing == "tl" else {"fold_ln": False, "center_writing_weights": False, "center_unembed": False}
+    )
+    assert meta["model_from_pretrained_kwargs"] == expected
+    assert meta["tl_geometry_processing"] == {"name": processing, "flags": models.processing_of(model)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SAE.load_from_disk(str(out))
+    said = [str(w.message) for w in caught if "model_from_pretrained_kwargs" in str(w.message)]
+    assert len(said) == (0 if processing == "tl" else 1)

@@ -42,6 +42,11 @@ def add_parser(subparsers) -> None:
         "--force", action="store_true", help="write into an existing non-empty directory (other files are kept)"
     )
     p.add_argument("--dpi", type=int, default=110, help="figure resolution (default 110)")
+    p.add_argument(
+        "--no-figures",
+        action="store_true",
+        help="skip the PNG figures (report.json, report.md and index.html are still written; needs no matplotlib)",
+    )
     p.set_defaults(func=run)
 
 
@@ -108,6 +113,7 @@ def combine(reports, paths) -> GeometryReport:
 def run(args) -> int:
     import json
 
+    from tl_geometry.commands.report import _figures_or_note
     from tl_geometry.html import write_outputs
     from tl_geometry.outdir import check_out_dir, check_writable
     from tl_geometry.readings import summary_table
@@ -126,7 +132,8 @@ def run(args) -> int:
         except InputError as exc:  # e.g. a schema_version newer than this version reads
             raise InputError(f"{path}: {exc}") from None
     report = combine(reports, list(args.reports))
-    index = write_outputs(report, args.out, force=args.force, dpi=args.dpi, force_hint="--force")
+    figures = _figures_or_note(args.no_figures)
+    index = write_outputs(report, args.out, force=args.force, dpi=args.dpi, figures=figures, force_hint="--force")
     print(summary_table(report))
     print(
         f"\nwrote {index.parent}/report.json, report.md, index.html and {len(list(index.parent.glob('*.png')))} figure(s)"

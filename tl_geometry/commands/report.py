@@ -99,6 +99,8 @@ def run(args) -> int:
             options.setdefault(m, {})[option] = value
     from tl_geometry.models import display_name
 
+    figures = _figures_or_note(args.no_figures)  # checked up front: the run's work is never lost to a missing extra
+
     out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
     report = run_report(
         args.model,
@@ -112,17 +114,14 @@ def run(args) -> int:
         fast=args.fast,
         out=out,
         force=args.force,
-        figures=not args.no_figures,
+        figures=figures,
         device=args.device,
         max_memory_gb=args.max_memory_gb,
         force_hint="--force",
         capture=args.capture,
     )
     print(summary_table(report))
-    print(
-        f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html"
-        + ("" if args.no_figures else " and the figures")
-    )
+    print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + (" and the figures" if figures else ""))
     status = report.provenance.get("status")
     if status != "complete":
         print(f"status: {status}; errors: {report.provenance.get('errors')}", file=sys.stderr)
@@ -140,3 +139,16 @@ def summary_table(report) -> str:
         f"d_vocab={prov.get('d_vocab')}  tokens={prov.get('n_tokens')}  time={prov.get('total_s')}s"
     )
     return head + "\n\n" + per_metric(report)
+
+
+def _figures_or_note(no_figures: bool) -> bool:
+    """Whether to draw figures: not with ``--no-figures``, nor without matplotlib (then one line on
+    stderr names the ``plot`` extra, and report.json / report.md / index.html are written without them)."""
+    if no_figures:
+        return False
+    from tl_geometry.plotting import PLOT_EXTRA_NOTE, available
+
+    if available():
+        return True
+    print(f"note: {PLOT_EXTRA_NOTE} (report.json, report.md and index.html are written)", file=sys.stderr)
+    return False

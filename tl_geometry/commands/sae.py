@@ -139,6 +139,9 @@ def _compare(args) -> int:
             f"{share:>16.4g}  {', '.join(verdicts)}"
         )
     _explain_nan(rep)
+    table = sae.comparison.decoder_table(rep)  # the measured SAEs (--sae): decoder ε, class, capacity status
+    if table:
+        print(table)
     print(
         f"{rep.provenance.get('sae_n')} SAEs with a width; {rep.provenance.get('sae_n_unknown_width')} of unknown width skipped"
     )

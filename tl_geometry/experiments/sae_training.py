@@ -71,6 +71,13 @@ def train_sae(
     complete SAE (``cfg.json`` and ``sae_weights.safetensors``) it is returned as is unless
     ``overwrite=True`` — a killed run leaves no complete SAE, so rerunning retrains.
 
+    The saved ``cfg.json`` records the processing the model was loaded with
+    (:func:`tl_geometry.models.processing_of`): ``metadata.model_from_pretrained_kwargs`` holds the
+    ``HookedTransformer.from_pretrained`` flags that rebuild it (``{}`` for TransformerLens's
+    default processing, so sae_lens does not warn at load; ``fold_ln`` / ``center_writing_weights``
+    / ``center_unembed`` False for an unprocessed model) and ``metadata.tl_geometry_processing``
+    every flag with the preset's name (flags ``None`` when the model's processing is unknown).
+
     Args:
         model: a ``HookedTransformer`` (sae_lens's training runner needs its ``run_with_cache``).
         tokens: (n_seqs, seq_len) token ids; seq_len is the SAE's context size.
@@ -129,6 +136,16 @@ def train_sae(
         TopKTrainingSAEConfig,
     )
 
+    from tl_geometry.models import processing_name, processing_of
+
+    # The processing the model was actually loaded with, as sae_lens records it: the keyword
+    # arguments of HookedTransformer.from_pretrained that rebuild it. TL's defaults are fold_ln /
+    # center_writing_weights / center_unembed all True, so TL processing is {} (and sae_lens, which
+    # warns at load whenever the dict is non-empty, stays quiet); an unprocessed model records the
+    # flags it was loaded without. sae_lens's own default ({"center_writing_weights": False}) would
+    # claim a processing the model did not have.
+    flags = processing_of(model)
+    pretrained_kwargs = {} if flags is None else {f: False for f, on in flags.items() if not on}
     n_seqs, ctx = (int(s) for s in tokens.shape)
     ds = datasets.Dataset.from_dict({"input_ids": tokens.cpu().tolist()})
     # sae_lens's mixing buffer holds n_batches_in_buffer * context_size activations per refill and
@@ -137,6 +154,7 @@ def train_sae(
     cfg = LanguageModelSAERunnerConfig(
         sae=TopKTrainingSAEConfig(d_in=d_model, d_sae=d_sae, k=k),
         model_name=str(getattr(model.cfg, "model_name", "model")),
+        model_from_pretrained_kwargs=pretrained_kwargs,
         hook_name=hook,
         dataset_path="",
         is_dataset_tokenized=True,
@@ -163,6 +181,10 @@ def train_sae(
         shutil.rmtree(tmp)
     cfg.output_path = str(tmp)
     LanguageModelSAETrainingRunner(cfg, override_dataset=ds, override_model=model).run()
+    # every flag and the preset's name, under the metadata (sae_lens keeps unknown metadata keys)
+    saved = json.loads((tmp / "cfg.json").read_text())
+    saved.setdefault("metadata", {})["tl_geometry_processing"] = {"name": processing_name(model), "flags": flags}
+    (tmp / "cfg.json").write_text(json.dumps(saved, indent=2))
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)  # complete only once every file is written

@@ -22,7 +22,7 @@ from tl_geometry.sae.loading import _load_ref
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compare", "sae_metric", "plot_sae_widths"]
+__all__ = ["compare", "sae_metric", "plot_sae_widths", "decoder_table"]
 
 
 def _host_tied(model_or_name: Any, he: HostEpsilon) -> tuple[bool | None, str]:
@@ -302,6 +302,48 @@ def compare(
     if is_name:
         return GeometryReport.from_rows(rows, model=host_name, **prov)
     return GeometryReport.from_rows(rows, model=model_or_name, **prov)
+
+
+def decoder_table(report: GeometryReport) -> str | None:
+    """One line per measured SAE (``--sae``): its decoder ε, that ε's class and the capacity status.
+
+    Reads the ``sae.decoder_epsilon`` / ``sae.decoder_capacity`` / ``sae.frac_above_host_epsilon`` /
+    ``sae.d_sae`` rows of :func:`compare`; ``None`` when no SAE was measured. The capacity column is
+    k(d_in, ε_decoder) when the decoder's ε is below 0.1 (Class 2) and "indeterminate" otherwise (the
+    capacity paper's rule, as for the host's ε), with d_sae / k beside a count.
+    """
+
+    def key(r):
+        return (r.extras.get("release"), r.extras.get("sae_id"), r.hook)
+
+    eps_rows = report.filter("sae.decoder_epsilon").rows
+    if not eps_rows:
+        return None
+    d_sae = {key(r): r.value for r in report.filter("sae.d_sae").rows}
+    cap = {key(r): r for r in report.filter("sae.decoder_capacity").rows}
+    above = {key(r): r.value for r in report.filter("sae.frac_above_host_epsilon").rows}
+    head = (
+        f"{'d_sae':>9} {'decoder ε':>10} {'class':<9} {'capacity at decoder ε':<22} {'d_sae/k':>8} "
+        f"{'frac > host ε':>13}  SAE (release / id)"
+    )
+    lines = ["measured SAEs (decoder ε over all pairs of decoder rows; capacity k(d_in, ε) by the paper's rule):", head]
+    for r in eps_rows:
+        k = key(r)
+        name = f"{k[0]} / {k[1]}" if k[1] not in (None, "", k[0]) else str(k[0])
+        c = cap.get(k)
+        status = c.extras.get("status") if c is not None else None
+        if c is not None and status == "count":
+            cap_text, ratio = f"{c.value:,.0f}", c.extras.get("d_sae_over_k")
+        else:
+            cap_text, ratio = str(status or "indeterminate"), None
+        n = d_sae.get(k)
+        frac = above.get(k)
+        lines.append(
+            f"{'?' if n is None else f'{n:,.0f}':>9} {r.value:>10.5f} {str(r.extras.get('model_class')):<9} "
+            f"{cap_text:<22} {'—' if ratio is None else f'{ratio:.4g}':>8} "
+            f"{'—' if frac is None else f'{frac:.4g}':>13}  {name}"
+        )
+    return "\n".join(lines)
 
 
 @register_metric(
