@@ -5,7 +5,9 @@
 # every run) with torch pinned by constraints.txt (an unpinned torch pulls ~3 GB of CUDA wheels)
 # and the offline model/text packages, then, from a temporary directory OUTSIDE the repository
 # (so nothing can be read from the checkout), runs:
-#   tl-geometry reproduce --tiny         the packing JSONs and the shipped subset are package data
+#   tl-geometry reproduce capacity sae --tiny   the packing JSONs, the shipped subset and the published
+#                                        tables are package data (pga/interaction train toy models and
+#                                        read no data: left to lane 1 to keep CI short)
 #   tl-geometry report --fast            on a user's own small model (a tiny Llama directory)
 #   tl-geometry capacity --published     the published-hosts table is package data
 # then uninstalls matplotlib (the `plot` extra) and runs `report` and `render` again: each must
@@ -64,7 +66,7 @@ step() {  # step NAME CMD...: run, time, fail the lane on a non-zero exit
     "$@"
     echo "== wheel lane: $name finished in $(( $(date +%s) - t )) s"
 }
-step "reproduce --tiny" "$BIN/tl-geometry" reproduce --tiny --out repro
+step "reproduce capacity sae --tiny" "$BIN/tl-geometry" reproduce capacity sae --tiny --out repro
 # A user's own small model: a tiny random Llama saved with transformers' save_pretrained, with
 # SmolLM2's tokenizer (from the offline GGUF), loaded by `--model DIR` (d_model 64: pga's k is capped).
 "$BIN/python" - <<'PY'
