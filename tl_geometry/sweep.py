@@ -44,6 +44,7 @@ from typing import Any
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class SweepJob:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
+class SweepSummary(Tabular):
     """What one call of :func:`sweep` did.
 
     Attributes:
@@ -136,6 +137,14 @@ class SweepSummary:
 
     def to_dict(self) -> dict:
         return {"out": self.out, "ran": list(self.ran), "failed": dict(self.failed), "skipped": list(self.skipped)}
+
+    def to_pandas(self):
+        """Every ``"ok"`` row of the sweep (this run and earlier ones) as a DataFrame:
+        ``self.report().to_pandas()``, one row per metric × hook × job."""
+        from tl_geometry.tables import require_pandas
+
+        require_pandas()
+        return self.report().to_pandas()
 
 
 def sweep_report(out: str | Path):
