@@ -66,6 +66,11 @@ def _batched_cache(model, tokens, batch_size=8):
     return {h: torch.cat(v) for h, v in parts.items()}
 
 
+def test_the_list_covers_every_builtin_activation_metric():
+    builtin = {n for n in tg.list_metrics(needs="activations") if tg.get_metric(n).builtin}
+    assert builtin == set(ACT_METRICS)
+
+
 def test_cache_equals_capture_for_every_activation_metric(byte_model, tokens):
     kw = dict(metrics=ACT_METRICS, hooks=HOOKS, options=OPTIONS, progress=False)
     ref = tg.analyze(byte_model, tokens, **kw)
