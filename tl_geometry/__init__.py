@@ -115,6 +115,7 @@ from tl_geometry.analysis import analyze  # noqa: E402
 from tl_geometry import convergence, html, jobs, packing, plotting, sae, threads, weights_reader  # noqa: E402  (optional deps load lazily)
 from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report  # noqa: E402
 from tl_geometry.reproduce import reproduce  # noqa: E402  (the module stays importable as tl_geometry.reproduce via from-imports)
+from tl_geometry.tables import to_pandas  # noqa: E402  (a DataFrame of a result, or a dict / list of results)
 
 from tl_geometry import registry as _registry  # noqa: E402
 
@@ -213,6 +214,7 @@ __all__ = [
     "sweep",
     "sweep_report",
     "reproduce",
+    "to_pandas",
     # modules
     "capture",
     "corpus",

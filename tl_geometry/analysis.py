@@ -33,6 +33,8 @@ def analyze(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool = True,
     capture: str = "shared",
+    cache: Any = None,
+    activations: Mapping[str, Any] | None = None,
     **provenance: Any,
 ) -> GeometryReport:
     """Run metrics on ``model`` (and ``tokens``) and return one merged :class:`GeometryReport`.
@@ -54,19 +56,54 @@ def analyze(
             hooks or probes) when it takes a ``progress`` option.
         capture: ``"shared"`` (one forward pass for all planned activation metrics) or
             ``"separate"`` (one per metric); recorded in ``provenance["capture"]``.
+        cache: a TransformerLens ``ActivationCache`` from ``model.run_with_cache(tokens)`` (the
+            same ``tokens``): the activation metrics read it instead of running the model
+            (:func:`tl_geometry.capture.replay_shared`). Rows equal the capture path's: the
+            same BOS/padding positions are dropped (a naive ``reshape(-1, d)`` would keep BOS
+            and change the numbers), the same positions sampled, the same batches summed.
+        activations: instead of ``cache``, a mapping hook name → tensor of shape
+            (batch, pos, d) like a cache entry, or (batch·pos, d) with every position in
+            (batch, pos) order (read back as (batch, pos, d)); ``hooks`` defaults to its keys.
+            Rows already filtered (BOS dropped) cannot be matched to positions and are refused.
+            With ``cache`` or ``activations``, metrics that need gradients (``agop``, ``nfa``)
+            or a forward pass of their own cannot run: named explicitly in ``metrics`` they
+            are refused; by default they are skipped and listed in
+            ``provenance["capture"]["skipped"]``. Weight metrics run as usual.
         **provenance: extra provenance fields (corpus name, seed, ...).
 
     Raises:
         KeyError: an unknown metric name (lists the valid ones).
-        ValueError: tokens missing for a metric that needs them; an unknown ``capture``.
+        ValueError: tokens missing for a metric that needs them; an unknown ``capture``; a
+            gradient metric asked for with ``cache``/``activations``; a hook missing from them.
         Whatever a metric raises (the first one).
     """
     names = list(metrics) if metrics is not None else list_metrics()
+    info: dict[str, Any] = {}
+    source = None
+    if cache is not None or activations is not None:
+        if cache is not None and activations is not None:
+            raise InputError("pass cache= or activations=, not both")
+        source = cache if cache is not None else activations
+        if activations is not None and hooks is None:
+            if not isinstance(activations, Mapping) or not activations:
+                raise InputError("activations must be a non-empty mapping hook name -> tensor (batch, pos, d)")
+            hooks = [str(h) for h in activations]
+        names, skipped = replayable(names, explicit=metrics is not None)
+        if skipped:
+            info["skipped"] = skipped
+            logger.warning("not computed from cached activations: %s", skipped)
     reports = []
     timings: dict[str, float] = {}
-    info: dict[str, Any] = {}
     for name, result, seconds in iter_metrics(
-        model, tokens, names, options, hooks=hooks, progress=progress, capture=capture, capture_info=info
+        model,
+        tokens,
+        names,
+        options,
+        hooks=hooks,
+        progress=progress,
+        capture=capture,
+        capture_info=info,
+        activations=source,
     ):
         if isinstance(result, BaseException):
             raise result
@@ -76,6 +113,32 @@ def analyze(
         timings["capture"] = info.pop("_seconds")
     extra = {"capture": info} if info else {}
     return merged(model, tokens, reports, names, timings, **extra, **provenance)
+
+
+def replayable(names: Sequence[str], *, explicit: bool) -> tuple[list[str], dict[str, str]]:
+    """Split ``names`` into the metrics that can be computed from cached activations (weight
+    metrics, and activation metrics registered with a plan) and the others, with the reason.
+
+    Raises:
+        InputError: ``explicit`` (the user named the metrics) and some cannot be computed from a
+            cache; the message names them and why.
+    """
+    keep, skipped = [], {}
+    for n in names:
+        spec = get_metric(n)
+        if spec.needs == "weights" or (spec.needs == "activations" and spec.plan is not None):
+            keep.append(n)
+        elif spec.needs == "gradients":
+            skipped[n] = "needs gradients (a backward pass through the model); a cache holds none"
+        else:
+            skipped[n] = "registered without a plan= (it runs its own forward pass)"
+    if skipped and explicit:
+        raise InputError(
+            f"metrics {sorted(skipped)} cannot be computed from cached activations ("
+            + "; ".join(f"{k}: {v}" for k, v in skipped.items())
+            + "); drop them from metrics=, or run them on the model without cache=/activations="
+        )
+    return keep, skipped
 
 
 def merged(
@@ -123,6 +186,7 @@ def iter_metrics(
     progress: bool = True,
     capture: str = "shared",
     capture_info: dict[str, Any] | None = None,
+    activations: Any = None,
 ) -> Iterator[tuple[str, GeometryReport | BaseException, float]]:
     """Compute metrics ``names`` one by one: yields ``(name, report or the exception it raised, seconds)``.
 
@@ -131,12 +195,21 @@ def iter_metrics(
     a metric whose plan or consumer failed yields its own exception and the others go on. The
     seconds a metric yields are its own (plan and finish); the shared pass's time is put in
     ``capture_info["_seconds"]``.
+    With ``activations`` (an ``ActivationCache`` or a mapping hook → tensor) the shared pass is
+    replayed from them (:func:`tl_geometry.capture.replay_shared`) instead of running the model;
+    only weight metrics and planned activation metrics are accepted (see :func:`replayable`).
     Every name, option and the tokens are checked before any work.
     """
     from tqdm.auto import tqdm
 
     if capture not in CAPTURE_MODES:
         raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
+    if activations is not None:
+        if capture != "shared":
+            raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
+        replayable(names, explicit=True)
+        if tokens is None:
+            raise InputError("cached activations need the tokens they were computed from: pass tokens=")
     specs = [get_metric(n) for n in names]  # fail on an unknown name before any work
     options = check_options(names, options)  # names, option names and values, before any work
     if tokens is None:
@@ -179,19 +252,33 @@ def iter_metrics(
                 boxes[name] = {}
                 passes += [_Guarded(p, boxes[name]) for p in plans[name].passes]
             try:
-                capture_mod.run_shared(
-                    model,
-                    tokens,
-                    passes,
-                    batch_size=batch_size,
-                    progress=progress,
-                    desc=f"capture ({', '.join(group)})",
-                )
+                if activations is not None:  # the user's cache: the same rows, no forward pass
+                    capture_mod.replay_shared(
+                        model,
+                        tokens,
+                        activations,
+                        passes,
+                        batch_size=batch_size,
+                        progress=progress,
+                        desc=f"replay ({', '.join(group)})",
+                    )
+                else:
+                    capture_mod.run_shared(
+                        model,
+                        tokens,
+                        passes,
+                        batch_size=batch_size,
+                        progress=progress,
+                        desc=f"capture ({', '.join(group)})",
+                    )
             except Exception as exc:  # noqa: BLE001 - every metric of this pass fails with it
                 for name in group:
                     failed.setdefault(name, exc)
         if capture_info is not None and plans:
-            capture_info.update({"mode": "shared", "metrics": list(plans), "forward_passes": len(groups)})
+            if activations is not None:
+                capture_info.update({"mode": "cache", "metrics": list(plans), "forward_passes": 0})
+            else:
+                capture_info.update({"mode": "shared", "metrics": list(plans), "forward_passes": len(groups)})
             capture_info["_seconds"] = round(time.perf_counter() - t0, 3)
     elif capture_info is not None:
         capture_info["mode"] = "separate"

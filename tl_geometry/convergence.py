@@ -32,6 +32,7 @@ from tl_geometry.families.pga import pga
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def pooled(
 
 # ----------------------------------------------------------------------------- convergence
 @dataclass(frozen=True)
-class ConvergenceScore:
+class ConvergenceScore(Tabular):
     """Agreement of two models' distance structures over the same texts.
 
     Attributes:
@@ -264,7 +265,7 @@ def model_convergence(
 
 # ----------------------------------------------------------------------------- probes
 @dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(Tabular):
     """Held-out accuracy of a logistic-regression probe; ``chance`` = majority-class rate on the test split."""
 
     accuracy: float

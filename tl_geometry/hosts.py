@@ -35,6 +35,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from tl_geometry.errors import InputError, UnknownNameError
+from tl_geometry.tables import Tabular
 
 __all__ = [
     "PublishedHost",
@@ -85,6 +86,12 @@ class PublishedHost(NamedTuple):
     aliases: tuple[str, ...] = ()
     d_vocab: int | None = None
 
+    def to_pandas(self):
+        """This row as a one-row ``pandas.DataFrame`` (see :mod:`tl_geometry.tables`)."""
+        from tl_geometry.tables import to_pandas
+
+        return to_pandas(self)
+
 
 #: The full row of Table 1, as :func:`published_rows` returns it (the same record type).
 PublishedRow = PublishedHost
@@ -95,6 +102,12 @@ class PublishedEpsilon(NamedTuple):
 
     d_model: int
     epsilon: float
+
+    def to_pandas(self):
+        """This row as a one-row ``pandas.DataFrame`` (see :mod:`tl_geometry.tables`)."""
+        from tl_geometry.tables import to_pandas
+
+        return to_pandas(self)
 
 
 _HOSTS: dict[str, PublishedHost] | None = None
@@ -243,7 +256,7 @@ def published_epsilon(name: str) -> PublishedEpsilon:
 
 # ----------------------------------------------------------------------------- ε of a host
 @dataclass(frozen=True)
-class HostEpsilon:
+class HostEpsilon(Tabular):
     """A host's ε and where it came from (:func:`host_epsilon`).
 
     Attributes:

@@ -282,6 +282,7 @@ def run_jobs(
     num_cpus: float = 1,
     num_gpus: float = 0,
     on_error: Callable[[BaseException], Mapping[str, Any]] | None = None,
+    ray_options: Mapping[str, Any] | None = None,
 ) -> Iterator[dict]:
     """Run ``fn(params)`` for each job not yet finished in ``results``; record each at once.
 
@@ -302,6 +303,10 @@ def run_jobs(
         num_cpus, num_gpus: Ray resources per task.
         on_error: ``exception → result dict`` of an "error" record (default :func:`error_message`);
             with Ray, a task whose worker died is recorded through it too (when ``catch``).
+        ray_options: more for the Ray executor (:func:`tl_geometry.ray_executor.run_ray`):
+            ``address``, ``runtime_env``, ``device`` (checked against the cluster's resources
+            before anything is submitted), and ``actor_fn`` / ``group_by`` / ``shared`` for one
+            actor per group of units.
 
     Yields:
         The record of each job run now (finished jobs are skipped, not yielded).
@@ -339,6 +344,7 @@ def run_jobs(
             num_gpus=num_gpus,
             progress=progress,
             desc=desc,
+            **dict(ray_options or {}),
         )
         return
     from tqdm.auto import tqdm
@@ -348,38 +354,8 @@ def run_jobs(
         yield record(params, status, result)
 
 
-def _run_ray(todo, fn, record, *, catch, on_error, num_cpus, num_gpus, progress, desc) -> Iterator[dict]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("executor='ray' needs ray: pip install 'tl-geometry[ray]'") from None
-    if not todo:
-        return
-    started = False
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
-        started = True
-    try:
-        task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_run_unit)
-        pending = {task.remote(fn, p, catch, on_error): p for p in todo}
-        from tqdm.auto import tqdm
+def _run_ray(todo, fn, record, **kwargs) -> Iterator[dict]:
+    """The Ray executor (:func:`tl_geometry.ray_executor.run_ray`): resources checked, tasks or actors."""
+    from tl_geometry.ray_executor import run_ray
 
-        bar = tqdm(total=len(pending), desc=f"{desc}[ray]", disable=not progress)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                params = pending.pop(ref)
-                try:
-                    status, result = ray.get(ref)
-                except Exception as exc:  # the worker died (OOM kill, node lost), or fn raised without catch
-                    if not catch:
-                        raise
-                    status, result = "error", dict(on_error(exc))
-                if status == "error":  # the worker's log does not reach the driver
-                    logger.error("job %s failed: %s", job_key(params), result.get("error"))
-                yield record(params, status, result)  # the driver is the only writer
-                bar.update(1)
-        bar.close()
-    finally:
-        if started:
-            ray.shutdown()
+    return run_ray(todo, fn, record, **kwargs)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from tl_geometry.errors import InputError
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def packing_grad(X: Tensor, p: float, *, block: int = 256, with_max: bool = True
 
 # ----------------------------------------------------------------------------- fitting
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(Tabular):
     """A fitted capacity form.
 
     Attributes:
@@ -358,7 +359,7 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
 
 # ----------------------------------------------------------------------------- seeds
 @dataclass(frozen=True)
-class SeedSpread:
+class SeedSpread(Tabular):
     """ε* of one (k, d) cell over independent seeds of :func:`optimized_packing`.
 
     Attributes:

@@ -291,8 +291,14 @@ class GeometryReport:
         return cls.from_dict(json.loads(p.read_text()))
 
     def to_pandas(self):
-        """Long table as a ``pandas.DataFrame`` (columns model, hook, layer, metric, value, + extras)."""
-        import pandas as pd
+        """Long table as a ``pandas.DataFrame`` (columns model, hook, layer, metric, value, + extras).
+
+        Raises:
+            PandasNotInstalledError: pandas is missing (``pip install 'tl-geometry[pandas]'``).
+        """
+        from tl_geometry.tables import require_pandas
+
+        pd = require_pandas()
 
         records = []
         for r in self.rows:

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -1530,7 +1531,7 @@ def _sae_shared(ctx: Context) -> list[ReproRow]:
 
 # ----------------------------------------------------------------------------- runner
 @dataclass(frozen=True)
-class ReproduceResult:
+class ReproduceResult(Tabular):
     """Rows of a reproduce run and where they were written.
 
     Attributes:
@@ -1557,6 +1558,12 @@ class ReproduceResult:
 
     def to_markdown(self) -> str:
         return _markdown(self.rows, self.meta)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One table row per reproduce row (its scalar fields)."""
+        from tl_geometry.tables import records_of
+
+        return [r for row in self.rows for r in records_of(row)]
 
 
 #: How a status reads in the headline of each evidence class ("consistency" rows cannot fail:

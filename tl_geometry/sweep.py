@@ -34,7 +34,9 @@ import gc
 import importlib
 import inspect
 import logging
+import os
 import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,10 +46,23 @@ from typing import Any
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SweepJob", "SweepSummary", "sweep", "sweep_report", "run_job", "EXECUTORS"]
+__all__ = [
+    "SweepJob",
+    "SweepSummary",
+    "SweepRunner",
+    "ModelSlot",
+    "sweep",
+    "sweep_report",
+    "run_job",
+    "load_key",
+    "model_key",
+    "tokens_fingerprint",
+    "EXECUTORS",
+]
 
 _LOADER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _JOB_FIELDS = ("model", "checkpoint", "corpus", "n_seqs", "seq_len", "seed", "loader", "device")
@@ -115,7 +130,7 @@ class SweepJob:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
+class SweepSummary(Tabular):
     """What one call of :func:`sweep` did.
 
     Attributes:
@@ -136,6 +151,14 @@ class SweepSummary:
 
     def to_dict(self) -> dict:
         return {"out": self.out, "ran": list(self.ran), "failed": dict(self.failed), "skipped": list(self.skipped)}
+
+    def to_pandas(self):
+        """Every ``"ok"`` row of the sweep (this run and earlier ones) as a DataFrame:
+        ``self.report().to_pandas()``, one row per metric × hook × job."""
+        from tl_geometry.tables import require_pandas
+
+        require_pandas()
+        return self.report().to_pandas()
 
 
 def sweep_report(out: str | Path):
@@ -162,14 +185,32 @@ def sweep_report(out: str | Path):
 
 
 def _resolve_loader(spec: str) -> Callable[[dict], Any]:
-    """Import ``"package.module:function"`` (by name, never evaluated)."""
+    """Import ``"package.module:function"`` (by name, never evaluated).
+
+    The module is looked up on ``sys.path`` and then in the current directory, whatever started
+    the process (``python -m`` puts the current directory on ``sys.path``, the ``tl-geometry``
+    script does not; a Ray worker has its own). A Ray cluster started by :func:`sweep` gives its
+    workers the driver's current directory on ``PYTHONPATH``
+    (:func:`tl_geometry.ray_executor.local_runtime_env`); on a remote cluster, ship it with
+    ``runtime_env={"working_dir": ...}`` (``--working-dir``), the workers' current directory.
+    """
     if not _LOADER_RE.match(spec):
         raise InputError(f"loader must look like 'package.module:function', got {spec!r}")
     mod_name, fn_name = spec.split(":")
+    cwd = os.getcwd()
+    added = cwd not in {os.path.abspath(p or os.curdir) for p in sys.path}
+    if added:
+        sys.path.append(cwd)  # last: installed modules win, as with python -m
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise InputError(f"cannot import loader module {mod_name!r}: {exc}") from exc
+        raise InputError(
+            f"cannot import loader module {mod_name!r}: {exc} (looked on sys.path and in {cwd}; on a Ray cluster "
+            "pass runtime_env={'working_dir': ...} / --working-dir with the module in it)"
+        ) from exc
+    finally:
+        if added:
+            sys.path.remove(cwd)
     fn = getattr(mod, fn_name, None)
     if not callable(fn):
         raise InputError(f"loader {spec!r}: {mod_name} has no callable {fn_name!r}")
@@ -232,11 +273,89 @@ def _free_memory() -> None:
         pass
 
 
+#: The job fields that decide which model is loaded: jobs equal in these share one load.
+_LOAD_FIELDS = ("model", "checkpoint", "loader", "device")
+
+
+def load_key(params: Mapping[str, Any]) -> str:
+    """The part of a job's key that names its model (model, checkpoint, loader, device)."""
+    return job_key({k: params.get(k) for k in _LOAD_FIELDS})
+
+
+def model_key(params: Mapping[str, Any]) -> str:
+    """The model of a job without its checkpoint: a Ray sweep runs one actor per model key."""
+    return job_key({k: params.get(k) for k in _LOAD_FIELDS if k != "checkpoint"})
+
+
+def _named(model: Any, job: Mapping[str, Any]) -> Any:
+    if not getattr(model, "_tl_geometry_name", None):
+        try:  # rows carry the job's model name, not the config's ("custom" for a built model)
+            model._tl_geometry_name = job["model"]
+        except AttributeError:  # pragma: no cover - a model refusing attributes keeps its own name
+            pass
+    return model
+
+
+class ModelSlot:
+    """The model of the last job, kept for the next job of the same model (:func:`load_key`).
+
+    A sweep orders its jobs by model, so each (model, checkpoint) is loaded once however many
+    seeds or corpora it runs; the previous model is dropped (and memory returned) before the next
+    one loads. ``loads`` counts the loads.
+    """
+
+    def __init__(self, loader: Callable[[dict], Any] | None = None):
+        self.loader = loader
+        self.key: str | None = None
+        self.model: Any = None
+        self.loads = 0
+
+    def get(self, job: Mapping[str, Any]) -> Any:
+        key = load_key(job)
+        if self.model is None or key != self.key:
+            self.clear()
+            self.model = _named(_load_model(dict(job), self.loader), job)
+            self.key = key
+            self.loads += 1
+        return self.model
+
+    def clear(self) -> None:
+        if self.model is not None:
+            self.model, self.key = None, None
+            _free_memory()
+
+
+class SweepRunner:
+    """``runner(params)`` runs one sweep job; with ``reuse_models`` it keeps the model between jobs
+    of the same model (:class:`ModelSlot`). The local executor builds one; a Ray sweep builds one
+    in each model's actor (``SweepRunner(loader, hooks, reuse_models, tokens)``, the tokens read
+    from the object store)."""
+
+    def __init__(
+        self,
+        loader: Callable[[dict], Any] | None = None,
+        hooks: Sequence[str] | None = None,
+        reuse_models: bool = True,
+        tokens: Any = None,
+    ):
+        self.loader, self.hooks, self.tokens = loader, hooks, tokens
+        self.slot = ModelSlot(loader) if reuse_models else None
+
+    def __call__(self, params: Mapping[str, Any]) -> dict:
+        return run_job(params, loader=self.loader, hooks=self.hooks, slot=self.slot, tokens=self.tokens)
+
+    def close(self) -> None:
+        if self.slot is not None:
+            self.slot.clear()
+
+
 def run_job(
     params: Mapping[str, Any],
     *,
     loader: Callable[[dict], Any] | None = None,
     hooks: Sequence[str] | None = None,
+    slot: ModelSlot | None = None,
+    tokens: Any = None,
 ) -> dict:
     """Run one sweep job (the body of both executors): load, analyze, free.
 
@@ -245,6 +364,9 @@ def run_job(
             and ``options`` (per-metric keyword options).
         loader: overrides the job's loader (a Python callable; not part of the job key).
         hooks: hook names for every activation/gradient metric (default: each metric's own).
+        slot: a :class:`ModelSlot` that keeps the model for the next job of the same model
+            (None: load, and free after the job).
+        tokens: (batch, pos) token ids for every job instead of the job's corpus sample.
 
     Returns:
         ``{"rows": [...], "provenance": {...}, "elapsed_s": float}`` (JSON-able).
@@ -256,16 +378,14 @@ def run_job(
     job = {k: params[k] for k in _JOB_FIELDS if k in params}
     metrics = params.get("metrics")
     options = params.get("options") or {}
-    model = _load_model(job, loader)
-    if not getattr(model, "_tl_geometry_name", None):
-        try:  # rows carry the job's model name, not the config's ("custom" for a built model)
-            model._tl_geometry_name = job["model"]
-        except AttributeError:  # pragma: no cover - a model refusing attributes keeps its own name
-            pass
+    model = slot.get(job) if slot is not None else _named(_load_model(job, loader), job)
     try:
         names = list(metrics) if metrics is not None else None
         needs_tokens = names is None or any(get_metric(n).needs != "weights" for n in names)
-        tokens = _job_tokens(model, job) if needs_tokens else None
+        if not needs_tokens:
+            tokens = None
+        elif tokens is None:
+            tokens = _job_tokens(model, job)
         # Metrics that sample (pga, agop, ...) take the job's seed unless options say otherwise.
         opts = {}
         for n in names or []:
@@ -291,9 +411,26 @@ def run_job(
         }
     finally:
         del model
-        _free_memory()
+        if slot is None:
+            _free_memory()
     result["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return result
+
+
+def tokens_fingerprint(tokens: Any) -> str:
+    """``"sha256:<16 hex>:BxP"`` of a token tensor: part of the job key of a sweep given ``tokens=``."""
+    import hashlib
+
+    import torch
+
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
+        raise InputError(
+            f"tokens must be a 2-D integer tensor (batch, pos), got "
+            f"{getattr(tokens, 'shape', type(tokens).__name__)} {getattr(tokens, 'dtype', '')}"
+        )
+    t = tokens.detach().to("cpu", torch.int64).contiguous()
+    digest = hashlib.sha256(t.numpy().tobytes()).hexdigest()[:16]
+    return f"sha256:{digest}:{t.shape[0]}x{t.shape[1]}"
 
 
 def _error_result(exc: BaseException) -> dict:
@@ -316,6 +453,10 @@ def sweep(
     num_cpus: float = 1,
     num_gpus: float = 0,
     progress: bool = True,
+    reuse_models: bool = True,
+    tokens: Any = None,
+    address: str | None = None,
+    runtime_env: Mapping[str, Any] | None = None,
 ) -> SweepSummary:
     """Run ``metrics`` on every job's model; append each job's rows to ``out`` as it finishes.
 
@@ -332,8 +473,24 @@ def sweep(
         loader: a Python callable ``loader(job_dict) -> model`` used for every job (overrides the
             jobs' ``loader`` strings; not part of the job key). With Ray it is shipped to workers
             by cloudpickle.
-        num_cpus, num_gpus: Ray resources requested per task.
+        num_cpus, num_gpus: Ray resources requested per task (per actor with ``reuse_models``).
+            Checked against ``ray.cluster_resources()`` before anything is submitted: more GPUs
+            or CPUs than the cluster has, or a job with ``device="cuda"`` and ``num_gpus=0``,
+            is an error, not a task that waits forever.
         progress: tqdm bar over jobs.
+        reuse_models: load each (model, checkpoint) once and run all its jobs (seeds, corpora)
+            on it: the jobs are ordered by model; with Ray, one actor per model runs all of that
+            model's jobs. The loader must then depend only on the job's model, checkpoint,
+            loader and device (not on its seed). False: every job loads its own model (and, on
+            Ray, is its own task). The rows are the same either way.
+        tokens: a (batch, pos) token tensor used by every job instead of its corpus sample
+            (``corpus``, ``n_seqs``, ``seq_len`` are then ignored); its fingerprint
+            (:func:`tokens_fingerprint`) is part of the job key. With Ray it is put in the object
+            store once and read by every actor.
+        address: Ray only: the cluster to connect to (``"auto"``, ``"ray://host:10001"``);
+            default: a running session, else a fresh local cluster.
+        runtime_env: Ray only: the runtime environment, e.g. ``{"working_dir": "."}`` to ship the
+            directory of a ``loader`` module to the workers (their current directory).
 
     Returns:
         A :class:`SweepSummary`; ``summary.report()`` reads every finished row back.
@@ -367,8 +524,21 @@ def sweep(
             raise InputError(f"options given for metrics not being run: {extra}")
     if num_cpus < 0 or num_gpus < 0:
         raise InputError(f"num_cpus and num_gpus must be >= 0, got {num_cpus}, {num_gpus}")
+    if executor != "ray" and (address is not None or runtime_env is not None):
+        raise InputError("address and runtime_env are for executor='ray'")
+    if runtime_env is not None and not isinstance(runtime_env, Mapping):
+        raise InputTypeError(
+            f"runtime_env must be a mapping (e.g. {{'working_dir': '.'}}), got {type(runtime_env).__name__}"
+        )
+    cuda = next((j.device for j in job_objs if str(j.device).startswith("cuda")), None)
+    if executor == "ray":
+        from tl_geometry.ray_executor import check_resources
 
-    params_list = [{**j.to_dict(), "metrics": metrics, "options": options} for j in job_objs]
+        # the device/GPU mismatch needs no cluster: refuse it before starting one
+        check_resources(num_cpus, num_gpus, device=cuda, resources={"CPU": float("inf"), "GPU": float("inf")})
+    extra_key = {"tokens": tokens_fingerprint(tokens)} if tokens is not None else {}
+
+    params_list = [{**j.to_dict(), "metrics": metrics, "options": options, **extra_key} for j in job_objs]
     keys = [job_key(p) for p in params_list]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -378,23 +548,48 @@ def sweep(
     finished = rf.finished_keys(include_errors=not retry_errors)
     skipped = tuple(k for k in keys if k in finished)
 
+    if reuse_models:  # the jobs of one model together, in their first-appearance order
+        order: dict[str, int] = {}
+        for p in params_list:
+            order.setdefault(load_key(p), len(order))
+        params_list.sort(key=lambda p: order[load_key(p)])
+
+    ray_options: dict[str, Any] = {"address": address, "runtime_env": runtime_env, "device": cuda}
+    runner = None
+    if executor == "ray" and reuse_models:
+        fn: Callable = functools.partial(run_job, loader=loader, hooks=hooks)  # unused: the actors run
+        ray_options.update(
+            actor_fn=functools.partial(SweepRunner, loader, hooks, True),
+            group_by=model_key,
+            shared=(tokens,) if tokens is not None else (),
+        )
+    elif executor == "ray":
+        fn = functools.partial(run_job, loader=loader, hooks=hooks, tokens=tokens)
+    else:
+        fn = runner = SweepRunner(loader, hooks, reuse_models, tokens)
+
     ran: list[str] = []
     failed: dict[str, str] = {}
-    for rec in run_jobs(
-        params_list,
-        functools.partial(run_job, loader=loader, hooks=hooks),
-        rf,
-        retry_errors=retry_errors,
-        catch=True,
-        on_error=_error_result,
-        executor=executor,
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        progress=progress,
-        desc="sweep",
-    ):
-        if rec["status"] == "ok":
-            ran.append(rec["key"])
-        else:  # run_jobs has logged it
-            failed[rec["key"]] = rec["error"]
+    try:
+        for rec in run_jobs(
+            params_list,
+            fn,
+            rf,
+            retry_errors=retry_errors,
+            catch=True,
+            on_error=_error_result,
+            executor=executor,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            progress=progress,
+            desc="sweep",
+            ray_options=ray_options if executor == "ray" else None,
+        ):
+            if rec["status"] == "ok":
+                ran.append(rec["key"])
+            else:  # run_jobs has logged it
+                failed[rec["key"]] = rec["error"]
+    finally:
+        if runner is not None:
+            runner.close()
     return SweepSummary(out=str(rf.path), ran=tuple(ran), failed=failed, skipped=skipped)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from tl_geometry.errors import InputError
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class EmbeddingSource:
 
 
 @dataclass(frozen=True)
-class CapacityRow:
+class CapacityRow(Tabular):
     """One row of the capacity table (weights only).
 
     ``capacity`` is a count only where the capacity paper reports one (Class 2, ε < 0.1); else

@@ -43,6 +43,11 @@ def test_models_sweep_runs_resumes_and_reports_failures(tmp_path, capsys):
         (["--models", "a", "--metrics", "nope"], "unknown metric 'nope'"),
         (["--models", "a", "--n-seqs", "0"], "n_seqs must be a positive int"),
         (["--models", "a", "--loader", "not a loader"], "loader must look like"),
+        (["--models", "a", "--working-dir", "."], "need --executor ray"),
+        (["--models", "a", "--address", "auto"], "need --executor ray"),
+        (["--models", "a", "--executor", "ray", "--runtime-env", "[1]"], "--runtime-env must be a JSON object"),
+        (["--models", "a", "--executor", "ray", "--working-dir", "/no/such/dir"], "is not a directory"),
+        (["--models", "a", "--executor", "ray", "--device", "cuda"], "device='cuda' with num_gpus=0"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, match):
@@ -82,3 +87,15 @@ def test_parse_options():
     assert _parse_options(None) == {}
     # values are data, never code
     assert _parse_options(["a.b=__import__('os').system('x')"]) == {"a": {"b": "__import__('os').system('x')"}}
+
+
+def test_gpu_request_without_gpus_exits_2_naming_the_resources(tmp_path, capsys):
+    """The issue's hang: --num-gpus 1 on a node without GPUs. Now: exit 2 with the reason, nothing written."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("needs to start its own Ray cluster")
+    out = tmp_path / "r.jsonl"
+    rc = main(BASE + ["--models", "tiny-L1", "--executor", "ray", "--num-gpus", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "num_gpus=1 but the Ray cluster has 0 GPU(s)" in err
+    assert not out.exists() and not ray.is_initialized()

@@ -258,6 +258,116 @@ def _to_float(x: Tensor) -> Tensor:
     return x.float() if x.dtype not in (torch.float32, torch.float64) else x
 
 
+def kept_rows(acts: Float[Tensor, "batch pos d"], mask: Tensor) -> Float[Tensor, "n d"]:
+    """The rows of ``acts`` at the ``True`` positions of the boolean (batch, pos) ``mask``, in
+    (batch, pos) order, detached and upcast to float32 (float64 stays float64).
+
+    This is the one selection both the forward pass (:func:`run_shared`) and a user's cached
+    activations (:func:`replay_shared`, :func:`flatten_valid`) go through, so both give the same rows.
+    """
+    return _to_float(acts.detach()[mask.to(acts.device)])
+
+
+def flatten_valid(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    acts: Float[Tensor, "batch pos d"],
+    *,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+) -> Float[Tensor, "n d"]:
+    """A cached activation (batch, pos, d) as the (n_valid, d) rows the capture layer would deliver:
+    BOS and padding positions dropped (:func:`valid_mask`), float32, in (batch, pos) order.
+
+    Use it before handing a ``run_with_cache`` entry to a pure function (:func:`tl_geometry.pga_score`,
+    :func:`tl_geometry.similarity_stats`, ...): a naive ``acts.reshape(-1, d)`` keeps the BOS
+    position, whose activation is an outlier on most models, and changes the numbers: on
+    SmolLM2-135M (8 × 128 pydoc tokens, ``blocks.15.hook_resid_post``, k = 100, 20 nulls) PGA z
+    is 0.447 with BOS kept and −4.31 with it dropped (``benchmarks/check_cache_smollm2.py``).
+
+    Args:
+        model: the model the activations came from (its tokenizer names the BOS token).
+        tokens: the (batch, pos) token ids that were run.
+        acts: (batch, pos, d) activations, e.g. ``cache["blocks.3.hook_resid_post"]``; a
+            (batch·pos, d) tensor (a naive reshape) is read back as (batch, pos, d).
+        attention_mask, drop_bos: as :func:`run`.
+
+    Raises:
+        InputError: a shape that does not match ``tokens``.
+    """
+    tokens = check_tokens(model, tokens)
+    acts = as_batch_pos(acts, tokens, name="acts")
+    return kept_rows(acts, valid_mask(model, tokens, attention_mask, drop_bos))
+
+
+def as_batch_pos(acts: Any, tokens: Tensor, *, name: str) -> Float[Tensor, "batch pos d"]:
+    """``acts`` checked against ``tokens`` (batch, pos): a (batch, pos, d) tensor as is; a
+    (batch·pos, d) tensor (``reshape(-1, d)`` of one, or ``remove_batch_dim`` with one sequence)
+    viewed as (batch, pos, d). Anything else is refused (the positions to drop cannot be told)."""
+    if not isinstance(acts, Tensor):
+        try:
+            import numpy as np
+
+            if isinstance(acts, np.ndarray):
+                acts = torch.from_numpy(acts)
+        except ImportError:  # pragma: no cover - numpy comes with torch
+            pass
+    if not isinstance(acts, Tensor):
+        raise InputTypeError(f"activations for {name} must be a tensor (batch, pos, d), got {type(acts).__name__}")
+    if not acts.dtype.is_floating_point:
+        raise InputTypeError(f"activations for {name} must be floating point, got dtype {acts.dtype}")
+    b, p = int(tokens.shape[0]), int(tokens.shape[1])
+    if acts.ndim == 3 and tuple(acts.shape[:2]) == (b, p):
+        return acts
+    if acts.ndim == 2 and acts.shape[0] == b * p:
+        return acts.reshape(b, p, acts.shape[1])
+    raise InputError(
+        f"activations for {name} have shape {tuple(acts.shape)}, which does not match tokens {(b, p)}: "
+        f"expected ({b}, {p}, d) like a run_with_cache entry, or ({b * p}, d) (all positions, BOS included, "
+        "in (batch, pos) order); already-filtered rows cannot be matched to positions - pass them to the "
+        "pure functions (tg.pga_score, tg.similarity_stats) instead"
+    )
+
+
+def activation_source(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    source: Any,
+    hooks: Sequence[str],
+) -> dict[str, Tensor]:
+    """Pick ``hooks`` out of a user's activations: an ``ActivationCache`` (from
+    ``model.run_with_cache(tokens)``) or a mapping hook name → tensor, each checked against
+    ``tokens`` (:func:`as_batch_pos`).
+
+    Raises:
+        InputError: a hook the source does not hold (naming it and the hooks present), or a shape
+            that does not match the tokens.
+    """
+    tokens = check_tokens(model, tokens)
+    keys = getattr(source, "keys", None)
+    if not callable(keys) or not hasattr(source, "__getitem__"):
+        raise InputTypeError(
+            f"activations must be an ActivationCache or a mapping hook name -> tensor, got {type(source).__name__}"
+        )
+    present = [str(k) for k in keys()]
+    out: dict[str, Tensor] = {}
+    for h in hooks:
+        if h in present:
+            value = source[h]
+        else:
+            try:  # a TransformerBridge cache also answers to the legacy alias of a canonical name
+                value = source[h]
+            except (KeyError, IndexError, ValueError, TypeError):
+                shown = present if len(present) <= 40 else present[:40] + [f"... ({len(present) - 40} more)"]
+                raise InputError(
+                    f"hook {h!r} is not in the activations; hooks present: {shown}; run "
+                    f"run_with_cache(tokens, names_filter=[...]) with {h!r} included, or pass hooks= naming "
+                    "hooks you have"
+                ) from None
+        out[h] = as_batch_pos(value, tokens, name=repr(h))
+    return out
+
+
 Consumer = Callable[[str, Float[Tensor, "n d"]], Any]
 
 
@@ -326,22 +436,9 @@ def run_shared(
         ValueError: bad tokens, hooks or batch size. Whatever a consumer raises; the hooks are
             removed first.
     """
-    tokens = check_tokens(model, tokens)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    passes = list(passes)
+    tokens, passes, hook_lists, union, masks, keep = _setup(model, tokens, passes, batch_size, attention_mask, drop_bos)
     if not passes:
         return []
-    for ps in passes:
-        if not callable(getattr(ps, "update", None)):
-            raise InputTypeError("each pass needs an update(hook, acts) method (see tl_geometry.capture.Pass)")
-    hook_lists = [validate_hooks(model, ps.hooks) for ps in passes]
-    union = list(dict.fromkeys(h for hs in hook_lists for h in hs))
-    valid = valid_mask(model, tokens, attention_mask, drop_bos)
-    masks = [valid & ps.positions.to("cpu").bool() if ps.positions is not None else valid for ps in passes]
-    keep = masks[0].clone()
-    for m in masks[1:]:
-        keep |= m
     device = model_device(model)
 
     from tqdm.auto import tqdm
@@ -353,8 +450,7 @@ def run_shared(
 
     def make_hook(name: str):
         def hook_fn(act: Tensor, hook: Any = None) -> None:
-            sel = state["mask"].to(act.device)
-            state["got"][name] = _to_float(act.detach()[sel])
+            state["got"][name] = kept_rows(act, state["mask"])
             if stop_early and len(state["got"]) == len(union):
                 raise _StopForward
             return None
@@ -382,17 +478,93 @@ def run_shared(
             missing = [h for h in union if h not in state["got"]]
             if missing:
                 raise RuntimeError(f"hooks {missing} never fired during the forward pass")
-            for i, (ps, hs, m) in enumerate(zip(passes, hook_lists, masks)):  # outside the forward: hooks removed
-                mb = m[start : start + batch_size]
-                if not mb.any():
-                    continue
-                rows = mb[mask]  # this pass's rows among the union's kept rows, (batch, pos) order
-                whole = bool(rows.all())
-                for h in hs:
-                    a = state["got"][h]
-                    ps.update(h, a if whole else a[rows.to(a.device)])
-                delivered[i] += int(mb.sum())
+            # outside the forward: hooks removed
+            _deliver(passes, hook_lists, masks, mask, slice(start, start + batch_size), state["got"], delivered)
             state["got"] = {}
+    return delivered
+
+
+def _deliver(
+    passes: Sequence[Pass],
+    hook_lists: Sequence[Sequence[str]],
+    masks: Sequence[Tensor],
+    mask: Tensor,
+    batch: slice,
+    got: Mapping[str, Tensor],
+    delivered: list[int],
+) -> None:
+    """Hand each pass its rows of one batch: ``got[h]`` holds the rows of the union mask ``mask``."""
+    for i, (ps, hs, m) in enumerate(zip(passes, hook_lists, masks)):
+        mb = m[batch]
+        if not mb.any():
+            continue
+        rows = mb[mask]  # this pass's rows among the union's kept rows, (batch, pos) order
+        whole = bool(rows.all())
+        for h in hs:
+            a = got[h]
+            ps.update(h, a if whole else a[rows.to(a.device)])
+        delivered[i] += int(mb.sum())
+
+
+def _setup(model, tokens, passes, batch_size, attention_mask, drop_bos):
+    tokens = check_tokens(model, tokens)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    passes = list(passes)
+    for ps in passes:
+        if not callable(getattr(ps, "update", None)):
+            raise InputTypeError("each pass needs an update(hook, acts) method (see tl_geometry.capture.Pass)")
+    hook_lists = [validate_hooks(model, ps.hooks) for ps in passes]
+    union = list(dict.fromkeys(h for hs in hook_lists for h in hs))
+    valid = valid_mask(model, tokens, attention_mask, drop_bos)
+    masks = [valid & ps.positions.to("cpu").bool() if ps.positions is not None else valid for ps in passes]
+    keep = valid.clone() if not masks else masks[0].clone()
+    for m in masks[1:]:
+        keep |= m
+    return tokens, passes, hook_lists, union, masks, keep
+
+
+def replay_shared(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    activations: Any,
+    passes: Sequence[Pass],
+    *,
+    batch_size: int = 8,
+    attention_mask: Tensor | None = None,
+    drop_bos: bool = True,
+    progress: bool = True,
+    desc: str = "replay",
+) -> list[int]:
+    """:func:`run_shared` without running the model: the passes are fed from activations the user
+    already has (an ``ActivationCache`` from ``model.run_with_cache(tokens)``, or a mapping hook
+    name → (batch, pos, d) tensor; see :func:`activation_source`).
+
+    Every pass receives the rows it would receive from :func:`run_shared` on the same tokens: the
+    same BOS/padding mask (:func:`valid_mask`), the same selection (:func:`kept_rows`), the same
+    batches of ``batch_size`` sequences, so streaming accumulators sum in the same order.
+
+    Returns:
+        The number of positions delivered to each pass (per hook), in the order of ``passes``.
+
+    Raises:
+        InputError: a hook a pass wants that the activations lack (naming it and the hooks
+            present), a shape that does not match the tokens, bad tokens or batch size.
+    """
+    tokens, passes, hook_lists, union, masks, keep = _setup(model, tokens, passes, batch_size, attention_mask, drop_bos)
+    if not passes:
+        return []
+    acts = activation_source(model, tokens, activations, union)
+    from tqdm.auto import tqdm
+
+    delivered = [0] * len(passes)
+    for start in tqdm(range(0, tokens.shape[0], batch_size), desc=desc, disable=not progress, leave=False):
+        batch = slice(start, start + batch_size)
+        mask = keep[batch]
+        if not mask.any():
+            continue
+        got = {h: kept_rows(acts[h][batch], mask) for h in union}
+        _deliver(passes, hook_lists, masks, mask, batch, got, delivered)
     return delivered
 
 

@@ -4,10 +4,13 @@
                              [--seeds 0 1] [--metrics epsilon pga ...] [--option pga.k=50 ...]
                              [--corpus pydoc] [--n-seqs 8] [--seq-len 128] [--loader pkg.mod:fn]
                              [--executor local|ray] [--num-cpus 1] [--num-gpus 0] [--retry-errors]
+                             [--address auto|ray://host:10001] [--working-dir DIR] [--runtime-env JSON]
+                             [--reload-per-job]
                              [--out sweep_results.jsonl] [--csv rows.csv] [--force]
 
 One job per (model, checkpoint, seed); each finished job is appended to ``--out`` at once, and a
-rerun skips what is done (failed jobs only with ``--retry-errors``). Exit status 1 when a job of
+rerun skips what is done (failed jobs only with ``--retry-errors``). Each (model, checkpoint) is
+loaded once for all its seeds (on Ray: one actor per model) unless ``--reload-per-job``. Exit status 1 when a job of
 this run failed (its error is in the results file), 2 for bad arguments.
 """
 
@@ -71,6 +74,27 @@ def build(sub) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--num-cpus", type=float, default=1, help="Ray: CPUs per job")
     p.add_argument("--num-gpus", type=float, default=0, help="Ray: GPUs per job")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray: the cluster to connect to ('auto', 'ray://host:10001'); default a running session or a local one",
+    )
+    p.add_argument(
+        "--working-dir",
+        default=None,
+        help="Ray: ship this directory to every worker (runtime_env working_dir), e.g. the folder of a --loader module",
+    )
+    p.add_argument(
+        "--runtime-env",
+        default=None,
+        metavar="JSON",
+        help='Ray: a runtime environment as JSON, e.g. \'{"pip": ["mypkg"]}\' (merged with --working-dir)',
+    )
+    p.add_argument(
+        "--reload-per-job",
+        action="store_true",
+        help="load the model again for every job (default: once per model and checkpoint)",
+    )
     p.add_argument("--retry-errors", action="store_true", help="re-run jobs recorded as failed")
     p.add_argument("--out", default="sweep_results.jsonl", help="JSON-lines results (resumed when it exists)")
     p.add_argument("--csv", default=None, help="also write every finished row as a CSV table (needs pandas)")
@@ -80,11 +104,36 @@ def build(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _runtime_env(args) -> dict | None:
+    """``--runtime-env`` JSON merged with ``--working-dir``; None when neither is given."""
+    env: dict = {}
+    if args.runtime_env:
+        try:
+            env = json.loads(args.runtime_env)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--runtime-env must be a JSON object, got {args.runtime_env!r}: {exc}") from None
+        if not isinstance(env, dict):
+            raise InputError(f"--runtime-env must be a JSON object, got {args.runtime_env!r}")
+    if args.working_dir:
+        from pathlib import Path
+
+        wd = Path(args.working_dir)
+        if not wd.is_dir():
+            raise InputError(f"--working-dir {args.working_dir!r} is not a directory")
+        env["working_dir"] = str(wd.resolve())
+    if env and args.executor != "ray":
+        raise InputError("--address, --working-dir and --runtime-env need --executor ray")
+    return env or None
+
+
 def run(args) -> int:
     from tl_geometry.commands.sweep import check_outputs
     from tl_geometry.sweep import SweepJob, sweep
 
     options = _parse_options(args.option)
+    runtime_env = _runtime_env(args)
+    if args.address and args.executor != "ray":
+        raise InputError("--address, --working-dir and --runtime-env need --executor ray")
     check_outputs(args, "csv")
     jobs = [
         SweepJob(
@@ -110,6 +159,9 @@ def run(args) -> int:
         options=options or None,
         num_cpus=args.num_cpus,
         num_gpus=args.num_gpus,
+        reuse_models=not args.reload_per_job,
+        address=args.address,
+        runtime_env=runtime_env,
     )
     print(f"{args.out}: {len(summary.ran)} ran, {len(summary.skipped)} already done, {len(summary.failed)} failed")
     for key, err in summary.failed.items():

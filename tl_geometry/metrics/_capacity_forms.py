@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tl_geometry.errors import InputError, InputTypeError
+from tl_geometry.tables import Tabular
 
 __all__ = [
     "FORMS",
@@ -312,7 +313,7 @@ def model_class_of(epsilon: float) -> str:
 
 
 @dataclass(frozen=True)
-class CapacityEstimate:
+class CapacityEstimate(Tabular):
     """A model's capacity as the capacity paper reports it: a count, or indeterminate and why.
 
     Attributes:

@@ -58,6 +58,7 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
 )
 from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.jackknife import jackknife_se
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class SimilarityStats:
+class SimilarityStats(Tabular):
     """Statistics of cos(u_i, u_j) over all ordered pairs i ≠ j of the non-zero rows.
 
     Attributes:

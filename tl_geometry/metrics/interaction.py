@@ -34,6 +34,7 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._validate import reject_meta
+from tl_geometry.tables import Tabular
 from tl_geometry.threads import kernel
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ EFFICIENT_INTERVAL: tuple[float, float] = (0.023, 0.047)
 
 # ----------------------------------------------------------------------------- AOFE
 @dataclass(frozen=True)
-class AOFE:
+class AOFE(Tabular):
     """AOFE of a square matrix (see :func:`aofe`).
 
     Attributes:
@@ -163,7 +164,7 @@ def projection_matrix(
 
 # ----------------------------------------------------------------------------- AGOP statistics
 @dataclass(frozen=True)
-class HookAGOP:
+class HookAGOP(Tabular):
     """AGOP summary at one hook.
 
     Attributes:
@@ -300,7 +301,7 @@ def exact_stats(G: Float[Tensor, "d d"], n_positions: int) -> HookAGOP:
 
 
 @dataclass(frozen=True)
-class AGOPResult:
+class AGOPResult(Tabular):
     """AGOPs at one or more hooks (see :func:`agop`).
 
     Attributes:
@@ -338,10 +339,15 @@ class AGOPResult:
             "provenance": dict(self.provenance),
         }
 
+    def records(self) -> list[dict[str, Any]]:
+        """One table row per hook: hook, space, exact, seed and the hook's :class:`HookAGOP` fields."""
+        head = {"space": self.space, "exact": self.exact, "seed": self.seed}
+        return [{"hook": h, **head, **s.records()[0]} for h, s in self.stats.items()]
+
 
 # ----------------------------------------------------------------------------- NFA
 @dataclass(frozen=True)
-class NFACorrelation:
+class NFACorrelation(Tabular):
     """Neural-feature-ansatz agreement between a weight Gram and an AGOP.
 
     Attributes:
@@ -489,7 +495,7 @@ def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
 
 
 @dataclass(frozen=True)
-class LossCorrelation:
+class LossCorrelation(Tabular):
     """Correlation of one metric with the loss over the runs of a sweep (see :func:`loss_correlations`).
 
     Attributes:

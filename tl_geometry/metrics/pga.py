@@ -40,6 +40,7 @@ from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
+from tl_geometry.tables import Tabular
 from tl_geometry.threads import kernel, parallel_map, pool_threads
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) ->
 
 # ----------------------------------------------------------------------------- score
 @dataclass(frozen=True)
-class PGAScore:
+class PGAScore(Tabular):
     """Result of :func:`pga_score` at one hook and one CCR level.
 
     Attributes:
@@ -638,7 +639,7 @@ def pga_score(
 
 # ----------------------------------------------------------------------------- PC1 migration
 @dataclass(frozen=True)
-class PC1Overlap:
+class PC1Overlap(Tabular):
     """Overlap ‖V_kᵀ p_1‖² of the top principal direction with the readout subspace.
 
     Attributes:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._pairs import pair_pass
+from tl_geometry.tables import Tabular
 
 __all__ = ["cosine_exceedance", "DecoderEpsilon", "shared_directions"]
 
@@ -59,7 +60,7 @@ def cosine_exceedance(vectors: Tensor, threshold: float, *, block_size: int = 20
 
 
 @dataclass(frozen=True)
-class DecoderEpsilon:
+class DecoderEpsilon(Tabular):
     """ε of an SAE's decoder rows, and how many decoder pairs exceed the host model's ε.
 
     Attributes:

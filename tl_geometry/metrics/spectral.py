@@ -58,6 +58,7 @@ from torch import Tensor
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.jackknife import jackknife_se
+from tl_geometry.tables import Tabular
 from tl_geometry.threads import kernel
 
 __all__ = [
@@ -79,7 +80,7 @@ REPTRIX_FIT_RANGE = (11, 101)
 
 
 @dataclass(frozen=True)
-class SpectralMetrics:
+class SpectralMetrics(Tabular):
     """Spectral summary of a covariance.
 
     Attributes:

@@ -22,6 +22,7 @@ from tl_geometry.hub import HubUnavailableError
 from tl_geometry.report import model_name
 from tl_geometry.sae._lens import _sae_lens
 from tl_geometry.sae.ids import parse_hook, parse_width
+from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def _directory() -> dict:
 
 
 @dataclass(frozen=True)
-class SAEWidth:
+class SAEWidth(Tabular):
     """One SAE of sae_lens's pretrained directory and its width.
 
     Attributes:
