@@ -74,7 +74,14 @@ def main() -> None:
     os.environ[LOG_VAR] = str(log)
     corpus = "random" if args.model.startswith("tiny-") else "pydoc"
     jobs = [
-        dict(model=args.model, corpus=corpus, n_seqs=4, seq_len=32 if args.model.startswith("tiny-") else 64, seed=s, loader="benchmarks.bench_ray:load")
+        dict(
+            model=args.model,
+            corpus=corpus,
+            n_seqs=4,
+            seq_len=32 if args.model.startswith("tiny-") else 64,
+            seed=s,
+            loader="benchmarks.bench_ray:load",
+        )
         for s in range(args.seeds)
     ]
     torch.set_num_threads(1)  # a Ray worker has one CPU (num_cpus=1): the same for the local runs
