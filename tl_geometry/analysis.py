@@ -114,6 +114,25 @@ class _Guarded:
             self.box["error"] = exc
 
 
+def check_request(
+    names: Any, options: Any, tokens: Any, capture: Any, hooks: Any
+) -> tuple[list[str], list[Any], dict[str, dict[str, Any]], list[str] | None]:
+    """Every check of an :func:`analyze` request that needs no model: the capture mode, the metric
+    names (one string is one name; a name given twice is refused; unknown names list the valid
+    ones), the hooks, the options and whether tokens are needed. Returns (names, specs, options, hooks)."""
+    _checks.choice(capture, "capture", CAPTURE_MODES)
+    names = _checks.names(names, "metrics")
+    if hooks is not None:
+        hooks = _checks.names(hooks, "hooks")
+    specs = [get_metric(n) for n in names]
+    options = check_options(names, options)
+    if tokens is None:
+        need = [s.name for s in specs if s.needs != "weights"]
+        if need:
+            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
+    return names, specs, options, hooks
+
+
 def iter_metrics(
     model: Any,
     tokens: Any,
@@ -136,16 +155,7 @@ def iter_metrics(
     """
     from tqdm.auto import tqdm
 
-    _checks.choice(capture, "capture", CAPTURE_MODES)
-    names = _checks.names(names, "metrics")
-    if hooks is not None:
-        hooks = _checks.names(hooks, "hooks")
-    specs = [get_metric(n) for n in names]  # fail on an unknown name before any work
-    options = check_options(names, options)  # names, option names and values, before any work
-    if tokens is None:
-        need = [s.name for s in specs if s.needs != "weights"]
-        if need:
-            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
+    names, specs, options, hooks = check_request(names, options, tokens, capture, hooks)
     kwargs: dict[str, dict[str, Any]] = {}
     for spec in specs:
         kw = dict(options.get(spec.name, {}))
@@ -297,6 +307,11 @@ def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]]
     Raises:
         ValueError: naming the metric, the option, the value and what is accepted.
     """
+    if options is not None and not isinstance(options, Mapping):
+        raise _checks.ArgumentError(
+            f"options must map metric names to option mappings, e.g. {{'pga': {{'n_null': 20}}}}; "
+            f"got {_checks.describe(options)}"
+        )
     options = dict(options or {})
     unknown_metrics = set(options) - set(names)
     if unknown_metrics:

@@ -673,11 +673,18 @@ class ModelShape:
 
 
 def _gguf_shape(path: Path) -> ModelShape:
+    st = path.stat()
+    return _gguf_shape_cached(str(path.resolve()), st.st_size, st.st_mtime)
+
+
+@functools.lru_cache(maxsize=8)
+def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
     import re
 
     from tl_geometry.weights_reader import _gguf_layout
 
-    _, _, tensors = _gguf_layout(path, path.stat().st_size)
+    path = Path(path_str)
+    _, _, tensors = _gguf_layout(path, size)
     n_params, blocks, d_model = 0, set(), None
     for name, dims, _, _ in tensors:
         n = 1

@@ -48,28 +48,29 @@ def check_device(device: Any) -> None:
     _check(device)
 
 
-def model_shape(model: str) -> tuple[int | None, int | None]:
-    """(n_layers, d_model) of a model name or path, read without loading weights (None, None when
-    not readable cheaply: a hub name offline; the load then checks)."""
+def model_shape(model: str) -> tuple[int | None, int | None, int | None]:
+    """(n_layers, d_model, n_ctx) of a model name or path, read without loading weights (None where
+    not readable cheaply, e.g. a hub name offline; the load then checks)."""
     from tl_geometry.models import peek
 
     shape = peek(model)
     if shape is not None:
-        return shape.n_layers, shape.d_model
+        return shape.n_layers, shape.d_model, shape.n_ctx
     if isinstance(model, str) and not os.path.exists(model):
         from tl_geometry.pipeline import config_for
 
         cfg = config_for(model)
         if cfg is not None:
-            return getattr(cfg, "n_layers", None), getattr(cfg, "d_model", None)
-    return None, None
+            return getattr(cfg, "n_layers", None), getattr(cfg, "d_model", None), getattr(cfg, "n_ctx", None)
+    return None, None, None
 
 
-def check_model_fit(model: str, *, layers: Sequence[int] | None = None, k: int | None = None) -> None:
-    """``--layers`` within the model's n_layers and ``--k`` below its d_model, from its files."""
-    if not layers and k is None:
-        return
-    n_layers, d_model = model_shape(model)
+def check_model_fit(
+    model: str, *, layers: Sequence[int] | None = None, k: int | None = None, seq_len: int | None = None
+) -> None:
+    """``--layers`` within the model's n_layers, ``--k`` below its d_model and ``--seq-len`` within
+    its context, read from its files (or hub config) before any load."""
+    n_layers, d_model, n_ctx = model_shape(model)
     if layers and n_layers is not None:
         bad = [layer for layer in layers if not 0 <= layer < n_layers]
         if bad:
@@ -79,3 +80,5 @@ def check_model_fit(model: str, *, layers: Sequence[int] | None = None, k: int |
             )
     if k is not None and d_model is not None and not 1 <= k < d_model:
         raise InputError(f"--k must satisfy 1 <= k < d_model={d_model} (model {model}), got {k}")
+    if seq_len is not None and n_ctx is not None and seq_len > n_ctx:
+        raise InputError(f"--seq-len {seq_len} exceeds the context of model {model} (n_ctx={n_ctx})")

@@ -89,7 +89,7 @@ def check_args(args) -> None:
         _checks.integer(args.n_probes, "--n-probes", lo=1)
     _early.check_device(args.device)
     _early.check_corpus(args.corpus, args.corpus_encoding)
-    _early.check_model_fit(args.model, layers=args.layers)
+    _early.check_model_fit(args.model, layers=args.layers, seq_len=args.seq_len)
 
 
 def run(args) -> int:

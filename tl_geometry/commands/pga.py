@@ -152,7 +152,7 @@ def check_args(args) -> None:
     _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
     _early.check_device(args.device)
     _early.check_corpus(args.corpus, args.corpus_encoding)
-    _early.check_model_fit(args.model, layers=args.layers, k=args.k)
+    _early.check_model_fit(args.model, layers=args.layers, k=args.k, seq_len=args.seq_len)
 
 
 def summary(report, ccrs) -> str:

@@ -150,6 +150,8 @@ def projection_matrix(
     d_in = _checks.integer(d_in, "d_in", lo=1)
     seed = _checks.seed(seed)
     _checks.choice(convention, "convention", ("paper", "library"))
+    if d_out * d_in > 2**36:
+        raise InputError(f"projection_matrix({d_out}, {d_in}) would hold {d_out * d_in:,} numbers (more than 2**36)")
     if convention == "paper":
         g = torch.Generator(device=device).manual_seed(int(seed))
         return torch.randn(d_out, d_in, generator=g, device=device) / d_out**0.5

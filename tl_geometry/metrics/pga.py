@@ -77,6 +77,10 @@ STDERR_METHOD = (
 )
 
 
+#: The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake.
+MAX_ELEMENTS = 2**36
+
+
 def min_points(k: int) -> int:
     """Fewest points (rows of H) PGA accepts for a k-dimensional readout: max(k + 1, 10).
 
@@ -148,6 +152,10 @@ def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) ->
     n = _checks.integer(n, "n", why="bases", lo=0)
     if not 1 <= k <= d:
         raise InputError(f"need 1 <= k <= d, got k={k}, d={d}")
+    if n * d * k > MAX_ELEMENTS:
+        raise InputError(
+            f"haar_bases(d={d}, k={k}, n={n}) would hold {n * d * k:,} numbers (more than {MAX_ELEMENTS:,})"
+        )
     g = torch.Generator().manual_seed(_checks.seed(seed))
     out = torch.empty(n, d, k, dtype=torch.float64)
     for i in range(n):
@@ -263,6 +271,14 @@ def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
     eye = torch.eye(B.shape[-1], dtype=torch.float64, device=B.device)
     with kernel("dense", B.device):  # fewer if the cores are busy
         return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
+
+
+def _check_ccrs(ccrs: Sequence[int], N: int, d: int) -> None:
+    """CCR levels below min(N − 1, d), the most directions the centered H can have."""
+    if max(ccrs) >= min(N - 1, d):
+        raise InputError(
+            f"ccr={max(ccrs)} removes all variance: the centered H has rank <= min(N - 1, d) = {min(N - 1, d)}"
+        )
 
 
 def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[Tensor, int]:
@@ -406,7 +422,7 @@ def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
 
 def _batch_size(n: int, k: int, memory_mb: float) -> int:
     """Null bases projected per matmul: each holds an (N, k) float64 projection."""
-    return max(1, min(64, int(memory_mb * 2**20 // (8 * n * k * 2))))
+    return max(1, min(64, int(min(memory_mb, 2.0**40) * 2**20 // (8 * n * k * 2))))
 
 
 def pga_profile(
@@ -469,6 +485,7 @@ def pga_layer(
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
     check_n_points(N, readout.shape[1])
+    _check_ccrs(ccrs, N, d)
     if null_bases is not None:
         null_bases = _checks.float_matrix(null_bases, "null_bases", ndim=3, shape="(n_null, d, k)")
     else:

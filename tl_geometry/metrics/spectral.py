@@ -340,7 +340,7 @@ def spectral_from_covariance(
     if fit_range is None:
         lo, hi = 1, n + 1
     else:
-        lo, hi = _fit_range(fit_range)
+        lo, hi = _check_fit_range(fit_range)
         if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
             raise InputError(
                 f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n_kept+1={n + 1} with >= 2 ranks"
@@ -372,7 +372,7 @@ def _entropy_rank(x: Tensor) -> float:
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
 
-def _fit_range(fit_range: Any) -> tuple[int, int]:
+def _check_fit_range(fit_range: Any) -> tuple[int, int]:
     """(start, stop) as two integers, or an error saying what a fit range is."""
     if not isinstance(fit_range, (tuple, list)) or len(fit_range) != 2 or not all(_checks.is_int(v) for v in fit_range):
         raise _checks.ArgumentError(
@@ -403,7 +403,7 @@ def power_law_fit(
         (1.5, 1.0)
     """
     eigenvalues = _checks.float_matrix(eigenvalues, "eigenvalues", ndim=1, shape="(n,): descending")
-    lo, hi = _fit_range(fit_range)
+    lo, hi = _check_fit_range(fit_range)
     n = eigenvalues.numel()
     if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
         raise InputError(f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n+1={n + 1} with >= 2 ranks")
@@ -439,6 +439,8 @@ def spectral_metrics(
         True
     """
     H = _checks.float_matrix(H, "H", shape="(N, d): one row per point", finite=False)
+    if fit_range is not None:
+        _check_fit_range(fit_range)  # its type now; its range once the kept ranks are known
     if groups is None:
         acc = StreamingCovariance()
         acc.update(H)
