@@ -267,7 +267,7 @@ def float_matrix(
             raise ArgumentError(f"{name} must be {accepted}; got {describe(x)}")
         if x.ndim != ndim:
             raise ArgumentError(f"{name} must be {accepted}; got {describe(x)}")
-        x = torch.from_numpy(np.ascontiguousarray(x))
+        x = torch.from_numpy(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("=")))  # native byte order
     elif not isinstance(x, Tensor):
         raise ArgumentError(f"{name} must be {accepted}; got {describe(x)}")
     if x.is_meta:

@@ -244,6 +244,13 @@ def test_max_memory_applies_to_a_local_directory(tmp_path):
 
 
 # ------------------------------------------------------------------ dtypes and numpy (issue 21 part 3)
+def test_numpy_big_endian_and_non_contiguous_arrays_are_accepted():
+    x = np.random.default_rng(0).standard_normal((50, 6))
+    ref = tg.spectral_metrics(torch.from_numpy(x)).rankme
+    assert tg.spectral_metrics(x.astype(">f8")).rankme == ref
+    assert tg.spectral_metrics(np.asfortranarray(x)).rankme == pytest.approx(ref, rel=1e-12)
+
+
 def test_pga_bf16_and_f16_no_false_rank_error():
     g = torch.Generator().manual_seed(0)
     V = tg.readout_basis(torch.randn(64, 200, generator=g), 8)
