@@ -5,12 +5,12 @@ from __future__ import annotations
 import difflib
 import inspect
 import logging
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.registry import get_metric, list_metrics
 from tl_geometry.report import GeometryReport, provenance_of
@@ -48,7 +48,8 @@ def analyze(
         model: a HookedTransformer or TransformerBridge.
         tokens: (batch, pos) token ids; required when a chosen metric needs activations or
             gradients.
-        metrics: registry names (default: every registered metric).
+        metrics: registry names, or one name as a string (default: every registered metric);
+            a name given twice is refused.
         hooks: hook names passed to every activation/gradient metric (default: each metric's own).
         options: per-metric keyword options, e.g. ``{"pga": {"n_null": 20}}``.
         progress: show a progress bar over metrics (``tqdm.auto``: a widget in Jupyter, text in a
@@ -77,7 +78,8 @@ def analyze(
             gradient metric asked for with ``cache``/``activations``; a hook missing from them.
         Whatever a metric raises (the first one).
     """
-    names = list(metrics) if metrics is not None else list_metrics()
+    names = _checks.names(metrics, "metrics") if metrics is not None else list_metrics()
+    progress = _checks.flag(progress, "progress")
     info: dict[str, Any] = {}
     source = None
     if cache is not None or activations is not None:
@@ -176,6 +178,25 @@ class _Guarded:
             self.box["error"] = exc
 
 
+def check_request(
+    names: Any, options: Any, tokens: Any, capture: Any, hooks: Any
+) -> tuple[list[str], list[Any], dict[str, dict[str, Any]], list[str] | None]:
+    """Every check of an :func:`analyze` request that needs no model: the capture mode, the metric
+    names (one string is one name; a name given twice is refused; unknown names list the valid
+    ones), the hooks, the options and whether tokens are needed. Returns (names, specs, options, hooks)."""
+    _checks.choice(capture, "capture", CAPTURE_MODES)
+    names = _checks.names(names, "metrics")
+    if hooks is not None:
+        hooks = _checks.names(hooks, "hooks")
+    specs = [get_metric(n) for n in names]
+    options = check_options(names, options)
+    if tokens is None:
+        need = [s.name for s in specs if s.needs != "weights"]
+        if need:
+            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
+    return names, specs, options, hooks
+
+
 def iter_metrics(
     model: Any,
     tokens: Any,
@@ -202,20 +223,13 @@ def iter_metrics(
     """
     from tqdm.auto import tqdm
 
-    if capture not in CAPTURE_MODES:
-        raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
+    names, specs, options, hooks = check_request(names, options, tokens, capture, hooks)
     if activations is not None:
         if capture != "shared":
             raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
         replayable(names, explicit=True)
         if tokens is None:
             raise InputError("cached activations need the tokens they were computed from: pass tokens=")
-    specs = [get_metric(n) for n in names]  # fail on an unknown name before any work
-    options = check_options(names, options)  # names, option names and values, before any work
-    if tokens is None:
-        need = [s.name for s in specs if s.needs != "weights"]
-        if need:
-            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
     kwargs: dict[str, dict[str, Any]] = {}
     for spec in specs:
         kw = dict(options.get(spec.name, {}))
@@ -236,7 +250,7 @@ def iter_metrics(
                 continue
             t0 = time.perf_counter()
             try:
-                plans[spec.name] = spec.plan(model, tokens, **kwargs[spec.name])
+                plans[spec.name] = spec.checked_plan(spec.plan(model, tokens, **kwargs[spec.name]))
             except Exception as exc:  # noqa: BLE001 - this metric fails; the others go on
                 failed[spec.name] = exc
             plan_s[spec.name] = time.perf_counter() - t0
@@ -294,7 +308,7 @@ def iter_metrics(
             if spec.name in plans:
                 if "error" in boxes.get(spec.name, {}):
                     raise boxes[spec.name]["error"]
-                result = plans[spec.name].finish()
+                result = spec.checked(plans[spec.name].finish(), "finished with")
             else:
                 result = spec(model, tokens, **kwargs[spec.name])
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
@@ -349,14 +363,14 @@ def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
     caller gave is never changed (an impossible one is refused by the metric).
     """
     d = getattr(getattr(model, "cfg", None), "d_model", None)
-    if d is None or not _is_int(d):
+    if d is None or not _checks.is_int(d):
         return
     for name, kw in kwargs.items():
         params = _option_params(name)
         if "k" in kw or not params or "k" not in params:
             continue
         default = params["k"].default
-        if not _is_int(default) or default < d:
+        if not _checks.is_int(default) or default < d:
             continue
         cap = max(1, int(d) // 2)
         warnings.warn(
@@ -376,54 +390,24 @@ def takes_option(metric: str, option: str) -> bool:
     return params is not None and option in params
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _int_at_least(lo: int, *, none_ok: bool = False):
-    def check(v):
-        if v is None and none_ok:
-            return None
-        if not _is_int(v) or v < lo:
-            return f"an integer >= {lo}" + (" or None" if none_ok else "")
-        return None
-
-    return check
-
-
-def _ccr(v):
-    vals = [v] if _is_int(v) else v
-    if not isinstance(vals, (list, tuple)) or not vals or not all(_is_int(c) and c >= 0 for c in vals):
-        return "a non-negative integer or a non-empty list of them"
-    return None
-
-
-def _positive_number(v):
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < float("inf"):
-        return "a positive finite number"
-    return None
-
-
-def _boolean(v):
-    return None if isinstance(v, bool) else "True or False"
-
-
-#: Checks of option values shared by the built-in metrics, applied wherever a metric takes the
-#: option (the metrics check them again; these only move the error before any model work).
-OPTION_CHECKS: dict[str, Callable[[Any], str | None]] = {
-    "n_null": _int_at_least(2),
-    "n_probes": _int_at_least(2),
-    "max_points": _int_at_least(2, none_ok=True),
-    "k": _int_at_least(1),
-    "seed": _int_at_least(0),
-    "batch_size": _int_at_least(1),
-    "n_groups": _int_at_least(2, none_ok=True),
-    "projection_dim": _int_at_least(2),
-    "max_pairs": _int_at_least(1, none_ok=True),
-    "ccr": _ccr,
-    "memory_mb": _positive_number,
-    "progress": _boolean,
-    "exact": _boolean,
+#: Checks of option values shared by the built-in metrics (:mod:`tl_geometry._checks`, the one
+#: validation layer), applied wherever a metric takes the option (the metrics check them again;
+#: these only move the error before any model work).
+OPTION_CHECKS: dict[str, _checks.Check] = {
+    "n_null": _checks.int_at_least(2),
+    "n_probes": _checks.int_at_least(2),
+    "max_points": _checks.int_at_least(2, none_ok=True),
+    "k": _checks.int_at_least(1),
+    "seed": _checks.SEED,
+    "batch_size": _checks.int_at_least(1),
+    "n_groups": _checks.int_at_least(2, none_ok=True),
+    "projection_dim": _checks.int_at_least(2),
+    "max_pairs": _checks.int_at_least(1, none_ok=True),
+    "refit_nulls": _checks.int_at_least(0),
+    "ccr": _checks.nonneg_int_list(),
+    "memory_mb": _checks.positive_real(),
+    "progress": _checks.boolean,
+    "exact": _checks.boolean,
 }
 
 
@@ -440,6 +424,11 @@ def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]]
     Raises:
         ValueError: naming the metric, the option, the value and what is accepted.
     """
+    if options is not None and not isinstance(options, Mapping):
+        raise _checks.ArgumentError(
+            f"options must map metric names to option mappings, e.g. {{'pga': {{'n_null': 20}}}}; "
+            f"got {_checks.describe(options)}"
+        )
     options = dict(options or {})
     unknown_metrics = set(options) - set(names)
     if unknown_metrics:
@@ -459,8 +448,10 @@ def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]]
                     f"metric {metric!r} has no option {key!r}{hint}; it accepts: {', '.join(sorted(params)) or 'none'}"
                 )
             check = OPTION_CHECKS.get(key)
-            problem = check(value) if check else None
+            problem = check.problem(value) if check else None
             if problem:
-                raise InputError(f"option {key}={value!r} for metric {metric!r} is not valid: expected {problem}")
+                raise _checks.ArgumentError(
+                    f"option {key}={value!r} for metric {metric!r} is not valid: expected {problem}"
+                )
         out[metric] = dict(opts)
     return out

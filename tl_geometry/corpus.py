@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError, InputTypeError
 
 SOURCES = ("pydoc", "shakespeare")
@@ -171,8 +172,13 @@ def tokens(
         ValueError: empty text, too little text for the request, seq_len > n_ctx, n_seqs < 1.
         CorpusDecodeError: a text file that does not decode with ``encoding`` (a ValueError).
     """
-    if int(n_seqs) < 1 or int(seq_len) < 2:
-        raise InputError(f"n_seqs must be >= 1 and seq_len >= 2, got n_seqs={n_seqs}, seq_len={seq_len}")
+    n_seqs = _checks.integer(n_seqs, "n_seqs", lo=1)
+    seq_len = _checks.integer(seq_len, "seq_len", lo=2)
+    seed = _checks.seed(seed)
+    if prepend_bos is not None:
+        prepend_bos = _checks.flag(prepend_bos, "prepend_bos")
+    if not isinstance(encoding, str):
+        raise _checks.ArgumentError(f"encoding must be a codec name such as 'utf-8', got {_checks.describe(encoding)}")
     tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tok is None:
         raise InputError("the model has no tokenizer; pass tokenizer=... or build token ids yourself")
@@ -194,7 +200,7 @@ def tokens(
         raise InputError(
             f"the corpus has {len(ids)} tokens: only {n_chunks} chunks of {body}; asked for n_seqs={n_seqs}"
         )
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(seed)
     chosen = torch.randperm(n_chunks, generator=g)[:n_seqs].sort().values
     stream = torch.tensor(ids[: n_chunks * body], dtype=torch.long).view(n_chunks, body)
     out = stream[chosen]

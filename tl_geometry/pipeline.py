@@ -80,6 +80,31 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
     return need
 
 
+def check_model_memory(model: Any, max_memory_gb: float | None) -> int | None:
+    """Refuse a model named by ``model`` whose estimated peak memory exceeds ``max_memory_gb`` GiB
+    (default: the available RAM), before loading it. Every source is estimated: a zoo model or
+    local path from its files' tensor sizes (:func:`tl_geometry.models.peek`), a hub name from its
+    TransformerLens config. Returns the estimate in bytes (None: nothing could be read, e.g. a hub
+    name offline; the load then says what is wrong)."""
+    from tl_geometry.models import peek
+
+    limit = None if max_memory_gb is None else int(max_memory_gb * 2**30)
+    shape = peek(model)
+    if shape is not None:
+        need = shape.memory_bytes()
+        avail = limit if limit is not None else available_memory_bytes()
+        if avail is not None and need > avail:
+            what = "--max-memory-gb / max_memory_gb" if limit is not None else "the available RAM"
+            raise InputError(
+                f"model {model} needs about {need / 2**30:.2f} GiB (estimated from its files: "
+                f"{shape.n_params:,} parameters) but {what} allows {avail / 2**30:.2f} GiB; "
+                "use a smaller model, raise the limit or use a machine with more memory"
+            )
+        return need
+    cfg = config_for(str(model)) if isinstance(model, str) else None
+    return None if cfg is None else check_memory(cfg, limit_bytes=limit)
+
+
 def config_for(name: str) -> Any:
     """The TransformerLens config of a hub model name without loading weights (None if unknown
     here, e.g. offline and not cached; the load itself then reports the problem)."""
@@ -118,15 +143,14 @@ def check_inputs(
     Raises:
         ValueError / TypeError / KeyError: naming the input and what is accepted.
     """
+    from tl_geometry import _checks
     from tl_geometry import corpus as corpus_mod
     from tl_geometry.analysis import check_options
     from tl_geometry.registry import get_metric
 
-    for label, value, lo in (("n_seqs", n_seqs, 1), ("seq_len", seq_len, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise InputError(f"{label} must be an integer >= {lo}, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    _checks.integer(n_seqs, "n_seqs", lo=1)
+    _checks.integer(seq_len, "seq_len", lo=2)
+    _checks.seed(seed)
     if not names:
         raise InputError("no metrics chosen; pass metrics=None for all, or names from `tl-geometry metrics`")
     for n in names:
@@ -135,12 +159,7 @@ def check_inputs(
     if dupes:
         raise InputError(f"metrics named more than once: {dupes}")
     check_options(names, options)
-    if max_memory_gb is not None and (
-        isinstance(max_memory_gb, bool)
-        or not isinstance(max_memory_gb, (int, float))
-        or not 0 < max_memory_gb < float("inf")
-    ):
-        raise InputError(f"max_memory_gb must be a positive number of GiB, got {max_memory_gb!r}")
+    _checks.real(max_memory_gb, "max_memory_gb", lo=0.0, lo_open=True, none_ok=True, why="GiB")
     import torch
 
     try:
@@ -256,10 +275,8 @@ def run_report(
         if opts:
             run_options[name] = opts
     check_options(names, run_options)  # the report defaults merged with the user's
-    if isinstance(model, str):
-        cfg = config_for(model)
-        if cfg is not None:
-            check_memory(cfg, limit_bytes=None if max_memory_gb is None else int(max_memory_gb * 2**30))
+    if isinstance(model, (str, os.PathLike)):
+        check_model_memory(model, max_memory_gb)
     out_dir: Path | None = None
     work: Path | None = None
     lock = None

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tl_geometry.errors import InputError, UnknownNameError
+from tl_geometry.errors import InputError, TLGeometryError, UnknownNameError
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,35 @@ class MetricSpec:
     plan: Callable | None = None
 
     def __call__(self, model, tokens=None, *, hooks=None, **options):
-        return self.fn(model, tokens, hooks=hooks, **options)
+        return self.checked(self.fn(model, tokens, hooks=hooks, **options))
+
+    def checked(self, result: Any, what: str = "returned") -> Any:
+        """``result`` if it is a :class:`~tl_geometry.report.GeometryReport`, else an error naming
+        this metric, where it was registered and what it returned (a plugin returning ``None`` or a
+        dict would otherwise fail later, far from its cause)."""
+        from tl_geometry.report import GeometryReport
+
+        if not isinstance(result, GeometryReport):
+            kind = "a plugin" if not self.builtin else "a built-in"
+            raise MetricResultError(
+                f"metric {self.name!r} ({kind} from {self.source}) {what} {type(result).__name__}"
+                f"{'' if result is None else ' ' + repr(result)[:80]}; a metric must return a "
+                "tl_geometry.GeometryReport (e.g. GeometryReport(rows=[Row(...)], provenance={}))"
+            )
+        return result
+
+    def checked_plan(self, plan: Any) -> Any:
+        """``plan`` if it is a :class:`MetricPlan`, else an error naming this metric."""
+        if not isinstance(plan, MetricPlan):
+            raise MetricResultError(
+                f"metric {self.name!r} (registered from {self.source}): its plan returned "
+                f"{type(plan).__name__}; a plan must return a tl_geometry.registry.MetricPlan"
+            )
+        return plan
+
+
+class MetricResultError(TLGeometryError):
+    """A registered metric (usually a plugin) returned something that is not a report."""
 
 
 _REGISTRY: dict[str, MetricSpec] = {}

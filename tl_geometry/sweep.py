@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
 from tl_geometry.tables import Tabular
@@ -104,8 +105,7 @@ class SweepJob:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"SweepJob.{name} must be a positive int, got {v!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise InputError(f"SweepJob.seed must be an int, got {self.seed!r}")
+        _checks.seed(self.seed, "SweepJob.seed")
         if not isinstance(self.corpus, str):
             raise InputError(
                 f"SweepJob.corpus must be a string (source name or path), got {type(self.corpus).__name__}"
@@ -510,11 +510,7 @@ def sweep(
     if not job_objs:
         raise InputError("jobs is empty; pass at least one model name or SweepJob")
     if metrics is not None:
-        if isinstance(metrics, str):
-            metrics = [metrics]
-        metrics = list(metrics)
-        if not metrics:
-            raise InputError("metrics is empty; pass metric names or None for all")
+        metrics = _checks.names(list(metrics) if isinstance(metrics, tuple) else metrics, "metrics")
         for m in metrics:
             get_metric(m)  # unknown names fail now, not in every job
     options = {k: dict(v) for k, v in (options or {}).items()}
@@ -522,8 +518,14 @@ def sweep(
         extra = sorted(set(options) - set(metrics))
         if extra:
             raise InputError(f"options given for metrics not being run: {extra}")
-    if num_cpus < 0 or num_gpus < 0:
-        raise InputError(f"num_cpus and num_gpus must be >= 0, got {num_cpus}, {num_gpus}")
+    if _checks.real_in(0.0).problem(num_cpus) or _checks.real_in(0.0).problem(num_gpus):
+        raise _checks.ArgumentError(
+            f"num_cpus and num_gpus must be >= 0 (finite numbers), got {num_cpus!r}, {num_gpus!r}"
+        )
+    from tl_geometry.analysis import check_options
+    from tl_geometry.registry import list_metrics
+
+    check_options(metrics if metrics is not None else list_metrics(), options)  # values, before any job
     if executor != "ray" and (address is not None or runtime_env is not None):
         raise InputError("address and runtime_env are for executor='ray'")
     if runtime_env is not None and not isinstance(runtime_env, Mapping):

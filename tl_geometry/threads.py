@@ -262,6 +262,10 @@ def using_threads(n: int | None) -> Iterator[int]:
             torch.set_num_threads(prev)
 
 
+#: The most threads ``--threads`` accepts (torch overflows above 2**31 - 1; no machine has more).
+MAX_THREADS = 65536
+
+
 def set_threads(n: int | None) -> int:
     """Set torch's intra-op threads for the process (the cap every kernel honours); None: leave it.
 
@@ -272,8 +276,8 @@ def set_threads(n: int | None) -> int:
     """
     if n is None:
         return torch.get_num_threads()
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise InputError(f"--threads must be a positive integer, got {n!r}")
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_THREADS:
+        raise InputError(f"--threads must be a positive integer, got {n!r} (at most {MAX_THREADS})")
     torch.set_num_threads(n)
     return torch.get_num_threads()
 

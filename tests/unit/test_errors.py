@@ -83,7 +83,12 @@ def _pure_cases():
         ("pga", lambda: pga.readout_basis(torch.randn(8, 20), 0), InputError, r"k must satisfy 1 <= k < d_model=8"),
         ("spectral", lambda: spectral.spectral_from_covariance(torch.ones(3, 4)), InputError, r"square 2-D"),
         ("interaction", lambda: interaction.aofe(torch.ones(3, 4)), InputError, r"must be a square 2-D matrix"),
-        ("interaction-type", lambda: interaction.aofe([[1.0]]), InputTypeError, r"must be a torch tensor"),
+        (
+            "interaction-type",
+            lambda: interaction.aofe([[1.0]]),
+            InputTypeError,
+            r"must be a 2-D torch tensor or numpy array",
+        ),
         ("sae", lambda: sae.cosine_exceedance(torch.randn(5, 4), 2.0), InputError, r"threshold must lie in \[0, 1\]"),
         ("packing", lambda: packing.random_packing(4, 3, trials=0), InputError, r"trials must be >= 1"),
         ("registry", lambda: registry.get_metric("pgaa"), UnknownNameError, r"unknown metric 'pgaa'"),

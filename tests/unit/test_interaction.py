@@ -492,7 +492,10 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
 
 @pytest.mark.parametrize(
     "argv, msg",
-    [(["agop", "--hooks", "x", "--layers", "1"], "not both"), (["agop", "--n-probes", "1"], "--n-probes must be >= 2")],
+    [
+        (["agop", "--hooks", "x", "--layers", "1"], "not both"),
+        (["agop", "--n-probes", "1"], "--n-probes must be an integer >= 2"),
+    ],
 )
 def test_cli_agop_bad_args(argv, msg, capsys):
     from tl_geometry.cli import main

@@ -226,7 +226,7 @@ def test_bad_inputs():
         tg.pga_score(H, 2 * V)
     with pytest.raises(ValueError, match="null_bases must be orthonormal"):
         tg.pga_score(H, V, null_bases=torch.randn(4, 8, 2))
-    with pytest.raises(ValueError, match="n_null must be >= 2"):
+    with pytest.raises(ValueError, match="n_null must be an integer >= 2"):
         tg.pga_score(H, V, n_null=1)
     with pytest.raises(ValueError, match="zero standard deviation"):
         tg.pga_score(H, V, null_bases=bases[:1].repeat(5, 1, 1))

@@ -141,7 +141,7 @@ def test_loader_errors_are_recorded_not_raised(tmp_path):
         (dict(jobs=["a"], metrics=["shape"], num_cpus=-1), ValueError, "num_cpus and num_gpus must be >= 0"),
         (dict(jobs=[dict(model="a", batch=3)], metrics=["shape"]), ValueError, r"unknown job fields \['batch'\]"),
         (dict(jobs=[dict(model="a", n_seqs=0)], metrics=["shape"]), ValueError, "n_seqs must be a positive int"),
-        (dict(jobs=[dict(model="a", seed=1.5)], metrics=["shape"]), ValueError, "seed must be an int"),
+        (dict(jobs=[dict(model="a", seed=1.5)], metrics=["shape"]), ValueError, "seed must be a non-negative integer"),
         (dict(jobs=[dict(model="")], metrics=["shape"]), ValueError, "model must be a non-empty string"),
         (dict(jobs=[dict(model="a", loader="os.system('x')")], metrics=["shape"]), ValueError, "loader must look like"),
         (dict(jobs=[3], metrics=["shape"]), TypeError, "a job must be a SweepJob, a model name or a dict"),

@@ -36,7 +36,7 @@ def test_closed_form_agop_equals_autograd_reference():
     [
         (dict(n_features=1), "n_features"),
         (dict(sparsity=1.0), "sparsity"),
-        (dict(steps=0), "positive"),
+        (dict(steps=0), "steps must be an integer >= 1"),
         (dict(warmup=1.0), "warmup"),
     ],
 )

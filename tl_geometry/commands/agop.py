@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 
 
@@ -64,14 +65,41 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+#: What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`).
+FLAG_CHECKS = {
+    "n_seqs": _checks.int_at_least(1),
+    "seq_len": _checks.int_at_least(2),
+    "layers": _checks.int_at_least(0),
+    "batch_size": _checks.int_at_least(1),
+    "seed": _checks.SEED,
+    "projection_seed": _checks.Check(
+        "a non-negative integer or None", lambda v: v is None or _checks.SEED.problem(v) is None
+    ),
+    "threads": _checks.int_at_least(1, none_ok=True),
+}
+
+
+def check_args(args) -> None:
+    """Every check that needs no model, before the load (as ``report``)."""
+    from tl_geometry.commands import _early
+
+    if args.hooks and args.layers is not None:
+        raise InputError("pass either --hooks or --layers, not both")
+    _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
+    if not args.exact and args.space != "loss":
+        _checks.integer(args.n_probes, "--n-probes", lo=2)
+    else:
+        _checks.integer(args.n_probes, "--n-probes", lo=1)
+    _early.check_device(args.device)
+    _early.check_corpus(args.corpus, args.corpus_encoding)
+    _early.check_model_fit(args.model, layers=args.layers, seq_len=args.seq_len)
+
+
 def run(args) -> int:
     import tl_geometry as tg
     from tl_geometry import capture
 
-    if args.hooks and args.layers is not None:
-        raise InputError("pass either --hooks or --layers, not both")
-    if args.n_probes < 2 and not args.exact and args.space != "loss":
-        raise InputError(f"--n-probes must be >= 2, got {args.n_probes}")
+    check_args(args)  # every flag, the corpus, the device, --layers against the model's files
     from tl_geometry import outdir
 
     if args.out:  # checked before the model is loaded

@@ -14,6 +14,7 @@ without ``--force``) and written atomically.
 
 from __future__ import annotations
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 
 
@@ -85,14 +86,7 @@ def run(args) -> int:
     from tl_geometry import capture
     from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS
 
-    if args.hooks and args.layers is not None:
-        raise InputError("pass either --hooks or --layers, not both")
-    if args.n_null < 2:
-        raise InputError(f"--n-null must be >= 2, got {args.n_null}")
-    if any(c < 0 for c in args.ccr):
-        raise InputError(f"--ccr levels must be >= 0, got {args.ccr}")
-    if args.max_points < 3:
-        raise InputError(f"--max-points must be >= 3, got {args.max_points}")
+    check_args(args)  # every flag, the corpus, the device, --layers / --k against the model's files
     from tl_geometry import outdir
     from tl_geometry.html import figure_files
 
@@ -123,7 +117,7 @@ def run(args) -> int:
         ccr=args.ccr,
         max_points=args.max_points,
         seed=args.seed,
-        max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS,
+        max_pairs=DEFAULT_MAX_PAIRS if args.max_pairs is None else args.max_pairs,
         batch_size=args.batch_size,
     )
     reports = [rep]
@@ -143,6 +137,35 @@ def run(args) -> int:
         paths = outdir.write_files(args.figures, lambda tmp: save_figures(report, tmp), force=args.force)
         print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
+
+
+#: What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`).
+FLAG_CHECKS = {
+    "n_seqs": _checks.int_at_least(1),
+    "seq_len": _checks.int_at_least(2),
+    "layers": _checks.int_at_least(0),
+    "ccr": _checks.int_at_least(0),
+    "k": _checks.int_at_least(1),
+    "n_null": _checks.int_at_least(2),
+    "max_points": _checks.int_at_least(3),
+    "max_pairs": _checks.int_at_least(1, none_ok=True),
+    "batch_size": _checks.int_at_least(1),
+    "seed": _checks.SEED,
+    "threads": _checks.int_at_least(1, none_ok=True),
+}
+
+
+def check_args(args) -> None:
+    """Every check that needs no model, before the load (as ``report``): flags, corpus, device,
+    and ``--layers`` / ``--k`` against n_layers / d_model read from the model's files."""
+    from tl_geometry.commands import _early
+
+    if args.hooks and args.layers is not None:
+        raise InputError("pass either --hooks or --layers, not both")
+    _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
+    _early.check_device(args.device)
+    _early.check_corpus(args.corpus, args.corpus_encoding)
+    _early.check_model_fit(args.model, layers=args.layers, k=args.k, seq_len=args.seq_len)
 
 
 def summary(report, ccrs) -> str:

@@ -185,7 +185,11 @@ def _run_toy(args) -> int:
     preset = "paper" if args.paper else args.preset
     check_outputs(args, "figure")
     recs = toy.run(
-        preset, sizes=args.sizes, seeds=args.seeds, out=args.out, **({"steps": args.steps} if args.steps else {})
+        preset,
+        sizes=args.sizes,
+        seeds=args.seeds,
+        out=args.out,
+        **({"steps": args.steps} if args.steps is not None else {}),  # --steps 0 is refused, not ignored
     )
     summ = toy.summarize(recs)
     print(

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,16 @@ class SweepConfig:
 
     def __post_init__(self):
         _check_preset(self.preset)
+        _check_fields(self, _SWEEP_FIELDS)
+        for b in self.budgets if isinstance(self.budgets, (tuple, list)) else [self.budgets]:
+            _checks.real(b, "each of budgets", lo=0.0, lo_open=True, why="a parameter count")
+        if self.depths is not None:
+            if not isinstance(self.depths, (tuple, list)):
+                raise _checks.ArgumentError(
+                    f"depths must be a list of integers >= 1, got {_checks.describe(self.depths)}"
+                )
+            for depth in self.depths:
+                _checks.integer(depth, "each of depths", lo=1)
         if not self.budgets or min(self.budgets) <= 0:
             raise InputError(f"budgets must be positive numbers, got {self.budgets}")
         if self.depths is not None and (not self.depths or min(self.depths) < 1):
@@ -197,6 +208,28 @@ class SweepConfig:
 
     def replace(self, **kw) -> SweepConfig:
         return dataclasses.replace(self, **kw)
+
+
+def _check_fields(cfg: Any, table: Mapping[str, _checks.Check]) -> None:
+    """Type, finiteness and range of each field of ``cfg`` named in ``table`` (the one validation layer)."""
+    for name, check in table.items():
+        check(getattr(cfg, name), name)
+
+
+_SWEEP_FIELDS: dict[str, _checks.Check] = {
+    **{k: _checks.int_at_least(1) for k in ("max_depth", "d_head", "n_ctx", "steps", "batch_size", "n_agop_seqs")},
+    "eval_every": _checks.int_at_least(1),
+    "eval_seqs": _checks.int_at_least(1, none_ok=True),
+    "patience": _checks.int_at_least(1, none_ok=True),
+    "seed": _checks.SEED,
+    "lr": _checks.positive_real(),
+    "weight_decay": _checks.real_in(0.0),
+    "warmup": _checks.real_in(0.0),
+    "test_fraction": _checks.real_in(0.0, 0.5, lo_open=True, hi_open=True),
+    "bytes_per_param": _checks.positive_real(none_ok=True),
+    "grad_clip": _checks.positive_real(none_ok=True),
+    "max_train_factor": _checks.real_in(1.0),
+}
 
 
 #: The authors' protocol (transformer_ntp_shape_sweep.py defaults); GPU-sized: 60 bytes per parameter.

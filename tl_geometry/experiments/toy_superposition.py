@@ -50,6 +50,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,8 @@ class ToyConfig:
     test_seed: int | None = 54321
 
     def __post_init__(self):
+        for name, check in _TOY_FIELDS.items():  # types, finiteness, ranges (the one validation layer)
+            check(getattr(self, name), name)
         if self.n_features < 2 or self.n_hidden < 1:
             raise InputError(f"need n_features >= 2 and n_hidden >= 1, got {self.n_features}, {self.n_hidden}")
         if not (0.0 <= self.sparsity < 1.0):
@@ -151,6 +154,22 @@ class ToyConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+
+_TOY_FIELDS: dict[str, _checks.Check] = {
+    "n_features": _checks.int_at_least(2),
+    "n_hidden": _checks.int_at_least(1),
+    "sparsity": _checks.real_in(0.0, 1.0, hi_open=True),
+    "steps": _checks.int_at_least(1),
+    "lr": _checks.positive_real(),
+    "weight_decay": _checks.real_in(0.0),
+    "warmup": _checks.real_in(0.0, 1.0, hi_open=True),
+    "n_test": _checks.int_at_least(1),
+    "seed": _checks.SEED,
+    "warmup_start": _checks.real_in(0.0, 1.0, lo_open=True, none_ok=True),
+    "batch_size": _checks.int_at_least(1, none_ok=True),
+    "data_seed": _checks.int_at_least(0, hi=_checks.SEED_MAX, none_ok=True),
+    "test_seed": _checks.int_at_least(0, hi=_checks.SEED_MAX, none_ok=True),
+}
 
 #: The authors' code (``Double_descent/data_scaling.py``, ``main()``): see the module docstring.
 PAPER_TOY = ToyConfig()
@@ -393,10 +412,14 @@ def toy_sweep(
     """
     from tl_geometry.jobs import ResultsFile, job_key, run_jobs
 
+    if not isinstance(sizes, (list, tuple, range)) or not all(_checks.is_int(s) for s in sizes):
+        raise _checks.ArgumentError(
+            f"sizes must be a non-empty list of positive integers, got {_checks.describe(sizes)}"
+        )
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
         raise InputError(f"sizes must be a non-empty list of positive integers, got {sizes}")
-    seeds = [int(cfg.seed)] if seeds is None else [int(s) for s in seeds]
+    seeds = [int(cfg.seed)] if seeds is None else [_checks.seed(s, "each seed") for s in seeds]
     if not seeds:
         raise InputError("seeds must name at least one seed")
     ov = overrides(cfg)

@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError, InputTypeError
 
 # the published table is data, not math: it lives in tl_geometry.hosts; re-exported for tg.published()
@@ -378,12 +379,10 @@ def similarity_stats(
         (0.0, 0.0, 0.0, 'class2')
     """
     x = _as_matrix(vectors)
-    if not isinstance(block_size, int) or block_size < 1:
-        raise InputError(f"block_size must be a positive integer, got {block_size!r}")
-    if histogram and (not isinstance(histogram_bins, int) or histogram_bins < 1):
-        raise InputError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
-    if top_n < 0:
-        raise InputError(f"top_n must be >= 0, got {top_n}")
+    block_size = _checks.integer(block_size, "block_size", lo=1)
+    histogram = _checks.flag(histogram, "histogram")
+    histogram_bins = _checks.integer(histogram_bins, "histogram_bins", lo=1, hi=10**7)
+    top_n = _checks.integer(top_n, "top_n", lo=0)
     if groups is not None:
         groups = torch.as_tensor(groups)
         if groups.shape != (x.shape[0],):

@@ -32,8 +32,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry.errors import InputError, InputTypeError
-from tl_geometry.metrics._validate import reject_meta
+from tl_geometry import _checks
+from tl_geometry.errors import InputError
 from tl_geometry.tables import Tabular
 from tl_geometry.threads import kernel
 
@@ -84,11 +84,9 @@ class AOFE(Tabular):
 
 
 def _check_square(G: Any, name: str = "G") -> Tensor:
-    if not isinstance(G, Tensor):
-        raise InputTypeError(f"{name} must be a torch tensor, got {type(G).__name__}")
-    reject_meta(G, name)
-    if G.ndim != 2 or G.shape[0] != G.shape[1]:
-        raise InputError(f"{name} must be a square 2-D matrix, got shape {tuple(G.shape)}")
+    G = _checks.float_matrix(G, name, shape="(d, d), a square 2-D matrix", finite=False)
+    if G.shape[0] != G.shape[1]:
+        raise InputError(f"{name} must be a square 2-D matrix (d, d), got shape {tuple(G.shape)}")
     if G.shape[0] < 2:
         raise InputError(f"{name} must be at least 2 × 2 (no off-diagonal entries in {tuple(G.shape)})")
     if not torch.isfinite(G).all():
@@ -135,9 +133,7 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     The paper's weight-side companion of the AGOP: how much the embedding's second moment
     couples different coordinates.
     """
-    if not isinstance(W, Tensor) or W.ndim != 2:
-        raise InputError(f"W must be a 2-D tensor (rows are vectors), got {getattr(W, 'shape', type(W).__name__)}")
-    W = W.detach().to(torch.float64)
+    W = _checks.float_matrix(W, "W", shape="(n, d): rows are vectors").to(torch.float64)
     return aofe(W.T @ W / W.shape[0])
 
 
@@ -151,8 +147,12 @@ def projection_matrix(
     generator on ``device`` seeded with ``seed`` (on CUDA the draw comes from the CUDA generator, as
     theirs did). ``"library"`` (ours): a CPU generator seeded with ``seed + 7919``, moved to ``device``.
     """
-    if d_out < 2 or d_in < 1:
-        raise InputError(f"projection needs d_out >= 2 and d_in >= 1, got {d_out}, {d_in}")
+    d_out = _checks.integer(d_out, "d_out", lo=2)
+    d_in = _checks.integer(d_in, "d_in", lo=1)
+    seed = _checks.seed(seed)
+    _checks.choice(convention, "convention", ("paper", "library"))
+    if d_out * d_in > 2**36:
+        raise InputError(f"projection_matrix({d_out}, {d_in}) would hold {d_out * d_in:,} numbers (more than 2**36)")
     if convention == "paper":
         g = torch.Generator(device=device).manual_seed(int(seed))
         return torch.randn(d_out, d_in, generator=g, device=device) / d_out**0.5
@@ -390,8 +390,7 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     Raises:
         ValueError: shapes disagree, fewer than 3 dimensions (≤ 1 pair), non-finite entries.
     """
-    if not isinstance(W_in, Tensor) or W_in.ndim != 2:
-        raise InputError(f"W_in must be a 2-D tensor (d_model × d_mlp), got {getattr(W_in, 'shape', None)}")
+    W_in = _checks.float_matrix(W_in, "W_in", shape="(d_model, d_mlp)")
     G = _check_square(G)
     if W_in.shape[0] != G.shape[0]:
         raise InputError(f"W_in has {W_in.shape[0]} input rows but G is {tuple(G.shape)}")
@@ -523,6 +522,23 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
     return float((x * y).sum() / den) if den > 0 else float("nan")
 
 
+def _vector(values: Any, name: str) -> np.ndarray:
+    """Per-run numbers as a 1-D float64 array (NaN allowed: runs without a value are skipped)."""
+    if isinstance(values, (str, bytes, Mapping)) or values is None:
+        raise _checks.ArgumentError(
+            f"{name} must be a sequence or 1-D array of numbers, got {_checks.describe(values)}"
+        )
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _checks.ArgumentError(
+            f"{name} must be a sequence or 1-D array of numbers, got {_checks.describe(values)}"
+        ) from None
+    if arr.ndim != 1:
+        raise _checks.ArgumentError(f"{name} must be 1-D (one number per run), got shape {arr.shape}")
+    return arr
+
+
 def loss_correlations(
     loss, metrics: Mapping[str, Any], *, sizes=None, large_from: int | None = 1000
 ) -> list[LossCorrelation]:
@@ -548,15 +564,16 @@ def loss_correlations(
     """
     from scipy.stats import rankdata
 
-    y = np.asarray(loss, dtype=np.float64).ravel()
-    if not metrics:
-        raise InputError("metrics must map at least one name to per-run values")
-    s = None if sizes is None else np.asarray(sizes, dtype=np.float64).ravel()
+    y = _vector(loss, "loss")
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise InputError(f"metrics must map at least one name to per-run values, got {_checks.describe(metrics)}")
+    large_from = _checks.integer(large_from, "large_from", none_ok=True)
+    s = None if sizes is None else _vector(sizes, "sizes")
     if s is not None and s.shape != y.shape:
         raise InputError(f"sizes has {s.size} entries but loss has {y.size}")
     out = []
     for name, vals in metrics.items():
-        x = np.asarray(vals, dtype=np.float64).ravel()
+        x = _vector(vals, f"metrics[{name!r}]")
         if x.shape != y.shape:
             raise InputError(f"metric {name!r} has {x.size} values but loss has {y.size}")
         keep = np.isfinite(x) & np.isfinite(y)
@@ -583,7 +600,7 @@ def depth_width_ratio(model_or_cfg: Any) -> float:
     n_layers, d_model = get("n_layers"), get("d_model")
     if n_layers is None or d_model is None:
         raise InputError(f"need n_layers and d_model; {type(model_or_cfg).__name__} has neither a cfg nor those fields")
-    if isinstance(n_layers, bool) or isinstance(d_model, bool) or int(n_layers) != n_layers or int(d_model) != d_model:
+    if not (_checks.is_int(n_layers) and _checks.is_int(d_model)):
         raise InputError(f"n_layers and d_model must be integers, got {n_layers!r}, {d_model!r}")
     if n_layers < 1 or d_model < 1:
         raise InputError(f"n_layers and d_model must be >= 1, got {n_layers}, {d_model}")
@@ -592,4 +609,12 @@ def depth_width_ratio(model_or_cfg: Any) -> float:
 
 def in_efficient_interval(ratio: float, interval: tuple[float, float] = EFFICIENT_INTERVAL) -> bool:
     """Whether R_D/W lies in the paper's efficient interval (closed)."""
-    return interval[0] <= float(ratio) <= interval[1]
+    ratio = _checks.real(ratio, "ratio")
+    if (
+        not isinstance(interval, (tuple, list))
+        or len(interval) != 2
+        or any(_checks.real_in().problem(v) for v in interval)
+        or interval[0] > interval[1]
+    ):
+        raise _checks.ArgumentError(f"interval must be (low, high) with low <= high, got {_checks.describe(interval)}")
+    return interval[0] <= ratio <= interval[1]

@@ -33,9 +33,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
-from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
@@ -78,6 +78,10 @@ STDERR_METHOD = (
 )
 
 
+#: The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake.
+MAX_ELEMENTS = 2**36
+
+
 def min_points(k: int) -> int:
     """Fewest points (rows of H) PGA accepts for a k-dimensional readout: max(k + 1, 10).
 
@@ -91,13 +95,13 @@ def min_points(k: int) -> int:
         >>> min_points(100), min_points(4)
         (101, 10)
     """
-    return max(int(k) + 1, MIN_POINTS)
+    return max(_checks.integer(k, "k", lo=1) + 1, MIN_POINTS)
 
 
 def check_n_points(n: int, k: int) -> None:
     """Raise ValueError when ``n`` points are too few for PGA with a k-dimensional readout."""
     need = min_points(k)
-    if n < need:
+    if _checks.integer(n, "n", why="points", lo=0) < need:
         raise InputError(
             f"PGA needs at least max(k + 1, {MIN_POINTS}) = {need} points for k={k}, got N={n}; "
             f"sample more positions (max_points / more tokens) or use a smaller k"
@@ -123,11 +127,9 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
         >>> V.shape, bool(torch.allclose(V.T @ V, torch.eye(3), atol=1e-5))
         (torch.Size([8, 3]), True)
     """
-    if not isinstance(W_U, Tensor) or W_U.ndim != 2:
-        raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
-    reject_meta(W_U, "W_U")
+    W_U = _checks.float_matrix(W_U, "W_U", shape="(d_model, d_vocab)", finite=False)
     d, v = W_U.shape
-    if not isinstance(k, int) or not 1 <= k < d or k > v:
+    if not _checks.is_int(k) or not 1 <= k < d or k > v:
         raise InputError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
     W = W_U.detach().to(torch.float64)
     if not torch.isfinite(W).all():
@@ -146,9 +148,16 @@ def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) ->
     Bases are drawn one after another from one ``torch.Generator`` seeded with ``seed``, so the
     i-th basis does not depend on how many are drawn.
     """
+    d = _checks.integer(d, "d")
+    k = _checks.integer(k, "k")
+    n = _checks.integer(n, "n", why="bases", lo=0)
     if not 1 <= k <= d:
         raise InputError(f"need 1 <= k <= d, got k={k}, d={d}")
-    g = torch.Generator().manual_seed(int(seed))
+    if n * d * k > MAX_ELEMENTS:
+        raise InputError(
+            f"haar_bases(d={d}, k={k}, n={n}) would hold {n * d * k:,} numbers (more than {MAX_ELEMENTS:,})"
+        )
+    g = torch.Generator().manual_seed(_checks.seed(seed))
     out = torch.empty(n, d, k, dtype=torch.float64)
     for i in range(n):
         Q, R = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))
@@ -217,24 +226,26 @@ class PGAScore(Tabular):
         return out
 
 
-def _check_H(H: Tensor, name: str = "H") -> Tensor:
-    reject_meta(H, name)
-    if not isinstance(H, Tensor) or H.ndim != 2:
-        raise InputError(f"{name} must be a 2-D tensor (N, d), got {getattr(H, 'shape', type(H))}")
+def _check_H(H: Any, name: str = "H") -> Tensor:
+    """H as a float32/float64 tensor (numpy accepted; float16/bfloat16 upcast to float32)."""
+    H = _checks.float_matrix(H, name, shape="(N, d): one row per point", finite=False)
     if H.shape[0] < 3:
         raise InputError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
     if not torch.isfinite(H).all():
         raise InputError(f"{name} contains NaN or inf activations")
-    return H.detach()
+    return H
 
 
 def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     """Centered H (float64), its right singular vectors / singular values and numerical rank.
 
-    The rank counts singular values above S_max·eps·max(N, d), eps of the input dtype (as
-    ``torch.linalg.matrix_rank``): float32 activations carry no information below that.
+    The rank counts singular values above S_max·eps·max(N, d), eps of the compute dtype (as
+    ``torch.linalg.matrix_rank``): float32 activations carry no information below that. Our
+    choice: float16 / bfloat16 input was upcast to float32 by :func:`_check_H` (their own eps,
+    2⁻¹⁰ / 2⁻⁷, times N ≥ 1,024 / 128 is ≥ 1 and would count every direction as noise), and the
+    tolerance is capped at 1e-2 · S_max.
     """
-    tol = torch.finfo(H.dtype if H.dtype.is_floating_point else torch.float32).eps * max(H.shape)
+    tol = min(torch.finfo(_checks.compute_dtype(H.dtype)).eps * max(H.shape), 1e-2)
     H = H.to(torch.float64)
     Hc = H - H.mean(0, keepdim=True)
     scale = H.abs().max().clamp_min(1e-300)
@@ -263,9 +274,16 @@ def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
         return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
 
 
-def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | None) -> tuple[Tensor, int]:
-    if not isinstance(readout, Tensor) or readout.ndim != 2:
-        raise InputError(f"readout must be a 2-D (d, k) basis, got {getattr(readout, 'shape', type(readout))}")
+def _check_ccrs(ccrs: Sequence[int], N: int, d: int) -> None:
+    """CCR levels below min(N − 1, d), the most directions the centered H can have."""
+    if max(ccrs) >= min(N - 1, d):
+        raise InputError(
+            f"ccr={max(ccrs)} removes all variance: the centered H has rank <= min(N - 1, d) = {min(N - 1, d)}"
+        )
+
+
+def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[Tensor, int]:
+    readout = _checks.float_matrix(readout, "readout", shape="(d, k): an orthonormal basis", finite=False)
     if readout.shape[0] != d:
         raise InputError(
             f"readout basis has d={readout.shape[0]} rows but H has d={d} columns; "
@@ -279,13 +297,16 @@ def _check_common(d: int, readout: Tensor, n_null: int, null_bases: Tensor | Non
     if not _orthonormal(readout):
         raise InputError("readout must have orthonormal columns; build it with readout_basis(W_U, k)")
     if null_bases is not None:
-        if null_bases.ndim != 3 or tuple(null_bases.shape[1:]) != (d, k):
+        null_bases = _checks.float_matrix(null_bases, "null_bases", ndim=3, shape="(n_null, d, k)")
+        if tuple(null_bases.shape[1:]) != (d, k):
             raise InputError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
         if not _orthonormal(null_bases):
             raise InputError("null_bases must be orthonormal (n_null, d, k) bases, e.g. haar_bases(d, k, n_null)")
         n_null = null_bases.shape[0]
-    if n_null < 2:
-        raise InputError(f"n_null must be >= 2 (the null std needs two subspaces), got {n_null}")
+        if n_null < 2:
+            raise InputError(f"null_bases must hold >= 2 bases (the null std needs two), got {n_null}")
+    else:
+        n_null = _checks.integer(n_null, "n_null", why="the null std needs two subspaces", lo=2)
     return readout.to(torch.float64), n_null
 
 
@@ -402,7 +423,7 @@ def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
 
 def _batch_size(n: int, k: int, memory_mb: float) -> int:
     """Null bases projected per matmul: each holds an (N, k) float64 projection."""
-    return max(1, min(64, int(memory_mb * 2**20 // (8 * n * k * 2))))
+    return max(1, min(64, int(min(memory_mb, 2.0**40) * 2**20 // (8 * n * k * 2))))
 
 
 def pga_profile(
@@ -455,20 +476,20 @@ def pga_layer(
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer."""
-    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
-        raise InputError(f"n_groups must be an integer >= 2 (point groups of the jackknife), got {n_groups!r}")
-    if isinstance(refit_nulls, bool) or not isinstance(refit_nulls, int) or refit_nulls < 0:
-        raise InputError(
-            f"refit_nulls must be an integer >= 0 (0: keep the principal directions fixed), got {refit_nulls!r}"
-        )
+    n_groups = _checks.integer(n_groups, "n_groups", why="point groups of the jackknife", lo=2)
+    refit_nulls = _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
+    ccrs = _checks.nonneg_int_list(single_ok=False)(list(ccrs) if isinstance(ccrs, (tuple, range)) else ccrs, "ccrs")
+    seed = _checks.seed(seed)
+    max_pairs = _checks.integer(max_pairs, "max_pairs", why="None: all pairs", lo=1, none_ok=True)
+    memory_mb = _checks.real(memory_mb, "memory_mb", lo=0.0, lo_open=True)
     H = _check_H(H)
     N, d = H.shape
     readout, n_null = _check_common(d, readout, n_null, null_bases)
     check_n_points(N, readout.shape[1])
-    ccrs = [int(c) for c in ccrs]
-    if not ccrs or any(c < 0 for c in ccrs):
-        raise InputError(f"ccr levels must be non-negative integers, got {ccrs}")
-    if null_bases is None:
+    _check_ccrs(ccrs, N, d)
+    if null_bases is not None:
+        null_bases = _checks.float_matrix(null_bases, "null_bases", ndim=3, shape="(n_null, d, k)")
+    else:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
     readout = readout.to(H.device)
     Hc, S, Vh, rank = _center_svd(H)
@@ -622,6 +643,7 @@ def pga_score(
         >>> s.z > 5, s.n_pairs
         (True, 3160)
     """
+    ccr = _checks.integer(ccr, "ccr", why="top principal directions removed", lo=0)
     return pga_profile(
         H,
         readout,
@@ -634,7 +656,7 @@ def pga_score(
         n_groups=n_groups,
         groups=groups,
         refit_nulls=refit_nulls,
-    )[int(ccr)]
+    )[ccr]
 
 
 # ----------------------------------------------------------------------------- PC1 migration

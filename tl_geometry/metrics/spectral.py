@@ -55,8 +55,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from tl_geometry import _checks
 from tl_geometry.errors import InputError
-from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.tables import Tabular
 from tl_geometry.threads import kernel
@@ -195,9 +195,12 @@ class StreamingCovariance:
 
     def __init__(self, group_sizes: Sequence[int] | None = None) -> None:
         if group_sizes is not None:
-            sizes = [int(g) for g in group_sizes]
+            ok = isinstance(group_sizes, (list, tuple)) and all(_checks.is_int(g) for g in group_sizes)
+            sizes = [int(g) for g in group_sizes] if ok else []
             if len(sizes) < 2 or any(g < 1 for g in sizes):
-                raise InputError(f"group_sizes must list >= 2 positive row counts, got {list(group_sizes)}")
+                raise InputError(
+                    f"group_sizes must be a list of >= 2 positive integer row counts, got {_checks.describe(group_sizes)}"
+                )
             self._ends = torch.tensor(sizes).cumsum(0).tolist()
         else:
             self._ends = []
@@ -211,9 +214,7 @@ class StreamingCovariance:
 
     def update(self, x: Float[Tensor, "n d"]) -> None:
         """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
-        if not isinstance(x, Tensor) or x.ndim != 2:
-            raise InputError(f"expected 2-D (n, d) activations, got {getattr(x, 'shape', type(x))}")
-        reject_meta(x, "activations")
+        x = _checks.float_matrix(x, "activations", shape="(n, d): one row per point", finite=False)
         if self.mean is not None and x.shape[1] != self.mean.shape[0]:
             raise InputError(f"expected d={self.mean.shape[0]} columns, got {x.shape[1]}")
         if x.shape[0] == 0:
@@ -320,8 +321,10 @@ def spectral_from_covariance(
         ValueError: not square, non-finite, zero covariance (constant activations), or a
             ``fit_range`` outside the kept ranks / with fewer than 2 ranks.
     """
-    if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-        raise InputError(f"covariance must be a square 2-D tensor, got {getattr(cov, 'shape', type(cov))}")
+    cov = _checks.float_matrix(cov, "covariance", shape="(d, d)", finite=False)
+    if cov.shape[0] != cov.shape[1]:
+        raise InputError(f"covariance must be a square 2-D matrix (d, d), got shape {tuple(cov.shape)}")
+    n_points = _checks.integer(n_points, "n_points", lo=0)
     cov = cov.detach().to(torch.float64)
     if not torch.isfinite(cov).all():
         raise InputError("covariance contains NaN or inf")
@@ -338,7 +341,7 @@ def spectral_from_covariance(
     if fit_range is None:
         lo, hi = 1, n + 1
     else:
-        lo, hi = int(fit_range[0]), int(fit_range[1])
+        lo, hi = _check_fit_range(fit_range)
         if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
             raise InputError(
                 f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n_kept+1={n + 1} with >= 2 ranks"
@@ -370,6 +373,15 @@ def _entropy_rank(x: Tensor) -> float:
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
 
+def _check_fit_range(fit_range: Any) -> tuple[int, int]:
+    """(start, stop) as two integers, or an error saying what a fit range is."""
+    if not isinstance(fit_range, (tuple, list)) or len(fit_range) != 2 or not all(_checks.is_int(v) for v in fit_range):
+        raise _checks.ArgumentError(
+            f"fit_range must be (start, stop): two integer ranks, 1-based, stop exclusive; got {_checks.describe(fit_range)}"
+        )
+    return int(fit_range[0]), int(fit_range[1])
+
+
 def power_law_fit(
     eigenvalues: Float[Tensor, " n"], fit_range: tuple[int, int], *, weighted: bool = False
 ) -> tuple[float, float]:
@@ -391,7 +403,8 @@ def power_law_fit(
         >>> round(a, 9), round(r2, 9)
         (1.5, 1.0)
     """
-    lo, hi = int(fit_range[0]), int(fit_range[1])
+    eigenvalues = _checks.float_matrix(eigenvalues, "eigenvalues", ndim=1, shape="(n,): descending")
+    lo, hi = _check_fit_range(fit_range)
     n = eigenvalues.numel()
     if not (1 <= lo < hi <= n + 1) or hi - lo < 2:
         raise InputError(f"fit_range {tuple(fit_range)} must satisfy 1 <= start < stop <= n+1={n + 1} with >= 2 ranks")
@@ -426,12 +439,13 @@ def spectral_metrics(
         >>> 7.9 < m.rankme <= 8.0
         True
     """
+    H = _checks.float_matrix(H, "H", shape="(N, d): one row per point", finite=False)
+    if fit_range is not None:
+        _check_fit_range(fit_range)  # its type now; its range once the kept ranks are known
     if groups is None:
         acc = StreamingCovariance()
         acc.update(H)
         return acc.spectral(fit_range)
-    if not isinstance(H, Tensor) or H.ndim != 2:
-        raise InputError(f"expected 2-D (N, d) hidden states, got {getattr(H, 'shape', type(H))}")
     labels = torch.as_tensor(groups).long()
     if labels.shape != (H.shape[0],):
         raise InputError(
