@@ -223,13 +223,14 @@ def iter_metrics(
     """
     from tqdm.auto import tqdm
 
-    names, specs, options, hooks = check_request(names, options, tokens, capture, hooks)
     if activations is not None:
         if capture != "shared":
             raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
-        replayable(names, explicit=True)
         if tokens is None:
             raise InputError("cached activations need the tokens they were computed from: pass tokens=")
+    names, specs, options, hooks = check_request(names, options, tokens, capture, hooks)
+    if activations is not None:
+        replayable(names, explicit=True)
     kwargs: dict[str, dict[str, Any]] = {}
     for spec in specs:
         kw = dict(options.get(spec.name, {}))
