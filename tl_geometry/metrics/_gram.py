@@ -53,6 +53,21 @@ from torch import Tensor
 
 #: Rows per block from which the float32 path pays (below it the float64 Gram is cheap).
 MIXED_MIN_ROWS = 1024
+#: Default float32 block: 128 MiB of rows (52,428 rows at d = 640; ?syrk is efficient from k ≈ 2,000).
+BLOCK_BYTES = 2**27
+#: At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows
+#: (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block).
+MIXED_MAX_ROWS = 65536
+
+
+def default_block_rows(d: int, dtype: torch.dtype) -> int:
+    """Rows per block when the caller gives none: 128 MiB of float32 rows (at most MIXED_MAX_ROWS) for
+    the float32 path (fewer, longer ?syrk calls run closer to the floor), 16,384 rows for float64."""
+    if dtype == torch.float64:
+        return 16384
+    return min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
+
+
 #: Row norms outside [NORM_LO, NORM_HI] go through the scaled float64 path (float32 squares would
 #: overflow or underflow; float64 squares of float64 rows likewise, with their own bounds).
 NORM_LO32, NORM_HI32 = 1e-18, 1e18
@@ -177,6 +192,11 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, 
     within [NORM_LO32, NORM_HI32] (NaN/inf entries, huge or tiny rows): that path rescales, or raises
     the NaN/inf error naming the row.
     """
+    if xb.shape[0] > MIXED_MAX_ROWS:  # float32 sums inside one ?syrk stay short (see MIXED_MAX_ROWS)
+        kept = 0
+        for a in range(0, xb.shape[0], MIXED_MAX_ROWS):
+            kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a)[0]
+        return kept, xb.shape[0]
     x32 = xb if xb.dtype == torch.float32 else xb.to(torch.float32)
     if not x32.is_contiguous():
         x32 = x32.contiguous()
@@ -194,12 +214,11 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, 
             return 0, xb.shape[0]
         x32, norms = x32[nz], norms[nz]
     b = x32.shape[0]
-    r = torch.empty_like(x32)
-    torch.mul(x32, norms.reciprocal_().unsqueeze(1), out=r)
+    inv = norms.reciprocal_().unsqueeze(1)
     if state.c is None:
-        state.set_centre(r.mean(0))
+        state.set_centre((x32[:4096] * inv[:4096]).mean(0))
     assert state.c32 is not None
-    r.sub_(state.c32)
+    r = torch.addcmul(state.c32.neg(), x32, inv)  # one pass: r_i = x_i / ‖x_i‖ − c
     rn = r.numpy()
     g = rn.T @ rn  # numpy: A.T @ A of one buffer → ?syrk
     state.C += torch.from_numpy(g)

@@ -356,7 +356,7 @@ def similarity_stats(
     histogram_bins: int = 300,
     histogram: bool = False,
     top_n: int = 0,
-    block_size: int = 16384,
+    block_size: int | None = None,
     progress: bool = True,
     precision: str = "auto",
 ) -> SimilarityStats:
@@ -375,8 +375,9 @@ def similarity_stats(
         histogram: also compute the exact histogram over all n(n−1) ordered pairs
             (O(n²·d) time, bounded memory).
         top_n: also return the ``top_n`` most similar unordered pairs (same blockwise pass).
-        block_size: rows per block (memory ≈ block_size·d·8 bytes, plus 4096² floats for the
-            histogram pass).
+        block_size: rows per block. Default: 128 MiB of float32 rows for float32/16 input
+            (52,428 rows at d = 640), 16,384 rows for float64 input or ``precision="float64"``
+            (memory ≈ block_size·d·8 bytes, plus 4096² floats for the histogram pass).
         progress: tqdm bar for the pairwise pass.
         precision: ``"auto"`` (default), ``"mixed"`` or ``"float64"``: see
             :class:`SimilarityAccumulator`. Mixed (float32 block Grams of the centred unit rows,
@@ -403,7 +404,9 @@ def similarity_stats(
         (0.0, 0.0, 0.0, 'class2')
     """
     x = _as_matrix(vectors)
-    if not isinstance(block_size, int) or block_size < 1:
+    if block_size is None:
+        block_size = 16384 if precision == "float64" else _gram.default_block_rows(x.shape[1], x.dtype)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise InputError(f"block_size must be a positive integer, got {block_size!r}")
     if histogram and (not isinstance(histogram_bins, int) or histogram_bins < 1):
         raise InputError(f"histogram_bins must be a positive integer, got {histogram_bins!r}")
