@@ -1,6 +1,7 @@
 """ε, PGA and AGOP of SmolLM2-135M on CUDA and on the CPU: times and the largest differences.
 
-    python benchmarks/gpu_check.py [--n-seqs 8] [--seq-len 128] [--n-null 30] [--n-probes 16] [--cpu-only]
+    python benchmarks/gpu_check.py [--n-seqs 4] [--seq-len 128] [--n-null 20] [--max-points 512]
+                                    [--n-probes 8] [--repeats 3] [--cpu-only]
 
 Run by ``benchmarks/gpu_check.sh``. Same tokens, seeds and settings on both devices; each metric is
 run once to warm up (CUDA context, kernels, caches) and then timed ``--repeats`` times, alternating
@@ -32,11 +33,11 @@ def numbers(kind: str, out) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n-seqs", type=int, default=8)
+    ap.add_argument("--n-seqs", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--n-null", type=int, default=30)
-    ap.add_argument("--max-points", type=int, default=1024)
-    ap.add_argument("--n-probes", type=int, default=16)
+    ap.add_argument("--n-null", type=int, default=20)
+    ap.add_argument("--max-points", type=int, default=512)
+    ap.add_argument("--n-probes", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cpu-only", action="store_true")
     args = ap.parse_args()
