@@ -47,26 +47,26 @@ ISOLATED = (
     + NUMPY_SCRIPT
     + _util.ISOLATED_BENCH
     + """
-E = np.load({path!r})
+E = np.load(PATH)
 from threadpoolctl import threadpool_info
 kernel = ",".join(str(i.get("architecture")) for i in threadpool_info() if i.get("user_api") == "blas")
 E32 = np.ascontiguousarray(E)
-cases = {{"numpy float64 script": lambda: numpy_eps(E), "numpy float32 UᵀU": lambda: (E32.T @ E32, None)[1]}}
-res = _bench(cases, {repeats})
+cases = {"numpy float64 script": lambda: numpy_eps(E), "numpy float32 UᵀU": lambda: (E32.T @ E32, None)[1]}
+res = _bench(cases, REPEATS)
 res["kernel"] = kernel
 print(json.dumps(res))
 """
 )
 
 BEFORE = (
-    "import sys, numpy as np, torch\n"
-    "sys.path.insert(0, {checkout!r})\n"
+    "import json, sys, numpy as np, torch\n"
+    "sys.path.insert(0, CHECKOUT)\n"
     "import tl_geometry as tg\n"
-    "torch.set_num_threads({threads})\n"
+    "torch.set_num_threads(THREADS)\n"
     + _util.ISOLATED_BENCH
     + """
-E = torch.from_numpy(np.load({path!r}))
-res = _bench({{"before": lambda: tg.similarity_stats(E, progress=False).epsilon}}, {repeats})
+E = torch.from_numpy(np.load(PATH))
+res = _bench({"before": lambda: tg.similarity_stats(E, progress=False).epsilon}, REPEATS)
 res["file"] = tg.__file__
 print(json.dumps(res))
 """
@@ -150,10 +150,10 @@ def main() -> None:
             path = os.path.join(tmp, "E.npy")
             np.save(path, En)
         if not args.no_isolated:
-            iso = _util.run_isolated(ISOLATED.format(path=path, repeats=args.repeats))
+            iso = _util.run_isolated(f"PATH, REPEATS = {path!r}, {args.repeats}\n" + ISOLATED)
         if args.before:
-            code = BEFORE.format(checkout=args.before, path=path, repeats=args.repeats, threads=torch.get_num_threads())
-            before = _util.run_isolated(code, unset=())
+            head = f"CHECKOUT, PATH, REPEATS, THREADS = {args.before!r}, {path!r}, {args.repeats}, "
+            before = _util.run_isolated(head + f"{torch.get_num_threads()}\n" + BEFORE, unset=())
 
     ref64 = t["ours float64"].value
     ours = t["ours"].value

@@ -98,6 +98,7 @@ class GramState:
         self.e1 = 0.0
         self.e2 = 0.0
         self.mixed_blocks = 0
+        self.buf: Tensor | None = None  # float32 scratch for the centred unit rows of a block
 
     def set_centre(self, mean_unit: Tensor) -> None:
         """Fix the centre once: the given mean unit row rounded to multiples of 2⁻²⁰ (exact in float32,
@@ -226,7 +227,9 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, 
     if state.c is None:
         state.set_centre((x32[:4096] * inv[:4096]).mean(0))
     assert state.c32 is not None
-    r = torch.addcmul(state.c32.neg(), x32, inv)  # one pass: r_i = x_i / ‖x_i‖ − c
+    if state.buf is None or state.buf.shape[0] < b:  # reused: a fresh 128 MiB buffer per block page-faults
+        state.buf = torch.empty(b, x32.shape[1], dtype=torch.float32)
+    r = torch.addcmul(state.c32.neg(), x32, inv, out=state.buf[:b])  # one pass: r_i = x_i / ‖x_i‖ − c
     rn = r.numpy()
     for a in range(0, b, SYRK_ROWS):  # numpy: A.T @ A of one buffer → ?syrk; float32 sums ≤ SYRK_ROWS long
         part = rn[a : a + SYRK_ROWS]
