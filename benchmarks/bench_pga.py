@@ -9,16 +9,24 @@ The scipy reference is timed on ``--ref-nulls`` subspaces (default 10) and extra
 n_null (each subspace costs the same); z is compared on those same subspaces by scoring them with
 pga_score too.
 
-Usage: python benchmarks/bench_pga.py [--n 2048] [--d 576] [--k 100] [--n-null 100] [--threads 1]
+Method (benchmarks/_util.py): environment and load average printed, a warm-up call of each, then
+``--repeats`` (≥ 3) alternating rounds, best and median.
+
+Usage: python benchmarks/bench_pga.py [--n 2048] [--d 576] [--k 100] [--n-null 100] [--threads 1] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _util  # noqa: E402
 
 
 def main() -> None:
@@ -29,8 +37,12 @@ def main() -> None:
     ap.add_argument("--n-null", type=int, default=100)
     ap.add_argument("--ref-nulls", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    if args.repeats < 3:
+        ap.error("--repeats must be >= 3")
     torch.set_num_threads(args.threads)
+    _util.print_environment("pga_score against the scipy loop (pdist + spearmanr per subspace)")
 
     from scipy.spatial.distance import pdist
     from scipy.stats import spearmanr
@@ -43,20 +55,25 @@ def main() -> None:
     V = tg.readout_basis(torch.randn(args.d, 4 * args.d, generator=g), args.k)
     bases = tg.haar_bases(args.d, args.k, args.n_null, seed=1)
 
-    t0 = time.process_time()
-    s = tg.pga_score(H, V, null_bases=bases, ccr=1)
-    t_ours = time.process_time() - t0
-
     # naive reference: scipy pdist + spearmanr per subspace, on the same CCR-1 H
     Hc = H.double() - H.double().mean(0)
     _, _, Vh = torch.linalg.svd(Hc, full_matrices=False)
     X = (Hc - (Hc @ Vh[:1].T) @ Vh[:1]).numpy()
     nr = min(args.ref_nulls, args.n_null)
-    t0 = time.process_time()
-    d_full = pdist(X, "cosine")
-    rho_ref = spearmanr(d_full, pdist(X @ V.double().numpy(), "cosine"))[0]
-    null_ref = np.array([spearmanr(d_full, pdist(X @ bases[i].numpy(), "cosine"))[0] for i in range(nr)])
-    t_ref_part = time.process_time() - t0
+
+    def reference():
+        d_full = pdist(X, "cosine")
+        rho = spearmanr(d_full, pdist(X @ V.double().numpy(), "cosine"))[0]
+        return rho, np.array([spearmanr(d_full, pdist(X @ bases[i].numpy(), "cosine"))[0] for i in range(nr)])
+
+    # warm-up, then alternating rounds; CPU time (robust to other processes on a shared machine)
+    t = _util.bench(
+        {"ours": lambda: tg.pga_score(H, V, null_bases=bases, ccr=1), "scipy": reference}, repeats=args.repeats
+    )
+    s = t["ours"].value
+    rho_ref, null_ref = t["scipy"].value
+    t_ours = t["ours"].cpu_best
+    t_ref_part = t["scipy"].cpu_best
     t_ref = t_ref_part / (nr + 1) * (args.n_null + 1)  # + the d_full pdist, counted once per subspace
 
     sub = tg.pga_score(H, V, null_bases=bases[:nr], ccr=1)
@@ -72,6 +89,10 @@ def main() -> None:
     per_null = t_ours / (args.n_null + 1)
 
     print(f"N={args.n} d={args.d} k={args.k} n_null={args.n_null} pairs={m:,} threads={args.threads}")
+    print(_util.TABLE_HEAD)
+    print(_util.fmt_row(f"pga_score (ours, {args.n_null} nulls)", t["ours"]))
+    print(_util.fmt_row(f"scipy loop ({nr} nulls + readout, not extrapolated)", t["scipy"]))
+    print("(below: best CPU seconds; the scipy loop extrapolated linearly to n_null)")
     print(f"pga_score (ours):          {t_ours:8.2f} s   z={s.z:.4f}")
     print(f"scipy loop (extrapolated): {t_ref:8.2f} s   ({t_ref_part:.2f} s for {nr} nulls + readout)")
     print(f"speed-up vs scipy:         {t_ref / t_ours:8.1f} x")
@@ -80,6 +101,7 @@ def main() -> None:
         f"one torch.sort of {m:,} float64: {t_sort * 1e3:.1f} ms; ours per subspace: {per_null * 1e3:.1f} ms;"
         f" ratio {per_null / t_sort:.2f}"
     )
+    _util.print_footer()
 
 
 def _timeit(f) -> float:

@@ -19,6 +19,7 @@ import functools
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
     "iter_embedding_rows",
     "read_embedding",
     "embedding_capacity",
+    "Timeline",
 ]
 
 #: Name patterns of input-embedding tensors (safetensors from HF / original checkpoints, GGUF).
@@ -114,6 +116,9 @@ class CorruptFileError(InputError):
 
 _GGUF_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type → bytes
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+#: A GGUF length or count above this (1 TiB) is damage, not a big file (a truncated file gives a
+#: "truncated" error instead: its lengths are plausible, the bytes are missing).
+_GGUF_MAX_FIELD = 2**40
 
 
 class _Truncated(Exception):
@@ -147,6 +152,11 @@ def _gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[
 
         def take(n: int) -> bytes:
             nonlocal pos
+            if n > _GGUF_MAX_FIELD:  # no real length is that big: damaged bytes, not a cut file
+                raise CorruptFileError(
+                    f"{path}: corrupt GGUF header: {where} at byte {pos} gives a length of {n:,} bytes "
+                    f"(the file has {size:,}); the key/value block is damaged: download or copy it again"
+                )
             if pos + n > size:
                 raise _Truncated(pos + n)
             out = buf[pos : pos + n]
@@ -167,6 +177,11 @@ def _gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[
                 return take(u64())
             if vtype == _GGUF_ARRAY:
                 itype, count = u32(), u64()
+                if count > _GGUF_MAX_FIELD:
+                    raise CorruptFileError(
+                        f"{path}: corrupt GGUF header: {where} at byte {pos - 8} is an array of {count:,} items, "
+                        f"more than the file's {size:,} bytes; download or copy it again"
+                    )
                 if itype in _GGUF_SCALAR:
                     take(_GGUF_SCALAR[itype] * count)
                 else:
@@ -175,6 +190,7 @@ def _gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[
                 return None
             raise CorruptFileError(f"{path}: corrupt GGUF header: unknown value type {vtype} at byte {pos - 4}")
 
+        where = "the file header"
         magic = take(4)
         if magic != b"GGUF":
             raise CorruptFileError(f"{path} is not a GGUF file: it starts with {bytes(magic)!r}, expected b'GGUF'")
@@ -187,16 +203,20 @@ def _gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[
                 f"{path}: corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a {size}-byte file)"
             )
         alignment = 32
-        for _ in range(n_kv):
+        for i in range(n_kv):
+            where = f"the name of key/value {i}"
             key = take(u64())
+            where = f"key {bytes(key).decode('utf-8', 'replace')!r}"
             vtype = u32()
             value = skip_value(vtype)
             if key == b"general.alignment" and vtype == 4:
                 alignment = struct.unpack("<I", value)[0] or 32
         end = 0
         tensors = []
-        for _ in range(n_tensors):
+        for i in range(n_tensors):
+            where = f"the name of tensor {i}"
             name = bytes(take(u64())).decode("utf-8", "replace")
+            where = f"tensor {name!r}"
             dims = [u64() for _ in range(u32())]
             ttype, offset = u32(), u64()
             try:
@@ -425,34 +445,179 @@ def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
     return EmbeddingSource(path=str(f), name=name, format=fmt, shape=(shape[0], shape[1]), dtype=dtype, tied=tied)
 
 
+def _scan(src: EmbeddingSource, block: int | None, timeline: Timeline | None, precision: str, prefetch: bool):
+    """Stream the tensor into an accumulator; None when the mixed result asks for float64."""
+    from tl_geometry.metrics.capacity import SimilarityAccumulator
+
+    acc = SimilarityAccumulator(precision=precision)
+    if timeline is not None:
+        timeline.start = time.perf_counter()
+    for rows in iter_embedding_rows(src, block=block, timeline=timeline, prefetch=prefetch):
+        t0 = time.perf_counter()
+        first = acc.n_total
+        try:
+            acc.update(rows)
+        except InputError as exc:
+            if "NaN or inf" not in str(exc):
+                raise
+            _refuse_non_finite(src, rows, first)
+            raise CorruptFileError(_non_finite_message(src, None)) from None
+        if timeline is not None:
+            timeline.add("gram", t0, time.perf_counter())
+    if timeline is not None:
+        timeline.end = time.perf_counter()
+    st = acc.compute()
+    return None if acc.needs_float64 else st
+
+
 def _list(names: Sequence[str], n: int = 12) -> str:
     names = sorted(names)
     more = f" ... (+{len(names) - n} more)" if len(names) > n else ""
     return ", ".join(names[:n]) + more if names else "(none)"
 
 
-def iter_embedding_rows(src: EmbeddingSource, *, block: int = 8192) -> Iterator[torch.Tensor]:
-    """Yield (≤ block, d_model) float32 row blocks of the tensor, dequantizing GGUF blocks."""
-    if src.format == "gguf":
-        from gguf.quants import dequantize
+def _gguf_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) -> Iterator[torch.Tensor]:
+    from gguf.quants import dequantize
 
-        t = _gguf_tensors(Path(src.path))[src.name]
-        data = t.data  # memory-mapped; rows are tokens
-        for a in range(0, data.shape[0], block):
-            yield torch.from_numpy(np.array(dequantize(data[a : a + block], t.tensor_type), dtype=np.float32))  # copy
-    else:
-        from safetensors import safe_open
+    t = _gguf_tensors(Path(src.path))[src.name]
+    data = t.data  # memory-mapped; rows are tokens
+    for a in range(0, data.shape[0], block):
+        t0 = time.perf_counter()
+        raw = np.array(data[a : a + block])  # read: the page faults of the memory map happen here
+        t1 = time.perf_counter()
+        rows = np.asarray(dequantize(raw, t.tensor_type), dtype=np.float32)
+        if timeline is not None:
+            timeline.add("read", t0, t1)
+            timeline.add("dequantize", t1, time.perf_counter())
+        yield torch.from_numpy(np.ascontiguousarray(rows))
 
-        with safe_open(src.path, framework="pt") as sf:
-            sl = sf.get_slice(src.name)
-            for a in range(0, src.shape[0], block):
-                yield sl[a : a + block].float()
+
+def _safetensors_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) -> Iterator[torch.Tensor]:
+    from safetensors import safe_open
+
+    with safe_open(src.path, framework="pt") as sf:
+        sl = sf.get_slice(src.name)
+        for a in range(0, src.shape[0], block):
+            t0 = time.perf_counter()
+            rows = sl[a : a + block].float()
+            if timeline is not None:
+                timeline.add("read", t0, time.perf_counter())
+            yield rows
+
+
+class Timeline:
+    """Intervals (kind, start, end) of a streamed scan: ``read``, ``dequantize`` (the reader thread) and
+    ``gram`` (the caller), with :meth:`summary` giving the busy time of each and of the whole."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+        self.start = time.perf_counter()
+        self.end = self.start
+
+    def add(self, kind: str, t0: float, t1: float) -> None:
+        self.spans.append((kind, t0, t1))
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {"wall_s": self.end - self.start}
+        for kind in ("read", "dequantize", "gram"):
+            out[f"{kind}_s"] = sum(b - a for k, a, b in self.spans if k == kind)
+        out["blocks"] = float(sum(1 for k, *_ in self.spans if k == "gram"))
+        serial = out["read_s"] + out["dequantize_s"] + out["gram_s"]
+        out["overlap_s"] = max(serial - out["wall_s"], 0.0)  # time the reader and the Gram ran together
+        return out
+
+    def format(self) -> str:
+        s = self.summary()
+        return (
+            f"wall {s['wall_s']:.2f} s: read {s['read_s']:.2f} s + dequantize {s['dequantize_s']:.2f} s "
+            f"(reader thread) | Gram {s['gram_s']:.2f} s (caller) | overlap {s['overlap_s']:.2f} s, "
+            f"{int(s['blocks'])} blocks"
+        )
+
+
+_DONE = object()
+
+
+def _prefetch(blocks: Iterator[torch.Tensor], depth: int = 1) -> Iterator[torch.Tensor]:
+    """Run ``blocks`` in a reader thread, ``depth`` blocks ahead of the caller (numpy, torch and the
+    memory map release the GIL, so reading and dequantizing the next block overlap the current Gram).
+    Memory: at most depth + 2 blocks. An exception in the reader is raised in the caller."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in blocks:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller)
+            q.put(exc)
+
+    th = threading.Thread(target=run, name="tl-geometry-reader", daemon=True)
+    th.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        th.join(timeout=5)
+
+
+def iter_embedding_rows(
+    src: EmbeddingSource, *, block: int | None = None, prefetch: bool = True, timeline: Timeline | None = None
+) -> Iterator[torch.Tensor]:
+    """Yield (≤ block, d_model) float32 row blocks of the tensor, dequantizing GGUF blocks.
+
+    With ``prefetch`` (default) the next block is read and dequantized in a thread while the caller
+    works on the current one. ``block`` defaults to :func:`tl_geometry.metrics._gram.default_block_rows`
+    (128 MiB of float32 rows). ``timeline`` records when each block was read and dequantized.
+    """
+    from tl_geometry.metrics._gram import default_block_rows
+
+    if block is None:  # 128 MiB of rows, but at least ~8 blocks so that reading overlaps the Gram
+        per8 = -(-src.shape[0] // 8)
+        block = min(default_block_rows(src.shape[1], torch.float32), max(1024, -(-per8 // 1024) * 1024))
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise InputError(f"block must be a positive integer (rows per block), got {block!r}")
+    gen = _gguf_blocks(src, block, timeline) if src.format == "gguf" else _safetensors_blocks(src, block, timeline)
+    return _prefetch(gen) if prefetch else gen
 
 
 def read_embedding(path, *, matrix: str = "embed", tensor: str | None = None) -> torch.Tensor:
     """The whole embedding (vocab, d_model) as float32 (small models; prefer streaming)."""
     src = find_embedding(path, matrix=matrix, tensor=tensor)
-    return torch.cat(list(iter_embedding_rows(src)))
+    out = torch.cat(list(iter_embedding_rows(src)))
+    _refuse_non_finite(src, out)
+    return out
+
+
+def _refuse_non_finite(src: EmbeddingSource, rows: torch.Tensor, first_row: int = 0) -> None:
+    bad = ~torch.isfinite(rows).all(1)
+    if bool(bad.any()):
+        raise CorruptFileError(_non_finite_message(src, first_row + int(bad.nonzero()[0, 0])))
+
+
+def _non_finite_message(src: EmbeddingSource, row: int | None) -> str:
+    at = f" (first at row {row:,})" if row is not None else ""
+    return (
+        f"{src.path}: tensor {src.name!r} ({src.dtype}) holds NaN or inf after dequantization{at}: the file's "
+        "data is damaged (or the tensor is not a weight matrix); download or copy it again"
+    )
 
 
 def embedding_capacity(
@@ -462,7 +627,9 @@ def embedding_capacity(
     tensor: str | None = None,
     form: str = "full",
     preset: str = "paper",
-    block: int = 8192,
+    block: int | None = None,
+    timeline: Timeline | None = None,
+    prefetch: bool = True,
 ) -> CapacityRow:
     """d_model, vocab, μ, σ, ε, class and capacity of a checkpoint's embedding, from the file.
 
@@ -476,15 +643,25 @@ def embedding_capacity(
         tensor: explicit tensor name.
         form: capacity form (see :func:`tl_geometry.capacity`).
         preset: ``"paper"``.
-        block: rows per streamed block.
+        block: rows per streamed block (default: 128 MiB of float32 rows). Memory is about three
+            blocks (the one in the Gram, the next one being dequantized, one queued) plus a d×d
+            float64 Gram, whatever the vocabulary.
+        timeline: a :class:`Timeline` to record read / dequantize / Gram intervals in.
+        prefetch: read and dequantize the next block in a thread (default); False: one after another.
+
+    The next block is read and dequantized in a thread while the current block's Gram runs, so a
+    scan costs about max(read + dequantize, Gram), not their sum.
+
+    Raises:
+        CorruptFileError: the tensor dequantizes to NaN or inf (named with the file and the row).
     """
-    from tl_geometry.metrics.capacity import SimilarityAccumulator, capacity_estimate
+    from tl_geometry.metrics.capacity import capacity_estimate
 
     src = find_embedding(path, matrix=matrix, tensor=tensor)
-    acc = SimilarityAccumulator()
-    for rows in iter_embedding_rows(src, block=block):
-        acc.update(rows)
-    st = acc.compute()
+    st = _scan(src, block, timeline, "auto", prefetch)
+    if st is None:  # σ ≪ |μ|: the float32 Gram is not to 1e-7 here; scan again in float64
+        st = _scan(src, block, None, "float64", prefetch)
+    assert st is not None
     if st.epsilon < 1:
         est = capacity_estimate(st.d, mean=st.mean, std=st.std, form=form, preset=preset)
         k, status, reason, k3 = est.k, est.status, est.reason, est.k_3sigma

@@ -314,3 +314,77 @@ def test_gguf_tensor_index_equals_gguf_readers(tmp_path):
         assert o.tensor_type == t.tensor_type and o.shape == tuple(int(s) for s in t.shape)
         assert o.data.dtype == t.data.dtype and o.data.shape == t.data.shape
         np.testing.assert_array_equal(o.data, t.data)
+
+
+# ----------------------------------------------------------------------------- streaming (issue 24), damage (issue 23)
+def test_prefetched_stream_equals_serial_and_records_a_timeline(tmp_path):
+    from tl_geometry.weights_reader import Timeline
+
+    x = _emb(vocab=5000, d=24, seed=3)
+    write_gguf(tmp_path / "m.gguf", {"token_embd.weight": x})
+    tl = Timeline()
+    a = embedding_capacity(tmp_path / "m.gguf", block=1024, timeline=tl)
+    b = embedding_capacity(tmp_path / "m.gguf", block=1024, prefetch=False)
+    assert (a.mean, a.std, a.epsilon) == (b.mean, b.std, b.epsilon)
+    assert a.epsilon == pytest.approx(reference_eps(x), rel=1e-7)
+    s = tl.summary()
+    assert s["blocks"] == 5 and s["wall_s"] > 0 and s["dequantize_s"] > 0 and s["gram_s"] > 0
+    assert "overlap" in tl.format()
+
+
+def test_reader_thread_errors_reach_the_caller(tmp_path):
+    from tl_geometry.weights_reader import _prefetch
+
+    def blocks():
+        yield torch.zeros(2, 2)
+        raise OSError("disk gone")
+
+    it = _prefetch(blocks())
+    assert next(it).shape == (2, 2)
+    with pytest.raises(OSError, match="disk gone"):
+        next(it)
+
+
+def test_reader_thread_stops_when_the_caller_stops():
+    from tl_geometry.weights_reader import _prefetch
+
+    produced = []
+
+    def blocks():
+        for i in range(1000):
+            produced.append(i)
+            yield torch.zeros(1)
+
+    it = _prefetch(blocks())
+    next(it)
+    it.close()  # the caller gave up: the thread must not run on through the file
+    assert len(produced) < 10
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_weights_that_dequantize_to_nan_are_refused_with_the_tensor_name(tmp_path, prefetch):
+    from tl_geometry.weights_reader import CorruptFileError
+
+    x = _emb(vocab=3000, d=32, seed=4)
+    x[2100, 7] = np.nan
+    write_gguf(tmp_path / "m.gguf", {"token_embd.weight": x})
+    with pytest.raises(CorruptFileError, match=r"tensor 'token_embd.weight' \(F32\) holds NaN or inf .*row 2,100"):
+        embedding_capacity(tmp_path / "m.gguf", block=1024, prefetch=prefetch)
+    with pytest.raises(CorruptFileError, match="token_embd.weight"):
+        read_embedding(tmp_path / "m.gguf")
+
+
+def test_corrupt_gguf_key_value_length_is_named_not_a_huge_size(tmp_path):
+    import struct
+
+    from tl_geometry.weights_reader import CorruptFileError
+
+    g, _ = _small_files(tmp_path)
+    data = bytearray(g.read_bytes())
+    # the first key's name length sits after magic, version, tensor count and key count (4+4+8+8 bytes)
+    data[24:32] = struct.pack("<Q", 2**64 - 1 - 1024)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match="corrupt GGUF header: the name of key/value 0 at byte 32") as e:
+        embedding_capacity(bad)
+    assert "18,446,744" in str(e.value) and "needs" not in str(e.value)

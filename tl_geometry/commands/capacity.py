@@ -1,7 +1,7 @@
 """``tl-geometry capacity``: ε = μ + 2σ and the capacity bound, from weights files or models.
 
     tl-geometry capacity PATH_OR_MODEL... [--form full|adjusted|jl|jl_random]
-                         [--matrix embed|unembed] [--tensor NAME] [--json]
+                         [--matrix embed|unembed] [--tensor NAME] [--json] [--timeline]
     tl-geometry capacity --published [--form ...] [--json]
 
 Each argument is, in this order: a path (a .gguf file, .safetensors file(s) or a local HF
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 from tl_geometry.errors import InputError
@@ -43,6 +44,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--published", action="store_true", help="list the capacity paper's published ε table")
     p.add_argument("--device", default="cpu", help="device for models that are loaded")
     p.add_argument("--json", action="store_true", help="print JSON records instead of a table")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="for weights files: print the read / dequantize / Gram times and their overlap to stderr",
+    )
     p.set_defaults(func=run)
 
 
@@ -95,11 +101,14 @@ def resolve_target(target: str, args) -> dict:
     """
     from tl_geometry.hosts import host_epsilon
     from tl_geometry.models import weights_file, weights_name
-    from tl_geometry.weights_reader import embedding_capacity
+    from tl_geometry.weights_reader import Timeline, embedding_capacity
 
     if Path(target).exists() or Path(target).suffix in (".gguf", ".safetensors") or weights_name(target):
         path = weights_file(target) if weights_name(target) and not Path(target).exists() else target
-        row = embedding_capacity(path, matrix=args.matrix, tensor=args.tensor, form=args.form)
+        timeline = Timeline() if getattr(args, "timeline", False) else None
+        row = embedding_capacity(path, matrix=args.matrix, tensor=args.tensor, form=args.form, timeline=timeline)
+        if timeline is not None:
+            print(f"{target}: {timeline.format()}", file=sys.stderr)
         return {**row.to_dict(), "kind": "weights", "raw": True}
     m = "W_E" if args.matrix == "embed" else "W_U"
     he = host_epsilon(target, matrix=m, load=True, device=args.device)

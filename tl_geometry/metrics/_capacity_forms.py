@@ -304,7 +304,13 @@ PRESETS = ("paper",)
 
 
 def model_class_of(epsilon: float) -> str:
-    """The paper's classes: ε > 0.2 → "class1", ε < 0.1 → "class2", else "boundary"."""
+    """The paper's classes: ε > 0.2 → "class1", ε < 0.1 → "class2", else "boundary".
+
+    Raises:
+        InputError: ε is NaN or infinite (no class; "boundary" would be a silent answer).
+        InputTypeError: ε is not a real number.
+    """
+    epsilon = _real(epsilon, "epsilon", "a number (ε = μ + 2σ)")
     if epsilon > CLASS1_ABOVE:
         return "class1"
     if epsilon < CLASS2_BELOW:
@@ -462,6 +468,10 @@ def capacity_estimate(
         std = _real(std, "std", "a number >= 0 (σ)")
         if std < 0:
             raise InputError(f"std must be >= 0, got {std}")
+        if not -1.0 <= mean <= 1.0:
+            raise InputError(f"mean must be in [-1, 1] (a mean of cosines), got {mean}")
+        if std > 1.0:
+            raise InputError(f"std must be <= 1 (a standard deviation of cosines), got {std}")
         if epsilon is None:
             epsilon = mean + 2 * std
         elif not math.isclose(_real(epsilon, "epsilon", "a number"), mean + 2 * std, rel_tol=1e-9, abs_tol=1e-12):
@@ -471,6 +481,8 @@ def capacity_estimate(
     epsilon = _real(epsilon, "epsilon", "a number (ε = μ + 2σ)")
     if epsilon >= 1:
         raise InputError(f"epsilon must be < 1 (a cosine bound), got {epsilon}")
+    if epsilon < -1:
+        raise InputError(f"epsilon must be >= -1 (a cosine bound), got {epsilon}")
     cls = model_class_of(epsilon)
     eps3 = None if mean is None else mean + 3 * std
     common = dict(

@@ -10,8 +10,11 @@ Our choices where the paper is silent:
 
 * **Exact in O(n·d²).** The paper materializes the n×n similarity matrix. We use the Gram
   moments of the unit rows U (n, d): Σ_{i≠j} cos_ij = ‖Σ_i u_i‖² − Σ_i ‖u_i‖² and
-  Σ_{i≠j} cos_ij² = ‖UᵀU‖_F² − Σ_i ‖u_i‖⁴, accumulated blockwise in float64. Same μ and σ to
-  float64 precision; memory O(block·d + d²).
+  Σ_{i≠j} cos_ij² = ‖UᵀU‖_F² − Σ_i ‖u_i‖⁴, accumulated blockwise in float64 around a fixed centre
+  (:mod:`tl_geometry.metrics._gram`). For float32 input the block Grams are float32 work (mixed
+  precision, within 1e-7 relative of float64, bound in ``_gram``); float64 input stays float64.
+  Memory O(block·d + d²). Rows are scaled by their largest entry before the norm where the norm
+  would overflow or underflow (rows of 1e200 give the same ε as rows of 1).
 * σ is the population standard deviation over the n(n−1) ordered pairs (the paper's
   ``torch.std_mean`` is unbiased; the difference is a factor sqrt(1 + 1/(n(n−1)−1))).
 * Rows of norm exactly 0 are dropped and counted (``n_dropped``): padding tokens of some
@@ -42,6 +45,7 @@ from tl_geometry.hosts import (  # noqa: F401  (re-exported)
     published_epsilon,
     published_rows,
 )
+from tl_geometry.metrics import _gram
 from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     CLASS1_ABOVE,
     CLASS2_BELOW,
@@ -199,6 +203,18 @@ class SimilarityAccumulator:
     block by block from disk (:mod:`tl_geometry.weights_reader`). ``similarity_stats(x)`` equals
     one accumulator fed x in any split (tested).
 
+    Precision (``precision=``): ``"float64"`` forms everything in float64. ``"mixed"`` (our choice
+    for speed) forms each block's Gram of the centred unit rows in float32 (one ?syrk call) and
+    accumulates the blocks in float64; μ, σ, ε stay within 1e-7 relative of the float64 result
+    (error bound: :mod:`tl_geometry.metrics._gram`). ``"auto"`` (default): mixed for float32 /
+    float16 / bfloat16 blocks of at least 1024 rows on the CPU, float64 otherwise. Any block whose
+    rows would overflow or underflow a norm, or hold NaN/inf, goes through the float64 path (rows
+    are rescaled by their largest entry first; NaN/inf is refused naming the row). After
+    ``compute()``, ``needs_float64`` is True when mixed blocks were used and σ² = E[cos²] − μ²
+    cancels too much for 1e-7 (rows nearly parallel, σ ≪ |μ|): feed the rows again to an
+    accumulator with ``precision="float64"`` (:func:`similarity_stats` and
+    :func:`tl_geometry.weights_reader.embedding_capacity` do).
+
     Examples:
         >>> import torch, tl_geometry as tg
         >>> acc = tg.SimilarityAccumulator()
@@ -207,63 +223,68 @@ class SimilarityAccumulator:
         0.0
     """
 
-    def __init__(self, *, device: str | torch.device | None = None):
+    def __init__(self, *, device: str | torch.device | None = None, precision: str = "auto"):
+        if precision not in ("auto", "mixed", "float64"):
+            raise InputError(f"precision must be 'auto', 'mixed' or 'float64', got {precision!r}")
         self.device = None if device is None else torch.device(device)
+        self.precision = precision
         self.reset()
 
     def reset(self) -> None:
-        self.s: Tensor | None = None
-        self.gram: Tensor | None = None
-        self.diag1 = self.diag2 = 0.0
-        self.n = self.n_total = 0
+        self.state: _gram.GramState | None = None
+        self.n_total = 0
+        self.needs_float64 = False
         self.low_precision: str | None = None  # "torch.float16" / "torch.bfloat16" when seen (ZeroRowsWarning)
+
+    @property
+    def n(self) -> int:
+        """Non-zero rows seen so far."""
+        return 0 if self.state is None else self.state.n
 
     def update(
         self, block: Float[Tensor, "b d"] | np.ndarray, *, return_unit: bool = False
     ) -> tuple[Tensor, Tensor] | None:
-        """Add rows. Returns the kept unit rows (float64) and their indices when ``return_unit``."""
+        """Add rows. Returns the kept unit rows (float64) and their indices when ``return_unit``
+        (that forces the float64 path for the block)."""
         xb = _as_matrix(block)
         device = self.device or (xb.device if xb.device.type != "mps" else torch.device("cpu"))  # mps: no float64
-        if self.s is None:
-            self.s = torch.zeros(xb.shape[1], dtype=torch.float64, device=device)
-            self.gram = torch.zeros(xb.shape[1], xb.shape[1], dtype=torch.float64, device=device)
-        elif xb.shape[1] != self.s.shape[0]:
-            raise InputError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.s.shape[0]}")
+        if self.state is None:
+            self.state = _gram.GramState(xb.shape[1], device)
+        elif xb.shape[1] != self.state.d:
+            raise InputError(f"block has d = {xb.shape[1]} columns, earlier blocks had {self.state.d}")
         if xb.dtype in (torch.float16, torch.bfloat16):
             self.low_precision = str(xb.dtype)
-        xb = xb.to(device=self.s.device, dtype=torch.float64)
-        if not torch.isfinite(xb).all():
-            bad = self.n_total + int((~torch.isfinite(xb)).any(1).nonzero()[0, 0])
-            raise InputError(f"vectors contain NaN or inf (first at row {bad})")
-        norms = xb.norm(dim=1)
-        nz = norms > 0
-        ub = xb[nz] / norms[nz, None]
-        self.s += ub.sum(0)
-        self.gram += ub.T @ ub
-        sq = (ub * ub).sum(1)
-        self.diag1 += float(sq.sum())
-        self.diag2 += float((sq * sq).sum())
-        idx = nz.nonzero().squeeze(1).cpu() + self.n_total
-        self.n += int(nz.sum())
+        first = self.n_total
+        mixed = not return_unit and (
+            self.precision == "mixed"
+            or (self.precision == "auto" and xb.dtype != torch.float64 and xb.shape[0] >= _gram.MIXED_MIN_ROWS)
+        )
+        if mixed and device.type == "cpu" and xb.device.type == "cpu":
+            _gram.add_block_mixed(self.state, xb, first)
+            self.n_total += xb.shape[0]
+            return None
+        ub, nz = _gram.add_block_float64(self.state, xb, first)
         self.n_total += xb.shape[0]
-        return (ub, idx) if return_unit else None
+        if not return_unit:
+            return None
+        idx = nz.nonzero().squeeze(1).cpu() + first
+        return ub, idx
 
     def compute(self) -> SimilarityStats:
         """μ, σ, ε over all ordered pairs of the non-zero rows seen so far."""
         n = self.n
-        if self.s is None or n < 2:
+        if self.state is None or n < 2:
             hint = (
                 f"; the input was {self.low_precision}: small values may have underflowed to 0, cast to float32 first"
                 if self.low_precision and self.n_total > n
                 else ""
             )
             raise InputError(f"need at least 2 non-zero rows to form pairs, got {n} (of {self.n_total} rows){hint}")
-        assert self.gram is not None  # set with self.s
-        pairs = n * (n - 1)
-        mean = (float(self.s @ self.s) - self.diag1) / pairs
-        second = (float((self.gram * self.gram).sum()) - self.diag2) / pairs
-        std = max(second - mean * mean, 0.0) ** 0.5
+        mean, var, second = self.state.moments()
+        std = max(var, 0.0) ** 0.5
         eps = mean + 2.0 * std
+        # mixed blocks: trust σ only where float32 rounding of rows near |μ| is small (_gram.KAPPA_MAX)
+        self.needs_float64 = self.state.mixed_blocks > 0 and not var * _gram.KAPPA_MAX > mean * mean
         _warn_if_mostly_zero(n, self.n_total, self.low_precision)
         return SimilarityStats(
             mean=mean,
@@ -272,7 +293,7 @@ class SimilarityAccumulator:
             second_moment=second,
             n_vectors=n,
             n_dropped=self.n_total - n,
-            d=int(self.s.shape[0]),
+            d=int(self.state.d),
             model_class=model_class_of(eps),
         )
 
@@ -337,14 +358,15 @@ def similarity_stats(
     histogram_bins: int = 300,
     histogram: bool = False,
     top_n: int = 0,
-    block_size: int = 16384,
+    block_size: int | None = None,
     progress: bool = True,
+    precision: str = "auto",
 ) -> SimilarityStats:
     """μ, σ and ε = μ + 2σ of pairwise cosine similarities of the rows, exactly, in O(n·d²).
 
     Capacity paper (arXiv 2606.02765), Sec. 3: ε = μ + 2σ of the off-diagonal entries of the
     cosine-similarity matrix of the embedding rows. Computed from Gram moments of the unit rows
-    (never the n×n matrix) in float64, ``block_size`` rows at a time::
+    (never the n×n matrix), accumulated in float64, ``block_size`` rows at a time::
 
         μ = (‖Σ u_i‖² − n) / (n(n−1)),   E[cos²] = (‖UᵀU‖_F² − n) / (n(n−1)),   σ² = E[cos²] − μ²
 
@@ -355,9 +377,14 @@ def similarity_stats(
         histogram: also compute the exact histogram over all n(n−1) ordered pairs
             (O(n²·d) time, bounded memory).
         top_n: also return the ``top_n`` most similar unordered pairs (same blockwise pass).
-        block_size: rows per block (memory ≈ block_size·d·8 bytes, plus 4096² floats for the
-            histogram pass).
+        block_size: rows per block. Default: 128 MiB of float32 rows for float32/16 input
+            (52,428 rows at d = 640), 16,384 rows for float64 input or ``precision="float64"``
+            (memory ≈ block_size·d·8 bytes, plus 4096² floats for the histogram pass).
         progress: tqdm bar for the pairwise pass.
+        precision: ``"auto"`` (default), ``"mixed"`` or ``"float64"``: see
+            :class:`SimilarityAccumulator`. Mixed (float32 block Grams of the centred unit rows,
+            accumulated in float64) is within 1e-7 relative of float64 and is what ``"auto"`` uses
+            for float32/16 input in blocks of ≥ 1024 rows; histogram, top pairs and groups use float64.
         groups: None (default): the rows are the whole population (a matrix's rows) and μ, σ, ε
             are exact (``stderr_method="exact"``, standard errors 0.0). A group label per row
             (e.g. :func:`group_labels` of each sampled position's sequence): the rows are a sample
@@ -379,7 +406,9 @@ def similarity_stats(
         (0.0, 0.0, 0.0, 'class2')
     """
     x = _as_matrix(vectors)
-    block_size = _checks.integer(block_size, "block_size", lo=1)
+    block_size = _checks.integer(block_size, "block_size", lo=1, none_ok=True)
+    if block_size is None:
+        block_size = 16384 if precision == "float64" else _gram.default_block_rows(x.shape[1], x.dtype)
     histogram = _checks.flag(histogram, "histogram")
     histogram_bins = _checks.integer(histogram_bins, "histogram_bins", lo=1, hi=10**7)
     top_n = _checks.integer(top_n, "top_n", lo=0)
@@ -388,9 +417,19 @@ def similarity_stats(
         if groups.shape != (x.shape[0],):
             raise InputError(f"groups must hold one label per row ({x.shape[0]}), got shape {tuple(groups.shape)}")
     keep_rows = histogram or top_n > 0 or groups is not None
-    acc = SimilarityAccumulator()
+    acc = SimilarityAccumulator(precision=precision)
     units: list[Tensor] = []
     kept: list[Tensor] = []
+    if not keep_rows:
+        for start in range(0, x.shape[0], block_size):
+            acc.update(x[start : start + block_size])
+        stats = acc.compute()
+        if not acc.needs_float64:
+            return stats
+        acc = SimilarityAccumulator(precision="float64")  # σ ≪ |μ|: the mixed result is not to 1e-7
+        for start in range(0, x.shape[0], block_size):
+            acc.update(x[start : start + block_size])
+        return acc.compute()
     for start in range(0, x.shape[0], block_size):
         unit = acc.update(x[start : start + block_size], return_unit=True)
         assert unit is not None  # return_unit=True
@@ -399,8 +438,6 @@ def similarity_stats(
         if keep_rows:
             units.append(ub if groups is not None else ub.float())
     stats = acc.compute()
-    if not keep_rows:
-        return stats
     from dataclasses import replace
 
     from tl_geometry.metrics._pairs import pair_histogram_and_top

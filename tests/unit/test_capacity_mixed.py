@@ -1,0 +1,191 @@
+"""The float32 ε kernel (float32 block Grams of centred unit rows, accumulated in float64) against
+float64 references on adversarial inputs; overflow-safe norms; NaN/inf refused in the float32 path."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tl_geometry as tg
+from tl_geometry.errors import InputError
+from tl_geometry.metrics.capacity import SimilarityAccumulator, model_class_of
+
+REL = 1e-7  # the issue's accuracy: ε, σ relative; μ relative to the spread max(|μ|, σ) (μ can be ~0)
+
+
+def pairwise_reference(x: np.ndarray) -> tuple[float, float, float]:
+    """Every ordered pair i != j, float64, two passes (mean, then squared deviations): no Gram moments."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1)
+    u = x[norms > 0] / norms[norms > 0, None]
+    n = len(u)
+    pairs = n * (n - 1)
+    total = 0.0
+    for a in range(0, n, 2000):
+        c = u[a : a + 2000] @ u.T
+        c[np.arange(len(c)), a + np.arange(len(c))] = 0.0
+        total += c.sum()
+    mean = total / pairs
+    ss = 0.0
+    for a in range(0, n, 2000):
+        c = u[a : a + 2000] @ u.T - mean
+        c[np.arange(len(c)), a + np.arange(len(c))] = 0.0
+        ss += (c * c).sum()
+    std = math.sqrt(ss / pairs)
+    return mean, std, mean + 2 * std
+
+
+def _close(got, ref, rel=REL):
+    mean, std, eps = ref
+    assert abs(got.epsilon - eps) <= rel * abs(eps), (got.epsilon, eps)
+    assert abs(got.std - std) <= rel * std, (got.std, std)
+    assert abs(got.mean - mean) <= rel * max(abs(mean), std), (got.mean, mean)
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+N, D = 5000, 48
+
+
+def _case(name: str) -> torch.Tensor:
+    g = _gen(1)
+    v = torch.randn(D, generator=g)
+    if name == "random":
+        return torch.randn(N, D, generator=g)
+    if name == "shared direction":  # μ ≈ 0.5: the mixed path itself (no float64 recompute)
+        return torch.randn(N, D, generator=g) + v
+    if name == "dominant mean":  # σ ≪ μ: cancellation in σ² = E[cos²] − μ², float64 recompute
+        return 0.05 * torch.randn(N, D, generator=g) + v
+    if name == "nearly parallel":
+        return v + 1e-2 * torch.randn(N, D, generator=g)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", ["random", "shared direction", "dominant mean", "nearly parallel"])
+@pytest.mark.parametrize("block_size", [1024, 4096])
+def test_float32_input_matches_the_pairwise_float64_reference(name, block_size):
+    x = _case(name)
+    got = tg.similarity_stats(x, block_size=block_size, progress=False)
+    _close(got, pairwise_reference(x.numpy()))
+
+
+def test_mixed_path_is_used_for_float32_and_trusted_where_well_conditioned():
+    x = _case("shared direction")
+    acc = SimilarityAccumulator()
+    for a in range(0, N, 1250):
+        acc.update(x[a : a + 1250])
+    assert acc.state is not None and acc.state.mixed_blocks == 4
+    st = acc.compute()
+    assert not acc.needs_float64
+    _close(st, pairwise_reference(x.numpy()))
+
+
+def test_mixed_path_asks_for_float64_when_sigma_cancels():
+    x = _case("dominant mean")
+    acc = SimilarityAccumulator(precision="mixed")
+    acc.update(x)
+    acc.compute()
+    assert acc.needs_float64
+    acc64 = SimilarityAccumulator(precision="float64")
+    acc64.update(x)
+    acc64.compute()
+    assert acc64.state is not None and acc64.state.mixed_blocks == 0 and not acc64.needs_float64
+
+
+def test_float64_input_stays_float64():
+    acc = SimilarityAccumulator()
+    acc.update(_case("random").double())
+    assert acc.state is not None and acc.state.mixed_blocks == 0
+
+
+def test_million_rows_against_a_float64_reference():
+    x = torch.randn(1_000_000, 16, generator=_gen(2)) + 0.5
+    u = x.double()
+    u = u / u.norm(dim=1, keepdim=True)
+    n = u.shape[0]
+    s, G = u.sum(0), u.T @ u
+    mean = (float(s @ s) - n) / (n * (n - 1))
+    second = (float((G * G).sum()) - n) / (n * (n - 1))
+    std = math.sqrt(second - mean * mean)  # κ = second / σ² ≈ 2: float64 Gram moments are exact here
+    got = tg.similarity_stats(x, progress=False)
+    _close(got, (mean, std, mean + 2 * std))
+
+
+def test_mixed_split_equals_one_call():
+    x = _case("shared direction")
+    acc = SimilarityAccumulator(precision="mixed")
+    for part in (x[:1500], x[1500:1501], x[1501:]):
+        acc.update(part)
+    _close(acc.compute(), pairwise_reference(x.numpy()))
+
+
+def test_zero_rows_dropped_in_the_mixed_path():
+    x = _case("random").clone()
+    x[[3, 700, 4999]] = 0.0
+    st = tg.similarity_stats(x, progress=False, precision="mixed")
+    assert (st.n_vectors, st.n_dropped) == (N - 3, 3)
+    _close(st, pairwise_reference(x.numpy()))
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1e-160, 1e150])
+def test_float64_rows_of_any_scale_give_the_same_epsilon(scale):
+    x = torch.randn(300, 12, generator=_gen(3), dtype=torch.float64) + 0.7
+    ref = pairwise_reference(x.numpy())
+    st = tg.similarity_stats(x * scale, progress=False)
+    _close(st, ref, rel=1e-12)
+    assert st.n_dropped == 0
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_float32_rows_whose_norm_overflows_in_float32(scale):
+    x = torch.randn(2048, 12, generator=_gen(4)) + 0.7
+    ref = pairwise_reference(x.numpy())
+    st = tg.similarity_stats(x * scale, progress=False, precision="mixed")
+    _close(st, ref)
+
+
+def test_mixed_scale_rows_in_one_block():
+    x = torch.randn(300, 12, generator=_gen(5), dtype=torch.float64)
+    ref = pairwise_reference(x.numpy())
+    y = x.clone()
+    y[::2] *= 1e200
+    y[1::3] *= 1e-200
+    _close(tg.similarity_stats(y, progress=False), ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_inf_refused_in_the_float32_path_naming_the_row(bad):
+    x = torch.randn(4096, 8, generator=_gen(6))
+    x[3000, 5] = bad
+    with pytest.raises(InputError, match="first at row 3000"):
+        tg.similarity_stats(x, progress=False, precision="mixed", block_size=2048)
+
+
+def test_bad_precision():
+    with pytest.raises(InputError, match="precision"):
+        SimilarityAccumulator(precision="half")
+
+
+@pytest.mark.parametrize("eps", [float("nan"), float("inf"), -float("inf")])
+def test_model_class_of_refuses_non_finite(eps):
+    with pytest.raises(InputError, match="finite"):
+        model_class_of(eps)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(mean=-2.0, std=0.1), r"mean must be in \[-1, 1\]"),
+        (dict(mean=1.5, std=0.1), r"mean must be in \[-1, 1\]"),
+        (dict(mean=0.0, std=1.5), r"std must be <= 1"),
+        (dict(epsilon=-1.5), "epsilon must be >= -1"),
+    ],
+)
+def test_capacity_estimate_refuses_impossible_moments(kw, match):
+    with pytest.raises(InputError, match=match):
+        tg.capacity_estimate(640, **kw)

@@ -1,0 +1,246 @@
+"""Block kernels of :class:`tl_geometry.SimilarityAccumulator`: centred Gram moments of unit rows.
+
+Private module (no public API). Every kernel adds one block of rows x (b, d) to the state
+
+    n,  sr = Σ r_i,  C = Σ r_i r_iᵀ  (float64),   r_i = u_i − c,  u_i = x_i / ‖x_i‖,
+
+where c is a fixed centre (float64, exactly representable in float32: the mean unit row of the first
+block). The Gram of the unit rows is then ``G = n ccᵀ + c srᵀ + sr cᵀ + C`` and ``Σ u_i = n c + sr``.
+Centring is our choice: it keeps the float32 work (C) on the small residuals r_i when the rows share a
+dominant direction (large μ, small σ), where ``σ² = E[cos²] − μ²`` would otherwise cancel the float32
+error of E[cos²] up by μ²/σ².
+
+Two kernels:
+
+* :func:`add_block_float64` — everything in float64 (the reference path; small blocks, float64 input,
+  and any block whose rows need rescaling: norms that overflow or underflow).
+* :func:`add_block_mixed` — the float32 path: row norms in float32 (checked once for finiteness and
+  range, which is also the NaN/inf check: a row holding NaN or inf has a non-finite norm), the centred
+  unit rows r_i rounded to float32, the block Gram ``RᵀR`` in float32 (one ?syrk call), added into the
+  float64 C; Σ r_i in float32 per block, added into float64. Diagonal terms use ‖u_i‖ = 1.
+
+Error of the mixed path (u = 2⁻²⁴, b the block rows, per pair cosine ĉ_ij of the float32 residuals):
+
+* rounding the centred unit rows: ``|ĉ_ij − c_ij| ≤ (2u + 2u·‖x‖·|1/‖x‖ − fl|) ≲ 3u·(‖r_i‖ + ‖r_j‖ + ‖r_i‖‖r_j‖)``
+  to first order — relative to the residuals, not to 1, because c is exact in float64;
+* the float32 norm: a relative error δ_i of ‖x_i‖ scales u_i by (1 + δ_i); torch's float32 norm is a
+  vectorised cascade sum, |δ_i| ≲ (log₂ d + 2)·u in the worst case, ~u typically;
+* the float32 block Gram: ``|ΔC_kl| ≤ γ_b Σ_i |r_ik||r_il|``, γ_b = b·u/(1 − b·u) (Higham, Thm 3.5)
+  in the worst case, √b·u typically (Higham & Mary 2019), and the d² entries' errors average in ‖G‖_F².
+
+σ² is formed without cancellation (:meth:`GramState.moments`), so float64 results keep σ even when
+σ/|μ| ~ 1e-5. In the mixed path the float32 rounding of each unit row adds noise of relative size
+~u to cosines near |μ|, i.e. an error of σ growing like κ = μ²/σ²; where κ > KAPPA_MAX (rows nearly
+parallel) the accumulator says so (``needs_float64``) and the callers holding the data recompute
+in float64.
+
+A perturbation of every cosine by at most η moves μ by at most η and σ by at most η (σ is an RMS, so
+1-Lipschitz in the RMS of the perturbation), hence ε = μ + 2σ by at most 3η. Worst case this is a few
+1e-7 absolute; measured (tests/unit/test_capacity_mixed.py, benchmarks/bench_epsilon.py) the relative
+error of μ, σ and ε against a float64 reference is below 1e-7 on adversarial inputs (nearly parallel
+rows, a dominant mean direction, 10⁶ rows).
+
+BLAS: the float32 Gram is ``numpy.matmul(R.T, R)``, which numpy recognises as a symmetric rank-k update
+and hands to ?syrk (half the flops of a GEMM); ``torch.mm`` has no such shortcut. Measured on an AMD EPYC
+with AVX-512 (issue 24), numpy/OpenBLAS float32 ``UᵀU`` 0.39–0.63 s against 1.15 s for torch/MKL, so the
+choice is fixed, not timed at run time; ``benchmarks/bench_epsilon.py`` prints both each run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: Rows per block from which the float32 path pays (below it the float64 Gram is cheap).
+MIXED_MIN_ROWS = 1024
+#: Default float32 block: 128 MiB of rows (52,428 rows at d = 640; ?syrk is efficient from k ≈ 2,000).
+BLOCK_BYTES = 2**27
+#: At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows
+#: (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block).
+MIXED_MAX_ROWS = 65536
+#: Rows per ?syrk call inside a block (each call's float32 result is added into the float64 C).
+#: Measured on Gemma-3-270M's embedding: relative error of σ 1.6e-8 / 2.9e-9 / 2.6e-8 with 4,096 /
+#: 16,384 / 52,428 rows per call.
+SYRK_ROWS = 16384
+
+
+def default_block_rows(d: int, dtype: torch.dtype) -> int:
+    """Rows per block when the caller gives none: 128 MiB of float32 rows (at most MIXED_MAX_ROWS) for
+    the float32 path (fewer, longer ?syrk calls run closer to the floor), 16,384 rows for float64."""
+    if dtype == torch.float64:
+        return 16384
+    return min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
+
+
+#: Row norms outside [NORM_LO, NORM_HI] go through the scaled float64 path (float32 squares would
+#: overflow or underflow; float64 squares of float64 rows likewise, with their own bounds).
+NORM_LO32, NORM_HI32 = 1e-18, 1e18
+NORM_LO64, NORM_HI64 = 1e-140, 1e140
+#: κ = μ²/σ² above which a mixed result is not trusted to 1e-7 and the caller recomputes in float64:
+#: the float32 rounding of rows near the mean direction adds noise ∝ |μ| to every cosine, so the
+#: relative error of σ grows like ~1e-12·κ (measured, tests/unit/test_capacity_mixed.py: 2e-6 at
+#: κ = 3e6; 5e-9 at κ = 21). Real embeddings have κ below 10; κ is large only when σ ≪ |μ|.
+KAPPA_MAX = 1e4
+
+
+class GramState:
+    """The float64 state: n, c, sr = Σ r_i, C = Σ r_i r_iᵀ, e1 = Σ (‖u_i‖² − 1), e2 = Σ (‖u_i‖² − 1)²."""
+
+    def __init__(self, d: int, device: torch.device):
+        self.d = d
+        self.device = device
+        self.c: Tensor | None = None
+        self.c32: Tensor | None = None
+        self.sr = torch.zeros(d, dtype=torch.float64, device=device)
+        self.C = torch.zeros(d, d, dtype=torch.float64, device=device)
+        self.n = 0
+        self.e1 = 0.0
+        self.e2 = 0.0
+        self.mixed_blocks = 0
+        self.buf: Tensor | None = None  # float32 scratch for the centred unit rows of a block
+
+    def set_centre(self, mean_unit: Tensor) -> None:
+        """Fix the centre once: the given mean unit row rounded to multiples of 2⁻²⁰ (exact in float32,
+        and u − c, n·c and their products stay exact for rows with few significant bits, e.g. eye)."""
+        if self.c is None:
+            c = torch.round(mean_unit.to(device=self.device, dtype=torch.float64) * 2.0**20) / 2.0**20
+            self.c = c
+            self.c32 = c.to(torch.float32).contiguous()
+
+    def moments(self) -> tuple[float, float, float]:
+        """(μ, σ², E[cos²]) over the ordered pairs i ≠ j, without cancelling large terms.
+
+        With m = Σu_i / n the mean unit row, r'_i = u_i − m, C' = Σ r'_i r'_iᵀ = C − n δδᵀ (δ = m − c)
+        and a_i = m·r'_i, every cosine is u_i·u_j = |m|² + a_i + a_j + r'_i·r'_j, and Σ a_i = 0,
+        Σ r'_i = 0 give the all-pairs sum of squared deviations from |m|² in closed form:
+
+            V = Σ_{i,j} (u_i·u_j − |m|²)² = 2n·mᵀC'm + ‖C'‖_F²   (a sum of non-negative terms)
+
+        Taking out the diagonal (u_i·u_i = q_i) and moving from |m|² to μ (the off-diagonal mean):
+
+            P·σ² = V − Σ_i (q_i − |m|²)² − P·(μ − |m|²)²,   μ − |m|² = (n|m|² − Σ q_i) / P,
+
+        P = n(n − 1). Our choice over E[cos²] − μ², which loses σ² to rounding when σ ≪ |μ|. A σ²
+        below 64 float64 ulps of V + Σ(q_i − |m|²)² is rounding and returned as 0 (orthonormal rows
+        give σ = 0 exactly).
+        """
+        n = self.n
+        P = n * (n - 1)
+        c = self.c if self.c is not None else torch.zeros(self.d, dtype=torch.float64, device=self.device)
+        delta = self.sr / n
+        m = c + delta
+        Cp = self.C - n * torch.outer(delta, delta)
+        ma = float(m @ m)  # |m|², the all-pairs mean
+        V = 2.0 * n * float(m @ (Cp @ m)) + float((Cp * Cp).sum())
+        # Σ (q_i − ma)² with q_i = ‖u_i‖² = 1 + e_i: e1 = Σ e_i, e2 = Σ e_i² (0 in the mixed path)
+        diag = self.e2 + 2.0 * (1.0 - ma) * self.e1 + n * (1.0 - ma) ** 2
+        d1 = n + self.e1
+        s = n * c + self.sr
+        mean = (float(s @ s) - d1) / P
+        shift = (n * ma - d1) / P
+        var = (V - diag) / P - shift * shift
+        if var <= 64 * 2.0**-52 * (V + diag) / P:  # below the float64 rounding of its own terms: 0
+            var = 0.0
+        second = var + mean * mean
+        return mean, var, second
+
+
+def safe_unit_rows64(xb: Tensor, first_row: int) -> tuple[Tensor, Tensor]:
+    """(unit rows of the non-zero rows, float64; mask of the non-zero rows), overflow-safe.
+
+    Rows are scaled by their largest |entry| before the norm when a plain float64 norm would overflow
+    or underflow (e.g. rows scaled by 1e200 or 1e-200), so the result does not depend on the scale.
+
+    Raises:
+        InputError: NaN or inf entries (the message gives the first bad row, counting from ``first_row``).
+    """
+    from tl_geometry.errors import InputError
+
+    x = xb.to(torch.float64)
+    norms = torch.linalg.vector_norm(x, dim=1)
+    bad_range = ~torch.isfinite(norms) | (norms < NORM_LO64) | (norms > NORM_HI64)
+    if bool(bad_range.any()) and bool((x[bad_range] != 0).any()):  # not only true zero rows
+        finite = torch.isfinite(x).all(1)
+        if not bool(finite.all()):
+            bad = first_row + int((~finite).nonzero()[0, 0])
+            raise InputError(f"vectors contain NaN or inf (first at row {bad})")
+        scale = x.abs().amax(1)
+        # zero rows keep scale 0 (dropped below); others are divided by their largest |entry| first
+        x = torch.where(scale[:, None] > 0, x / torch.where(scale > 0, scale, 1.0)[:, None], x)
+        norms = torch.linalg.vector_norm(x, dim=1)
+    nz = norms > 0
+    return x[nz] / norms[nz, None], nz
+
+
+def add_block_float64(state: GramState, xb: Tensor, first_row: int) -> tuple[Tensor, Tensor]:
+    """Add a block in float64; returns (unit rows kept, float64; mask of kept rows)."""
+    ub, nz = safe_unit_rows64(xb.to(state.device), first_row)
+    if ub.shape[0] == 0:
+        return ub, nz
+    if state.c is None:
+        state.set_centre(ub.mean(0))
+    assert state.c is not None
+    r = ub - state.c
+    state.sr += r.sum(0)
+    state.C += r.T @ r
+    e = (ub * ub).sum(1) - 1.0
+    state.e1 += float(e.sum())
+    state.e2 += float((e * e).sum())
+    state.n += ub.shape[0]
+    return ub, nz
+
+
+def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, int]:
+    """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
+
+    Falls back to :func:`add_block_float64` for a block whose float32 norms are not all finite and
+    within [NORM_LO32, NORM_HI32] (NaN/inf entries, huge or tiny rows): that path rescales, or raises
+    the NaN/inf error naming the row.
+    """
+    if xb.shape[0] > MIXED_MAX_ROWS:  # float32 sums inside one ?syrk stay short (see MIXED_MAX_ROWS)
+        kept = 0
+        for a in range(0, xb.shape[0], MIXED_MAX_ROWS):
+            kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a)[0]
+        return kept, xb.shape[0]
+    x32 = xb if xb.dtype == torch.float32 else xb.to(torch.float32)
+    if not x32.is_contiguous():
+        x32 = x32.contiguous()
+    xn = x32.numpy()
+    # ‖x_i‖² summed in float64 from float32 products (numpy einsum, one pass): exact to ~1e-16, where
+    # torch's float32 norm is off by up to 3e-7 and biased (it moved μ by 1e-8 on Gemma-3's embedding)
+    norms = torch.from_numpy(np.sqrt(np.einsum("ij,ij->i", xn, xn, dtype=np.float64)))
+    lo, hi = torch.aminmax(norms)
+    if not (bool(torch.isfinite(hi)) and float(hi) <= NORM_HI32 and (float(lo) == 0.0 or float(lo) >= NORM_LO32)):
+        _, nz = add_block_float64(state, xb, first_row)
+        return int(nz.sum()), xb.shape[0]
+    if float(lo) == 0.0:  # zero rows (padding tokens): dropped; rare, so a copy is fine
+        nz = norms > 0
+        if bool((x32[~nz] != 0).any()):  # a row whose float32 norm underflowed: rescale in float64
+            _, nz = add_block_float64(state, xb, first_row)
+            return int(nz.sum()), xb.shape[0]
+        if not bool(nz.any()):
+            return 0, xb.shape[0]
+        x32, norms = x32[nz], norms[nz]
+    b = x32.shape[0]
+    inv = norms.reciprocal_().to(torch.float32).unsqueeze(1)
+    if state.c is None:
+        state.set_centre((x32[:4096] * inv[:4096]).mean(0))
+    assert state.c32 is not None
+    if state.buf is None or state.buf.shape[0] < b:  # reused: a fresh 128 MiB buffer per block page-faults
+        state.buf = torch.empty(b, x32.shape[1], dtype=torch.float32)
+    r = torch.addcmul(state.c32.neg(), x32, inv, out=state.buf[:b])  # one pass: r_i = x_i / ‖x_i‖ − c
+    rn = r.numpy()
+    for a in range(0, b, SYRK_ROWS):  # numpy: A.T @ A of one buffer → ?syrk; float32 sums ≤ SYRK_ROWS long
+        part = rn[a : a + SYRK_ROWS]
+        state.C += torch.from_numpy(part.T @ part)
+    # Σ r_i: float32 sums of 64 rows, then float64 across the groups (a float32 sum over all b rows
+    # carries ~b·u error into μ; these 64-row partial sums are one pass over r, like r.sum(0))
+    b64 = b - b % 64
+    if b64:
+        state.sr += r[:b64].view(b64 // 64, 64, -1).sum(1).double().sum(0)
+    if b64 < b:
+        state.sr += r[b64:].double().sum(0)
+    state.n += b
+    state.mixed_blocks += 1
+    return b, xb.shape[0]
