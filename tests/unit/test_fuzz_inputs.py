@@ -229,7 +229,7 @@ API: dict[str, tuple[Callable[..., Any], dict[str, tuple[Any, Callable[[Any], bo
     "similarity_stats": (
         lambda **kw: tg.similarity_stats(H0, **kw),
         {
-            "block_size": (16, int_ge(1)),
+            "block_size": (16, int_ge(1, none_ok=True)),  # None: automatic sizing
             "histogram_bins": (10, lambda v: is_int(v) and 1 <= v <= 10**7),
             "top_n": (0, int_ge(0)),
         },
