@@ -55,8 +55,8 @@ __all__ = [
     "describe",
 ]
 
-#: The largest seed accepted (torch and numpy generators both take it).
 SEED_MAX = 2**63 - 1
+"""The largest seed accepted (torch and numpy generators both take it)."""
 
 
 class ArgumentError(InputError, InputTypeError):
@@ -151,12 +151,12 @@ def positive_real(*, none_ok: bool = False) -> Check:
     return real_in(0.0, lo_open=True, none_ok=none_ok)
 
 
-#: A seed: an integer in [0, :data:`SEED_MAX`].
 SEED = Check(
     "a non-negative integer (at most 2**63 - 1)",
     lambda v: is_int(v) and 0 <= v <= SEED_MAX,
     int,
 )
+"""A seed: an integer in [0, :data:`SEED_MAX`]."""
 
 boolean = Check("True or False", lambda v: isinstance(v, (bool, np.bool_)), bool)
 

@@ -18,10 +18,8 @@ from tl_geometry.report import GeometryReport, provenance_of
 logger = logging.getLogger(__name__)
 
 
-#: How activation metrics read the model: "shared" (default) feeds every metric registered with
-#: a plan (:class:`tl_geometry.registry.MetricPlan`) from ONE forward pass over the tokens;
-#: "separate" runs each metric's own pass (what the report did before; same numbers).
 CAPTURE_MODES = ("shared", "separate")
+"""How activation metrics read the model: "shared" (default) feeds every metric registered with a plan (:class:`tl_geometry.registry.MetricPlan`) from ONE forward pass over the tokens; "separate" runs each metric's own pass (what the report did before; same numbers)."""
 
 
 def analyze(
@@ -391,9 +389,6 @@ def takes_option(metric: str, option: str) -> bool:
     return params is not None and option in params
 
 
-#: Checks of option values shared by the built-in metrics (:mod:`tl_geometry._checks`, the one
-#: validation layer), applied wherever a metric takes the option (the metrics check them again;
-#: these only move the error before any model work).
 OPTION_CHECKS: dict[str, _checks.Check] = {
     "n_null": _checks.int_at_least(2),
     "n_probes": _checks.int_at_least(2),
@@ -410,6 +405,7 @@ OPTION_CHECKS: dict[str, _checks.Check] = {
     "progress": _checks.boolean,
     "exact": _checks.boolean,
 }
+"""Checks of option values shared by the built-in metrics (:mod:`tl_geometry._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
 
 
 def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:

@@ -15,9 +15,8 @@ import logging
 import pkgutil
 import sys
 
-#: Exit status for a usage error: a :class:`~tl_geometry.errors.TLGeometryError` or a path problem.
 EXIT_USAGE = 2
-#: Path problems the user fixes (a missing input, an existing or unwritable output); exit status 2.
+"""Exit status for a usage error: a :class:`~tl_geometry.errors.TLGeometryError` or a path problem."""
 PATH_ERRORS: tuple[type[OSError], ...] = (
     FileNotFoundError,
     FileExistsError,
@@ -25,6 +24,7 @@ PATH_ERRORS: tuple[type[OSError], ...] = (
     IsADirectoryError,
     PermissionError,
 )
+"""Path problems the user fixes (a missing input, an existing or unwritable output); exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -57,7 +57,6 @@ class InputTypeError(TLGeometryError, TypeError):
     """An argument of the wrong type (the message names the accepted types)."""
 
 
-#: Plain words for the errors a file operation meets (instead of ``[Errno N] ...``).
 _OS_WORDS = {
     _errno.ENOENT: "it does not exist",
     _errno.EEXIST: "it already exists",
@@ -73,6 +72,7 @@ _OS_WORDS = {
     _errno.ENOTEMPTY: "the folder is not empty",
     _errno.EBUSY: "it is in use",
 }
+"""Plain words for the errors a file operation meets (instead of ``[Errno N] ...``)."""
 
 
 def describe_os_error(exc: OSError) -> str:

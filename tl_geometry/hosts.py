@@ -53,12 +53,11 @@ __all__ = [
     "host_epsilon",
 ]
 
-#: The data file, relative to the package.
 DATA_FILE = "data/published_hosts.json"
+"""The data file, relative to the package."""
 
-#: Suffixes a checkpoint's name may carry beyond the table's name; one is dropped when the name
-#: as given does not match (``meta-llama/Llama-2-7b-hf`` → Llama-2-7B).
 HOST_SUFFIXES = ("-hf", "_hf", "-base", "-instruct", "-it", "-pt", "_pt")
+"""Suffixes a checkpoint's name may carry beyond the table's name; one is dropped when the name as given does not match (``meta-llama/Llama-2-7b-hf`` → Llama-2-7B)."""
 
 
 class PublishedHost(NamedTuple):
@@ -93,8 +92,8 @@ class PublishedHost(NamedTuple):
         return to_pandas(self)
 
 
-#: The full row of Table 1, as :func:`published_rows` returns it (the same record type).
 PublishedRow = PublishedHost
+"""The full row of Table 1, as :func:`published_rows` returns it (the same record type)."""
 
 
 class PublishedEpsilon(NamedTuple):

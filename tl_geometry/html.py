@@ -243,12 +243,12 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
     return "\n".join(parts)
 
 
-#: Under the row tables: what the "layer" column holds (the figures' axis, not ``Row.layer``).
 LAYER_NOTE = (
     "layer as on the figures and in the readings: embed = the embeddings (hook_embed, "
     "blocks.0.hook_resid_pre), L = the output of block L (blocks.L.hook_resid_post, or "
     "blocks.L+1.hook_resid_pre, the next block's input), final = after the final norm."
 )
+"""Under the row tables: what the "layer" column holds (the figures' axis, not ``Row.layer``)."""
 
 
 def _n_layers(report: GeometryReport) -> int | None:

@@ -34,12 +34,12 @@ from tl_geometry.errors import InputError, describe_os_error
 
 logger = logging.getLogger(__name__)
 
-#: The header's key; its value is the format version (:data:`RESULTS_FORMAT`).
 HEADER_KEY = "tl_geometry_results"
-#: Version of the results-file format this code writes and reads.
+"""The header's key; its value is the format version (:data:`RESULTS_FORMAT`)."""
 RESULTS_FORMAT = 1
-#: The keys every record has (how a file written before the header existed is recognised).
+"""Version of the results-file format this code writes and reads."""
 RECORD_KEYS = ("key", "params", "status")
+"""The keys every record has (how a file written before the header existed is recognised)."""
 
 
 class NotAResultsFileError(InputError):
@@ -249,8 +249,8 @@ class ResultsFile:
             os.close(fd)
 
 
-#: Where :func:`run_jobs` runs the units: in this process, or each unit as a Ray task.
 EXECUTORS = ("local", "ray")
+"""Where :func:`run_jobs` runs the units: in this process, or each unit as a Ray task."""
 
 
 def error_message(exc: BaseException) -> dict:

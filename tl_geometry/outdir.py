@@ -64,8 +64,8 @@ __all__ = [
 
 LOCK_FILE = ".tl-geometry.lock"
 WORK_DIR = "partial-run"
-#: Written last by :func:`promote`: a reader that sees the new report.json sees every other new file.
 _LAST = ("report.md", "index.html", "report.json")
+"""Written last by :func:`promote`: a reader that sees the new report.json sees every other new file."""
 
 
 class OutputExistsError(WordsOSError, FileExistsError, InputError):
@@ -321,8 +321,8 @@ def new_work_dir(out: Path) -> Path:
     return work
 
 
-#: In the work directory: the list of moves and removals of a promotion (its commit record).
 MANIFEST = ".promote.json"
+"""In the work directory: the list of moves and removals of a promotion (its commit record)."""
 
 
 def promote(work: Path, out: Path, *, owned_figures: Iterable[str] = ()) -> list[str]:

@@ -19,10 +19,6 @@ from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
 
-#: Defaults per metric for the report; ``fast=True`` uses the second set. Our choices, sized so
-#: that the SmolLM2-135M report stays within minutes on a 2-core CPU (benchmarks/bench_report.py).
-#: The functions' own defaults stay the papers' (e.g. ``tg.pga``: 2048 points, 100 nulls): PGA
-#: cost grows with points² × nulls × CCR levels × layers, so the report halves points and nulls.
 REPORT_OPTIONS: dict[str, dict[str, Any]] = {
     # 30 nulls: at this size the stderr of z is dominated by the text sample (median stderr_null
     # 0.15–0.24 against stderr_points 0.40–1.1 at 50 nulls on SmolLM2), so 50 → 30 nulls widens it
@@ -32,6 +28,7 @@ REPORT_OPTIONS: dict[str, dict[str, Any]] = {
     "agop": {"n_probes": 16},
     "nfa": {"n_probes": 8},
 }
+"""Defaults per metric for the report; ``fast=True`` uses the second set. Our choices, sized so that the SmolLM2-135M report stays within minutes on a 2-core CPU (benchmarks/bench_report.py). The functions' own defaults stay the papers' (e.g. ``tg.pga``: 2048 points, 100 nulls): PGA cost grows with points² × nulls × CCR levels × layers, so the report halves points and nulls."""
 FAST_OPTIONS: dict[str, dict[str, Any]] = {
     "pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512},
     "epsilon_activations": {"max_points": 512},
@@ -39,14 +36,11 @@ FAST_OPTIONS: dict[str, dict[str, Any]] = {
     "nfa": {"n_probes": 2},
 }
 
-#: Registered metrics the report runs only when named in ``metrics=`` / ``--metrics`` (our choice).
-#: NFA: no reading, figure or published language-model value to set it against (the authors
-#: check it on their toy model only), its correlations at report-sized probe counts are attenuated
-#: by probe noise, and it costs a second AGOP pass at every layer. ``tl-geometry agop --nfa`` runs it.
 NOT_IN_DEFAULT_REPORT: dict[str, str] = {
     "nfa": "no reading or figure, no published value to compare with, probe-noise-attenuated at report "
     "probe counts, and a second AGOP pass per layer; run it with --metrics ... nfa or `tl-geometry agop --nfa`",
 }
+"""Registered metrics the report runs only when named in ``metrics=`` / ``--metrics`` (our choice). NFA: no reading, figure or published language-model value to set it against (the authors check it on their toy model only), its correlations at report-sized probe counts are attenuated by probe noise, and it costs a second AGOP pass at every layer. ``tl-geometry agop --nfa`` runs it."""
 
 
 def default_metrics() -> list[str]:

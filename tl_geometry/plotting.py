@@ -55,10 +55,10 @@ __all__ = [
 ]
 
 
-#: The one line a user without matplotlib sees (the CLI prints it, the library logs it).
 PLOT_EXTRA_NOTE = (
     "matplotlib is not installed, so no figures are drawn; install the plot extra: pip install 'tl-geometry[plot]'"
 )
+"""The one line a user without matplotlib sees (the CLI prints it, the library logs it)."""
 
 
 class PlotExtraMissingError(TLGeometryError, ImportError):
@@ -460,7 +460,6 @@ _SPECTRAL = (
     ("spectral.isotropy", "isotropy (Σλ)²/(d·Σλ²)", False),
     ("spectral.condition_number", "condition number λ_max/λ_min", True),
 )
-#: A second definition drawn on the same panel when present: metric → (companion, labels).
 _SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
     "spectral.rankme": (
         "spectral.rankme_eig",
@@ -473,12 +472,13 @@ _SPECTRAL_COMPANION: dict[str, tuple[str, str, str]] = {
         "reptrix: 1/i-weighted, ranks 11–100",
     ),
 }
+"""A second definition drawn on the same panel when present: metric → (companion, labels)."""
 
 
-#: A panel's title when it draws both definitions.
 _SPECTRAL_BOTH = {
     "spectral.rankme": "entropy effective ranks: RankMe and von Neumann",
 }
+"""A panel's title when it draws both definitions."""
 
 
 def plot_spectral(report: GeometryReport):

@@ -55,8 +55,8 @@ __all__ = [
     "spread",
 ]
 
-#: A published model as the readings use it (name, d_model, ε, ...): the table's one record type.
 PublishedModel = PublishedHost
+"""A published model as the readings use it (name, d_model, ε, ...): the table's one record type."""
 
 
 def published_models() -> list[PublishedModel]:
@@ -447,14 +447,12 @@ def read_pga(report: GeometryReport) -> list[str]:
     return out
 
 
-#: The two entropy ranks of the "spectral" metric, named with what each is (readings, figures,
-#: the terminal summary). Only the first is RankMe; the second is kept under the row name
-#: ``rankme_eig`` for saved reports.
 RANK_NAMES = {
     "spectral.rankme": "RankMe (Garrido et al.: exp of the entropy of p = s/Σs, singular values s = √λ)",
     "spectral.rankme_eig": "von Neumann effective rank (exp of the entropy of p = λ/Σλ, covariance eigenvalues "
     "λ; row rankme_eig, not RankMe)",
 }
+"""The two entropy ranks of the "spectral" metric, named with what each is (readings, figures, the terminal summary). Only the first is RankMe; the second is kept under the row name ``rankme_eig`` for saved reports."""
 
 
 def read_spectral(report: GeometryReport) -> list[str]:
@@ -480,12 +478,12 @@ def read_spectral(report: GeometryReport) -> list[str]:
     return out
 
 
-#: What the AOFE figure's axis means when AGOP was taken where the "agop" metric takes it by default.
 _RESID_PRE_AXIS = (
     "AGOP is taken at the input of every block (blocks.L.hook_resid_pre), drawn at layer L − 1 (the "
     "previous block's output): embed = blocks.0.hook_resid_pre, the embeddings; the last point is the "
     "input of the last block, and the last block's output is not measured (no final point)."
 )
+"""What the AOFE figure's axis means when AGOP was taken where the "agop" metric takes it by default."""
 
 
 def wtw_name(row: Row, d_model: Any = None) -> str:

@@ -98,11 +98,11 @@ STATUSES = (
     "not run (--full)",
     "error",
 )
-#: What a row proves (see the module docstring).
 EVIDENCE = ("independent", "recomputed", "consistency", "measured")
+"""What a row proves (see the module docstring)."""
 RESULTS_NAME = "reproduce.jsonl"
-#: Version of the row schema in the resume file: records of an older schema are run again.
 ROWS_VERSION = 2
+"""Version of the row schema in the resume file: records of an older schema are run again."""
 
 
 # ----------------------------------------------------------------------------- rows
@@ -574,17 +574,13 @@ def _plot_table1(rows: list[ReproRow], path: Path) -> None:
     plt.close(fig)
 
 
-#: The cells of the authors' optimized-packing grid (their optimized_packing.json) that we
-#: regenerate with our optimizer at the paper schedule, and the seeds run per cell. Each finished
-#: (cell, seed) is appended at once to ``OUT/packing_subset.jsonl``; the shipped results of an
-#: earlier run are ``tl_geometry/data/packing_subset.json`` (scripts/packing_subset.py).
 PACKING_SUBSET_CELLS = ((2000, 32), (2000, 64), (2000, 128), (2000, 256), (2000, 512), (4000, 32), (4000, 64))
+"""The cells of the authors' optimized-packing grid (their optimized_packing.json) that we regenerate with our optimizer at the paper schedule, and the seeds run per cell. Each finished (cell, seed) is appended at once to ``OUT/packing_subset.jsonl``; the shipped results of an earlier run are ``tl_geometry/data/packing_subset.json`` (scripts/packing_subset.py)."""
 PACKING_SUBSET_SEEDS = (0, 1, 2)
 PACKING_SUBSET_FILE = "packing_subset.json"
-#: The tolerance of a packing cell in standard deviations (:func:`tl_geometry.packing.cell_tolerance`).
 PACKING_N_SD = 3.0
+"""The tolerance of a packing cell in standard deviations (:func:`tl_geometry.packing.cell_tolerance`)."""
 
-#: What is known about the cells where the published data and the published script disagree.
 PACKING_FINDINGS = {
     (2000, 32): (
         "the published script does not regenerate the published cell: the schedule of the authors' "
@@ -601,6 +597,7 @@ PACKING_FINDINGS = {
         "regenerates this cell"
     ),
 }
+"""What is known about the cells where the published data and the published script disagree."""
 
 
 def _subset_cells(records: Iterable[dict]) -> dict[tuple[int, int], dict[int, float]]:
@@ -946,16 +943,8 @@ def _offline_eps(ctx: Context) -> list[ReproRow]:
     return rows
 
 
-#: Absolute tolerance of Gemma-3-270M's ε (exact, from the Q8_0 GGUF) against Table 1's 0.41554;
-#: measured in docs/capacity.md ("Table 1 ε from real weights"). The file's Q8_0 rounding of
-#: token_embd lowers ε by ≈ 3e-5 (one more Q8_0-sized rounding: −2.7e-5). The larger term is the
-#: authors' arithmetic: their code keeps the similarities in bfloat16 and each slice's ``.sum()``
-#: comes back rounded to bfloat16; on this matrix that moves the printed ε by −6e-5 … +2.4e-4 for
-#: 2–16 slices (+2.3e-4 at the 4 slices their code uses on a 24–80 GB GPU: 0.415538, Table 1's
-#: 0.41554 to its digits; tests/integration/test_capacity_gemma.py), and one slice sum rounding
-#: the other way would move it by ≈ 2.5e-4 more. 1e-3 covers these with margin (0.24 % of ε; the nearest other Table 1 ε, Gemma-2-9B's
-#: 0.39785, is 18 times further).
 GEMMA_270M_EPS_ATOL = 1e-3
+"""Absolute tolerance of Gemma-3-270M's ε (exact, from the Q8_0 GGUF) against Table 1's 0.41554; measured in docs/capacity.md ("Table 1 ε from real weights"). The file's Q8_0 rounding of token_embd lowers ε by ≈ 3e-5 (one more Q8_0-sized rounding: −2.7e-5). The larger term is the authors' arithmetic: their code keeps the similarities in bfloat16 and each slice's ``.sum()`` comes back rounded to bfloat16; on this matrix that moves the printed ε by −6e-5 … +2.4e-4 for 2–16 slices (+2.3e-4 at the 4 slices their code uses on a 24–80 GB GPU: 0.415538, Table 1's 0.41554 to its digits; tests/integration/test_capacity_gemma.py), and one slice sum rounding the other way would move it by ≈ 2.5e-4 more. 1e-3 covers these with margin (0.24 % of ε; the nearest other Table 1 ε, Gemma-2-9B's 0.39785, is 18 times further)."""
 
 
 @_check(
@@ -1240,7 +1229,6 @@ def _pga_hub(ctx: Context) -> list[ReproRow]:
 
 
 # ----------------------------------------------------------------------------- interaction
-#: The interaction-law paper's best shape per budget: (budget, depth, d_model, α*, test CE).
 BEST_SHAPES = (
     ("1M", 5, 120, "0.0417", "1.446"),
     ("1.3M", 6, 128, "0.0469", "1.349"),
@@ -1252,6 +1240,7 @@ BEST_SHAPES = (
     ("5M", 8, 224, "0.0357", "1.078"),
     ("10M", 10, 284, "0.0352", "0.973"),
 )
+"""The interaction-law paper's best shape per budget: (budget, depth, d_model, α*, test CE)."""
 
 
 @_check(
@@ -1358,9 +1347,8 @@ def _offline_rdw(ctx: Context) -> list[ReproRow]:
     ]
 
 
-#: The authors' ``Double_descent/results_bottleneck_scaling/summary.csv`` at T = 500 (the peak):
-#: mean and std over their 5 seeds (CUDA) of the metrics our toy records.
 TOY_T500 = {"test_loss": (1.5340, 0.1631), "train_loss": (0.96063, 0.00055), "aofe_ratio": (0.95435, 0.00720)}
+"""The authors' ``Double_descent/results_bottleneck_scaling/summary.csv`` at T = 500 (the peak): mean and std over their 5 seeds (CUDA) of the metrics our toy records."""
 
 
 def _toy_settings(ctx: Context):
@@ -1566,9 +1554,8 @@ class ReproduceResult(Tabular):
         return [r for row in self.rows for r in records_of(row)]
 
 
-#: How a status reads in the headline of each evidence class ("consistency" rows cannot fail:
-#: they hold or, if the code is wrong, fail).
 _HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "measured": {"measured": "shown"}}
+"""How a status reads in the headline of each evidence class ("consistency" rows cannot fail: they hold or, if the code is wrong, fail)."""
 
 
 def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
@@ -1834,13 +1821,13 @@ def fmt_paper(r: ReproRow) -> str:
     return fmt(r.paper)
 
 
-#: One line per evidence class for the tables' legend.
 EVIDENCE_MEANING = {
     "independent": "our simulation, training or measurement gives the paper's number",
     "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
     "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
     "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
 }
+"""One line per evidence class for the tables' legend."""
 
 
 def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:

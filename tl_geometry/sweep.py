@@ -273,8 +273,8 @@ def _free_memory() -> None:
         pass
 
 
-#: The job fields that decide which model is loaded: jobs equal in these share one load.
 _LOAD_FIELDS = ("model", "checkpoint", "loader", "device")
+"""The job fields that decide which model is loaded: jobs equal in these share one load."""
 
 
 def load_key(params: Mapping[str, Any]) -> str:

@@ -65,14 +65,13 @@ __all__ = [
     "parallel_map",
 ]
 
-#: "auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting.
 POLICY = os.environ.get("TL_GEOMETRY_THREADS", "auto").strip().lower() or "auto"
-#: Threads for sort-bound kernels (the PGA null loop) while other processes want the cores.
+""""auto": each kernel chooses (≤ torch's setting); "inherit": every kernel uses torch's setting."""
 SORT_THREADS = 1
+"""Threads for sort-bound kernels (the PGA null loop) while other processes want the cores."""
 
-#: How long one look at the machine's load is reused (seconds): when all cores were free, and
-#: when some were not.
 LOAD_TTL_S = 0.5
+"""How long one look at the machine's load is reused (seconds): when all cores were free, and when some were not."""
 BUSY_TTL_S = 5.0
 _load_cache: list[float] = [-1.0, 0.0]  # [time of the look, cores free for us]
 
@@ -167,8 +166,8 @@ def _pool_threads() -> int:
     return min(torch.get_num_threads(), _usable_cores())
 
 
-#: Threads of the "lapack" kernels (factorizations whose last bits depend on the thread count).
 LAPACK_THREADS = 1
+"""Threads of the "lapack" kernels (factorizations whose last bits depend on the thread count)."""
 
 
 def _lapack_threads() -> int:
@@ -262,8 +261,8 @@ def using_threads(n: int | None) -> Iterator[int]:
             torch.set_num_threads(prev)
 
 
-#: The most threads ``--threads`` accepts (torch overflows above 2**31 - 1; no machine has more).
 MAX_THREADS = 65536
+"""The most threads ``--threads`` accepts (torch overflows above 2**31 - 1; no machine has more)."""
 
 
 def set_threads(n: int | None) -> int:

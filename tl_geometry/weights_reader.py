@@ -45,7 +45,6 @@ __all__ = [
     "Timeline",
 ]
 
-#: Name patterns of input-embedding tensors (safetensors from HF / original checkpoints, GGUF).
 EMBED_PATTERNS = (
     r"(^|\.)embed_tokens\.weight$",
     r"(^|\.)wte\.weight$",
@@ -55,8 +54,9 @@ EMBED_PATTERNS = (
     r"^token_embd\.weight$",
     r"(^|\.)embedding\.weight$",
 )
-#: Name patterns of unembedding (output / lm_head) tensors.
+"""Name patterns of input-embedding tensors (safetensors from HF / original checkpoints, GGUF)."""
 UNEMBED_PATTERNS = (r"(^|\.)lm_head\.weight$", r"(^|\.)embed_out\.weight$", r"^output\.weight$")
+"""Name patterns of unembedding (output / lm_head) tensors."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,8 @@ class CorruptFileError(InputError):
 
 _GGUF_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type → bytes
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
-#: A GGUF length or count above this (1 TiB) is damage, not a big file (a truncated file gives a
-#: "truncated" error instead: its lengths are plausible, the bytes are missing).
 _GGUF_MAX_FIELD = 2**40
+"""A GGUF length or count above this (1 TiB) is damage, not a big file (a truncated file gives a "truncated" error instead: its lengths are plausible, the bytes are missing)."""
 
 
 class _Truncated(Exception):
@@ -357,7 +356,6 @@ class _GGUFTensor:
     data: np.ndarray
 
 
-#: GGUF types held as plain elements (as gguf.GGUFReader maps them); every other type is raw row bytes.
 _GGUF_ITEM = {
     "F16": np.float16,
     "F32": np.float32,
@@ -367,6 +365,7 @@ _GGUF_ITEM = {
     "I32": np.int32,
     "I64": np.int64,
 }
+"""GGUF types held as plain elements (as gguf.GGUFReader maps them); every other type is raw row bytes."""
 
 
 @functools.lru_cache(maxsize=2)

@@ -86,9 +86,8 @@ def standard_hooks(model: Any) -> list[str]:
     return hooks
 
 
-#: The input of the unembedding: the final norm's output *including its weight* (on a model
-#: without fold_ln; with fold_ln the weight lives in W_U and this equals ``ln_final.hook_normalized``).
 FINAL_STATE_HOOK = "unembed.hook_in"
+"""The input of the unembedding: the final norm's output *including its weight* (on a model without fold_ln; with fold_ln the weight lives in W_U and this equals ``ln_final.hook_normalized``)."""
 
 
 def hidden_state_hooks(model: Any) -> list[str]:

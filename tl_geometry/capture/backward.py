@@ -35,13 +35,13 @@ from tl_geometry.threads import kernel, per_step
 
 logger = logging.getLogger(__name__)
 
-#: ``consumer(hook, probe_index, g)`` with g of shape (n, d): one probe's gradients at one hook.
 ProbeConsumer = Callable[[str, int, Tensor], Any]
+"""``consumer(hook, probe_index, g)`` with g of shape (n, d): one probe's gradients at one hook."""
 
-#: exact Jacobians are refused beyond this many entries per sequence.
 EXACT_MAX_ENTRIES = 50_000_000
-#: JVP probes evaluated together (vmap chunk) in output space.
+"""exact Jacobians are refused beyond this many entries per sequence."""
 JVP_CHUNK = 32
+"""JVP probes evaluated together (vmap chunk) in output space."""
 _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
 
 
@@ -149,16 +149,16 @@ def _replace(hook: str, x: Tensor):
     return [(hook, fn)]
 
 
-#: How :func:`probe_gradients` draws its probes (``probes=``).
 PROBE_MODES: dict[str, str] = {
     "readout": "v = S z at the unembedding's input, S Sᵀ = W_U W_Uᵀ, z ~ N(0, I_d) (the same law as W_U u; "
     "no vocabulary-sized probe, no backward through W_U; ours, the default)",
     "logits": "u ~ N(0, I) of the logits' shape, g = ∂(u·F)/∂a (the textbook estimator)",
 }
-#: The unembedding's input: logits = x W_U + b_U there (checked on every batch).
+"""How :func:`probe_gradients` draws its probes (``probes=``)."""
 READOUT_HOOK = "unembed.hook_in"
-#: Positions per batch on which the readout probes check that the logits are x W_U + b_U.
+"""The unembedding's input: logits = x W_U + b_U there (checked on every batch)."""
 READOUT_CHECK_POSITIONS = 8
+"""Positions per batch on which the readout probes check that the logits are x W_U + b_U."""
 
 
 def readout_factor(W_U: Tensor) -> Tensor:

@@ -65,7 +65,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-#: What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`).
 FLAG_CHECKS = {
     "n_seqs": _checks.int_at_least(1),
     "seq_len": _checks.int_at_least(2),
@@ -77,6 +76,7 @@ FLAG_CHECKS = {
     ),
     "threads": _checks.int_at_least(1, none_ok=True),
 }
+"""What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`)."""
 
 
 def check_args(args) -> None:

@@ -139,7 +139,6 @@ def run(args) -> int:
     return 0
 
 
-#: What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`).
 FLAG_CHECKS = {
     "n_seqs": _checks.int_at_least(1),
     "seq_len": _checks.int_at_least(2),
@@ -153,6 +152,7 @@ FLAG_CHECKS = {
     "seed": _checks.SEED,
     "threads": _checks.int_at_least(1, none_ok=True),
 }
+"""What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`)."""
 
 
 def check_args(args) -> None:

@@ -50,8 +50,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-#: Worst first: the combined report takes the worst status of its inputs.
 _STATUS_ORDER = ("interrupted", "running", "partial", "complete")
+"""Worst first: the combined report takes the worst status of its inputs."""
 
 
 def combine(reports, paths) -> GeometryReport:

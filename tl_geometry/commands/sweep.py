@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: --force of the sweeps: the figure / CSV only; a results file is always resumed, never replaced.
 FORCE_HELP = "replace an existing --figure / --csv file (the --out results file is resumed, never replaced)"
+"""--force of the sweeps: the figure / CSV only; a results file is always resumed, never replaced."""
 
 
 def check_outputs(args, *extra: str) -> None:
@@ -220,8 +220,8 @@ def _run_toy(args) -> int:
 
 from tl_geometry.commands._sweep_models import build as _build_models  # noqa: E402  (issue 8)
 
-#: sub-sub-command name → builder(subparsers); add "models" here.
 BUILDERS: dict[str, Callable] = {"shape": _build_shape, "toy": _build_toy, "models": _build_models}
+"""sub-sub-command name → builder(subparsers); add "models" here."""
 
 
 def add_parser(subparsers) -> None:

@@ -40,8 +40,8 @@ __all__ = ["train_sae", "publish_to_cache", "SAE_FILES"]
 
 logger = logging.getLogger(__name__)
 
-#: Files sae_lens writes for an inference SAE and reads in ``from_pretrained``/``load_from_disk``.
 SAE_FILES = ("cfg.json", "sae_weights.safetensors")
+"""Files sae_lens writes for an inference SAE and reads in ``from_pretrained``/``load_from_disk``."""
 
 
 def _is_complete(out: Path) -> bool:

@@ -83,19 +83,19 @@ __all__ = [
     "PAPER_PROJECTION_SEED",
 ]
 
-#: The authors' parameter budgets (their committed results cover 0.3M … 3M, 5M and 10M).
 PAPER_BUDGETS = (3.0e5, 6.0e5, 1.0e6, 1.3e6, 1.6e6, 2.0e6, 2.3e6, 2.7e6, 3.0e6, 5.0e6, 10.0e6)
-#: The authors' depth list (``--depth_list`` default of transformer_ntp_shape_sweep.py).
+"""The authors' parameter budgets (their committed results cover 0.3M … 3M, 5M and 10M)."""
 PAPER_DEPTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
+"""The authors' depth list (``--depth_list`` default of transformer_ntp_shape_sweep.py)."""
 CPU_BUDGETS = (1.0e5, 2.0e5, 3.0e5)
-#: Widths the authors search (``--d_model_min`` / ``--d_model_max``).
 PAPER_WIDTH_RANGE = (16, 1024)
-#: Shapes whose padding exceeds this share of the budget are skipped (``--max_padding_ratio``).
+"""Widths the authors search (``--d_model_min`` / ``--d_model_max``)."""
 PAPER_MAX_PADDING = 0.20
-#: Seed of the fixed output-space projection P in the authors' code.
+"""Shapes whose padding exceeds this share of the budget are skipped (``--max_padding_ratio``)."""
 PAPER_PROJECTION_SEED = 42
-#: Model presets: "paper" (the authors' TinyGPT) and "library" (ours, a default TL model with biases).
+"""Seed of the fixed output-space projection P in the authors' code."""
 PRESETS = ("paper", "library")
+"""Model presets: "paper" (the authors' TinyGPT) and "library" (ours, a default TL model with biases)."""
 
 
 def _check_preset(preset: str) -> str:
@@ -232,7 +232,6 @@ _SWEEP_FIELDS: dict[str, _checks.Check] = {
 }
 
 
-#: The authors' protocol (transformer_ntp_shape_sweep.py defaults); GPU-sized: 60 bytes per parameter.
 PAPER_SWEEP = SweepConfig(
     preset="paper",
     budgets=PAPER_BUDGETS,
@@ -254,6 +253,7 @@ PAPER_SWEEP = SweepConfig(
     agop_split="train",
     seed=0,
 )
+"""The authors' protocol (transformer_ntp_shape_sweep.py defaults); GPU-sized: 60 bytes per parameter."""
 
 
 # ----------------------------------------------------------------------------- model and parameter count

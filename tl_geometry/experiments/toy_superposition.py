@@ -171,15 +171,14 @@ _TOY_FIELDS: dict[str, _checks.Check] = {
     "test_seed": _checks.int_at_least(0, hi=_checks.SEED_MAX, none_ok=True),
 }
 
-#: The authors' code (``Double_descent/data_scaling.py``, ``main()``): see the module docstring.
 PAPER_TOY = ToyConfig()
-#: Their grid: 10 small sizes, 10 log-spaced 1000 … 20,000, then 30,000 and 40,000.
+"""The authors' code (``Double_descent/data_scaling.py``, ``main()``): see the module docstring."""
 PAPER_SIZES = (
     (3, 5, 8, 10, 15, 30, 50, 100, 200, 500)
     + tuple(int(round(x)) for x in np.logspace(np.log10(1000), np.log10(20000), 10).tolist())
     + (30_000, 40_000)
 )
-#: The settings this library used first (after Henighan et al. 2023).
+"""Their grid: 10 small sizes, 10 log-spaced 1000 … 20,000, then 30,000 and 40,000."""
 HENIGHAN_TOY = ToyConfig(
     n_features=1000,
     n_hidden=2,
@@ -196,19 +195,20 @@ HENIGHAN_TOY = ToyConfig(
     data_seed=None,
     test_seed=None,
 )
+"""The settings this library used first (after Henighan et al. 2023)."""
 HENIGHAN_SIZES = tuple(int(round(x)) for x in torch.logspace(math.log10(3), math.log10(40_000), 22).tolist())
-#: Scaled down for a CPU minute (sparsity 0.95 so that 100 features still show the peak).
 CPU_TOY = dataclasses.replace(
     HENIGHAN_TOY, n_features=100, sparsity=0.95, steps=2000, lr=1e-2, n_test=2000, preset="cpu"
 )
+"""Scaled down for a CPU minute (sparsity 0.95 so that 100 features still show the peak)."""
 CPU_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 PRESETS: dict[str, ToyConfig] = {"paper": PAPER_TOY, "henighan": HENIGHAN_TOY, "cpu": CPU_TOY}
 PRESET_SIZES: dict[str, tuple[int, ...]] = {"paper": PAPER_SIZES, "henighan": HENIGHAN_SIZES, "cpu": CPU_SIZES}
 PRESET_SEEDS: dict[str, tuple[int, ...]] = {"paper": (0, 1, 2, 3, 4), "henighan": (0,), "cpu": (0,)}
 
-#: Per-run numbers every record carries (besides n_train, seed, preset, overrides).
 METRICS = ("train_loss", "test_loss", "aofe_ratio", "aofe", "agop_cos2", "wtw_aofe_ratio", "wtw_cos2", "nfa_pearson")
+"""Per-run numbers every record carries (besides n_train, seed, preset, overrides)."""
 
 
 def overrides(cfg: ToyConfig) -> dict:

@@ -90,9 +90,8 @@ def _stats_extras(st) -> dict[str, Any]:
     }
 
 
-#: The convention for exact rows (a weight matrix's ε, the capacity formula on it, ...): the
-#: value has no sampling error, so ``extras["stderr"] = 0.0`` and ``extras["stderr_method"] = "exact"``.
 EXACT = {"stderr": 0.0, "stderr_method": "exact"}
+"""The convention for exact rows (a weight matrix's ε, the capacity formula on it, ...): the value has no sampling error, so ``extras["stderr"] = 0.0`` and ``extras["stderr_method"] = "exact"``."""
 
 
 def _check_matrices(matrices: Sequence[str]) -> list[str]:

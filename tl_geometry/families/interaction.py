@@ -35,9 +35,6 @@ from tl_geometry.report import GeometryReport
 
 __all__ = ["SPACES", "agop", "agop_report", "nfa"]
 
-#: The AGOP conventions (``space=`` of :func:`agop`); the paper's code uses three AGOPs:
-#: the toy's E[J Jᵀ] (``tl_geometry.experiments.toy_superposition.toy_agop``, closed form), the
-#: next-token shape sweep's "output" and the TinyGPT depth scan's "loss".
 SPACES: dict[str, str] = {
     "input": "E[JᵀJ] over every logit w.r.t. the activation at each hook (d × d; ours, the NFA convention)",
     "output": "E[(PJ)(PJ)ᵀ], J of the last-position logits w.r.t. one hook (k × k, P a fixed k × d_vocab "
@@ -45,6 +42,7 @@ SPACES: dict[str, str] = {
     "loss": "E[g gᵀ], g = ∂(summed next-token cross-entropy)/∂a at each position (d × d; the paper's TinyGPT "
     "depth scan, shape_scan/transformer_shape_scan.py)",
 }
+"""The AGOP conventions (``space=`` of :func:`agop`); the paper's code uses three AGOPs: the toy's E[J Jᵀ] (``tl_geometry.experiments.toy_superposition.toy_agop``, closed form), the next-token shape sweep's "output" and the TinyGPT depth scan's "loss"."""
 
 
 def agop(

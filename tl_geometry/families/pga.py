@@ -40,15 +40,11 @@ def _ccr_list(ccr: int | Sequence[int]) -> list[int]:
     return sorted(set(ccrs))
 
 
-#: PGA presets. "paper": what the Subspace PGA paper works on (Xu, arXiv 2605.17084) — the
-#: unprocessed model (raw hidden states, raw W_U) at the hooks of Hugging Face's
-#: ``hidden_states`` (embeddings, each block's output, the last entry after the final norm).
-#: "library" (default): the model as loaded (TransformerLens's processing by default) at every
-#: ``blocks.{l}.hook_resid_post``.
 PRESETS: dict[str, dict[str, str | None]] = {
     "paper": {"processing": "none", "hooks": "hidden_states"},
     "library": {"processing": None, "hooks": "resid_post"},
 }
+"""PGA presets. "paper": what the Subspace PGA paper works on (Xu, arXiv 2605.17084) — the unprocessed model (raw hidden states, raw W_U) at the hooks of Hugging Face's ``hidden_states`` (embeddings, each block's output, the last entry after the final norm). "library" (default): the model as loaded (TransformerLens's processing by default) at every ``blocks.{l}.hook_resid_post``."""
 
 _WHAT_DIFFERS = {
     "fold_ln": "fold_ln multiplied the final norm's weight into W_U (the readout subspace differs)",
@@ -387,17 +383,17 @@ def spectral(
     ).run()
 
 
-#: The per-hook rows of the "spectral" metric, in order.
 SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
+"""The per-hook rows of the "spectral" metric, in order."""
 
 
 _TAG = ("preset", "processing")
 
-#: What the two entropy ranks are (row descriptions; only the first is RankMe).
 _SPECTRAL_WHAT = {
     "rankme": "RankMe (Garrido et al.): exp of the entropy of p = s/Σs, singular values s = √λ",
     "rankme_eig": "von Neumann effective rank: exp of the entropy of p = λ/Σλ (eigenvalues; not RankMe)",
 }
+"""What the two entropy ranks are (row descriptions; only the first is RankMe)."""
 
 register_family(
     FamilySpec(

@@ -53,14 +53,13 @@ __all__ = [
     "min_n",
 ]
 
-#: Constants of each form, at the precision of the authors' code (see the module docstring).
-#: The single definition in the package: everything else (plots, readings, SAE ratios) imports it.
 FORMS: dict[str, dict[str, float]] = {
     "jl": {"C": 8.0},
     "jl_random": {"C": 3.0295},
     "adjusted": {"C": 1.2934},
     "full": {"C": 0.45809143, "a": 1.0668005, "b": 1.44738666, "c": 0.97197234},
 }
+"""Constants of each form, at the precision of the authors' code (see the module docstring). The single definition in the package: everything else (plots, readings, SAE ratios) imports it."""
 
 
 class CapacityWarning(RuntimeWarning):
@@ -295,12 +294,12 @@ def sensitivity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
 
 
 # ----------------------------------------------------------------------------- classes, estimate
-#: Capacity paper (Sec. 2): Class 1 has ε > 0.2 (no near-orthogonal structure), Class 2 ε < 0.1.
 CLASS1_ABOVE = 0.2
+"""Capacity paper (Sec. 2): Class 1 has ε > 0.2 (no near-orthogonal structure), Class 2 ε < 0.1."""
 CLASS2_BELOW = 0.1
 
-#: Presets of :func:`capacity_estimate`. Only the paper's rule exists: see its docstring.
 PRESETS = ("paper",)
+"""Presets of :func:`capacity_estimate`. Only the paper's rule exists: see its docstring."""
 
 
 def model_class_of(epsilon: float) -> str:

@@ -52,17 +52,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-#: Rows per block from which the float32 path pays (below it the float64 Gram is cheap).
 MIXED_MIN_ROWS = 1024
-#: Default float32 block: 128 MiB of rows (52,428 rows at d = 640; ?syrk is efficient from k ≈ 2,000).
+"""Rows per block from which the float32 path pays (below it the float64 Gram is cheap)."""
 BLOCK_BYTES = 2**27
-#: At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows
-#: (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block).
+"""Default float32 block: 128 MiB of rows (52,428 rows at d = 640; ?syrk is efficient from k ≈ 2,000)."""
 MIXED_MAX_ROWS = 65536
-#: Rows per ?syrk call inside a block (each call's float32 result is added into the float64 C).
-#: Measured on Gemma-3-270M's embedding: relative error of σ 1.6e-8 / 2.9e-9 / 2.6e-8 with 4,096 /
-#: 16,384 / 52,428 rows per call.
+"""At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block)."""
 SYRK_ROWS = 16384
+"""Rows per ?syrk call inside a block (each call's float32 result is added into the float64 C). Measured on Gemma-3-270M's embedding: relative error of σ 1.6e-8 / 2.9e-9 / 2.6e-8 with 4,096 / 16,384 / 52,428 rows per call."""
 
 
 def default_block_rows(d: int, dtype: torch.dtype) -> int:
@@ -73,15 +70,11 @@ def default_block_rows(d: int, dtype: torch.dtype) -> int:
     return min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
 
 
-#: Row norms outside [NORM_LO, NORM_HI] go through the scaled float64 path (float32 squares would
-#: overflow or underflow; float64 squares of float64 rows likewise, with their own bounds).
 NORM_LO32, NORM_HI32 = 1e-18, 1e18
+"""Row norms outside [NORM_LO, NORM_HI] go through the scaled float64 path (float32 squares would overflow or underflow; float64 squares of float64 rows likewise, with their own bounds)."""
 NORM_LO64, NORM_HI64 = 1e-140, 1e140
-#: κ = μ²/σ² above which a mixed result is not trusted to 1e-7 and the caller recomputes in float64:
-#: the float32 rounding of rows near the mean direction adds noise ∝ |μ| to every cosine, so the
-#: relative error of σ grows like ~1e-12·κ (measured, tests/unit/test_capacity_mixed.py: 2e-6 at
-#: κ = 3e6; 5e-9 at κ = 21). Real embeddings have κ below 10; κ is large only when σ ≪ |μ|.
 KAPPA_MAX = 1e4
+"""κ = μ²/σ² above which a mixed result is not trusted to 1e-7 and the caller recomputes in float64: the float32 rounding of rows near the mean direction adds noise ∝ |μ| to every cosine, so the relative error of σ grows like ~1e-12·κ (measured, tests/unit/test_capacity_mixed.py: 2e-6 at κ = 3e6; 5e-9 at κ = 21). Real embeddings have κ below 10; κ is large only when σ ≪ |μ|."""
 
 
 class GramState:

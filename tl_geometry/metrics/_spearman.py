@@ -195,9 +195,8 @@ def _sort(x: Tensor) -> tuple[Tensor, Tensor]:
     return torch.sort(b ^ ((b >> (torch.iinfo(itype).bits - 1)) & mask), stable=True)
 
 
-#: Above this length (2**31, so that a 32-bit key and the index fit one int64) :func:`_order`
-#: falls back to :func:`_sort`.
 _PACK_MAX = 1 << 31
+"""Above this length (2**31, so that a 32-bit key and the index fit one int64) :func:`_order` falls back to :func:`_sort`."""
 
 
 def _packable(x: Tensor) -> bool:
@@ -326,9 +325,8 @@ class RankedReference:
     order: np.ndarray | None = field(default=None, repr=False, compare=False)
     pos: np.ndarray | None = field(default=None, repr=False, compare=False)
     groups: PointGroups | None = field(default=None, repr=False, compare=False)
-    #: per-cell reference sums (count, Σ r, Σ r²) with r = 2·(rank − mean), and the cell of each
-    #: element in the reference's sorted order (fast path)
     ref_cells: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """per-cell reference sums (count, Σ r, Σ r²) with r = 2·(rank − mean), and the cell of each element in the reference's sorted order (fast path)"""
     cell_by_pos: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def with_groups(self, groups: PointGroups) -> RankedReference:

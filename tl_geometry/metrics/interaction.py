@@ -60,8 +60,8 @@ __all__ = [
     "EFFICIENT_INTERVAL",
 ]
 
-#: The paper's efficient depth/width interval for R_D/W = n_layers / d_model.
 EFFICIENT_INTERVAL: tuple[float, float] = (0.023, 0.047)
+"""The paper's efficient depth/width interval for R_D/W = n_layers / d_model."""
 
 
 # ----------------------------------------------------------------------------- AOFE

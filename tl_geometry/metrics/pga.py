@@ -64,22 +64,22 @@ __all__ = [
     *_spectral_all,
 ]
 
-#: Above this many pairs (N ≈ 2,897 points), a seeded random subset of pairs is used.
 DEFAULT_MAX_PAIRS = 1 << 22
-#: Floor of :func:`min_points`: 10 points give 45 pairs.
+"""Above this many pairs (N ≈ 2,897 points), a seeded random subset of pairs is used."""
 MIN_POINTS = 10
-#: Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5).
+"""Floor of :func:`min_points`: 10 points give 45 pairs."""
 DEFAULT_N_GROUPS = 20
-#: Null subspaces recomputed per deleted group when the jackknife re-estimates the CCR directions.
+"""Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5)."""
 DEFAULT_REFIT_NULLS = 4
-#: How :attr:`PGAScore.stderr` is computed (recorded in every result).
+"""Null subspaces recomputed per deleted group when the jackknife re-estimates the CCR directions."""
 STDERR_METHOD = (
     "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
 )
+"""How :attr:`PGAScore.stderr` is computed (recorded in every result)."""
 
 
-#: The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake.
 MAX_ELEMENTS = 2**36
+"""The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake."""
 
 
 def min_points(k: int) -> int:
@@ -310,10 +310,8 @@ def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[T
     return readout.to(torch.float64), n_null
 
 
-#: Our choice: the null loop runs on a pool of threads (:func:`tl_geometry.threads.parallel_map`)
-#: from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a
-#: pool's start-up would cost more than it saves.
 POOL_MIN_PAIRS = 1 << 15
+"""Our choice: the null loop runs on a pool of threads (:func:`tl_geometry.threads.parallel_map`) from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a pool's start-up would cost more than it saves."""
 
 
 def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.ndarray | None]:

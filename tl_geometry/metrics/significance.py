@@ -28,8 +28,8 @@ from tl_geometry.errors import InputError
 
 __all__ = ["z_p_value", "z_threshold", "holm", "classify", "ALPHA"]
 
-#: Family-wise error rate of :func:`classify`.
 ALPHA = 0.05
+"""Family-wise error rate of :func:`classify`."""
 
 
 def _check_n(n_null: int) -> None:

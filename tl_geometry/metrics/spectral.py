@@ -73,10 +73,10 @@ __all__ = [
 ]
 
 _REL_CUTOFF = 1e-10
-#: The scalar metrics of :class:`SpectralMetrics` that carry a standard error.
 SPECTRAL_FIELDS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
-#: reptrix's default α-ReQ fit ranks (1-based, stop exclusive): ranks 11–100.
+"""The scalar metrics of :class:`SpectralMetrics` that carry a standard error."""
 REPTRIX_FIT_RANGE = (11, 101)
+"""reptrix's default α-ReQ fit ranks (1-based, stop exclusive): ranks 11–100."""
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,8 @@ __all__ = ["SAEWidth", "D_VOCAB", "widths", "width_summary", "published_host"]
 WidthSource = Literal["config", "id", "unknown"]
 
 
-#: Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) of the
-#: published-table models that have SAEs in sae_lens's directory; used by :func:`compare` when
-#: only a name is given. Our column ``d_vocab`` of the published-hosts data file, not the paper's.
 D_VOCAB: dict[str, int] = {h.name: h.d_vocab for h in published_hosts().values() if h.d_vocab is not None}
+"""Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) of the published-table models that have SAEs in sae_lens's directory; used by :func:`compare` when only a name is given. Our column ``d_vocab`` of the published-hosts data file, not the paper's."""
 
 
 def _directory() -> dict:

@@ -23,8 +23,6 @@ def _k(n: str, unit: str) -> int:
     return int(round(float(n) * (1024 if unit.lower() == "k" else 2**20)))
 
 
-#: (name, regex, value) in order; the first rule that matches the id, then the path, then the
-#: release name, then the repo id, gives d_sae. ``value(match, d_model)`` returns an int or None.
 WIDTH_RULES: tuple[tuple[str, re.Pattern, Callable[[re.Match, int | None], int | None]], ...] = (
     ("width_Nk", re.compile(r"width[_-]?(\d+(?:\.\d+)?)([km])(?![a-z0-9])", re.I), lambda m, d: _k(m[1], m[2])),
     ("2powN", re.compile(r"2pow(\d+)(?![0-9])", re.I), lambda m, d: 2 ** int(m[1])),
@@ -35,6 +33,7 @@ WIDTH_RULES: tuple[tuple[str, re.Pattern, Callable[[re.Match, int | None], int |
     # expansion factor (Llama Scope "l0r_8x"): factor × d_model, only when d_model is known
     ("Nx", re.compile(r"(?<![a-z0-9])(\d+)x(?![a-z0-9])", re.I), lambda m, d: int(m[1]) * d if d else None),
 )
+"""(name, regex, value) in order; the first rule that matches the id, then the path, then the release name, then the repo id, gives d_sae. ``value(match, d_model)`` returns an int or None."""
 
 
 def parse_width(*texts: str | None, d_model: int | None = None) -> tuple[int | None, str | None]:
