@@ -8,15 +8,15 @@ Three families of metrics from three 2026 papers:
 
 The public API has three tiers (``__all__`` lists them):
 
-1. **pure functions** on tensors returning frozen dataclasses (:mod:`tl_geometry.metrics`):
+1. **pure functions** on tensors returning frozen dataclasses ([`tl_geometry.metrics`][tl_geometry.metrics]):
    ``similarity_stats``, ``capacity``, ``pga_score``, ``spectral_metrics``, ``aofe``, ...;
-2. **model-facing calls** returning typed results or reports (:mod:`tl_geometry.families`):
+2. **model-facing calls** returning typed results or reports ([`tl_geometry.families`][tl_geometry.families]):
    ``embedding_epsilon``, ``pga``, ``agop``, ``nfa``, ``depth_width_ratio``;
 3. **reports** through ``analyze`` (every registered metric, one shared capture pass) and the
    registry (``register_metric``, ``list_metrics``; ``register_family`` declares a family's rows,
-   figures and reading to the rendering), returning :class:`GeometryReport`.
+   figures and reading to the rendering), returning [`GeometryReport`][tl_geometry.report.GeometryReport].
 
-Errors a caller can fix are :class:`tl_geometry.errors.TLGeometryError` (bad inputs are also
+Errors a caller can fix are [`tl_geometry.errors.TLGeometryError`][tl_geometry.errors.TLGeometryError] (bad inputs are also
 ``ValueError``). The exact definitions are in docs/definitions.md.
 """
 

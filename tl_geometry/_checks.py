@@ -1,7 +1,7 @@
 """The one validation layer: argument checks shared by the pure functions, ``tg.analyze`` and the CLI.
 
 Pure (no model code), so ``tl_geometry.metrics`` may use it. Every check raises a
-:class:`~tl_geometry.errors.TLGeometryError` whose message names the argument, the value received
+[`TLGeometryError`][tl_geometry.errors.TLGeometryError] whose message names the argument, the value received
 (its type for a wrong type) and what is accepted. The rules (our choices):
 
 - **integers**: a Python or numpy integer; ``bool`` is not an integer and neither is a float,
@@ -12,13 +12,13 @@ Pure (no model code), so ``tl_geometry.metrics`` may use it. Every check raises 
   without overflow);
 - **names**: a string is one name (``metrics="pga"`` is ``["pga"]``), a list of strings is many;
   duplicates are refused;
-- **arrays** (:func:`float_matrix`): a torch tensor or a numpy array of a floating dtype, with
+- **arrays** (`float_matrix`): a torch tensor or a numpy array of a floating dtype, with
   data (not ``meta``), of the stated number of dimensions, finite. Low-precision input
   (float16 / bfloat16) is upcast to float32 before any math (our choice, issue 21): tolerances
   that scale with ``eps(dtype) · max(N, d)`` are meaningless at bf16 (eps = 2⁻⁷), and the
   float32 answer is the one the user means.
 
-A type problem raises :class:`ArgumentError`, which is both an ``InputError`` (``ValueError``) and
+A type problem raises `ArgumentError`, which is both an ``InputError`` (``ValueError``) and
 an ``InputTypeError`` (``TypeError``), so handlers written for either keep working.
 """
 
@@ -98,7 +98,7 @@ class Check:
             return self.accepts
 
     def __call__(self, value: Any, name: str, why: str = "") -> Any:
-        """``value`` converted (int / float / bool), or :class:`ArgumentError` naming ``name``
+        """``value`` converted (int / float / bool), or `ArgumentError` naming ``name``
         (``why``: a reason added in parentheses)."""
         if self.problem(value) is not None:
             reason = f" ({why})" if why else ""
@@ -156,7 +156,7 @@ SEED = Check(
     lambda v: is_int(v) and 0 <= v <= SEED_MAX,
     int,
 )
-"""A seed: an integer in [0, :data:`SEED_MAX`]."""
+"""A seed: an integer in [0, `SEED_MAX`]."""
 
 boolean = Check("True or False", lambda v: isinstance(v, (bool, np.bool_)), bool)
 
@@ -203,7 +203,7 @@ def real(
 
 
 def seed(value: Any, name: str = "seed") -> int:
-    """A seed: an integer in [0, :data:`SEED_MAX`]."""
+    """A seed: an integer in [0, `SEED_MAX`]."""
     return SEED(value, name)
 
 

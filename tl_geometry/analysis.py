@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 CAPTURE_MODES = ("shared", "separate")
-"""How activation metrics read the model: "shared" (default) feeds every metric registered with a plan (:class:`tl_geometry.registry.MetricPlan`) from ONE forward pass over the tokens; "separate" runs each metric's own pass (what the report did before; same numbers)."""
+"""How activation metrics read the model: "shared" (default) feeds every metric registered with a plan ([`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]) from ONE forward pass over the tokens; "separate" runs each metric's own pass (what the report did before; same numbers)."""
 
 
 def analyze(
@@ -35,11 +35,11 @@ def analyze(
     activations: Mapping[str, Any] | None = None,
     **provenance: Any,
 ) -> GeometryReport:
-    """Run metrics on ``model`` (and ``tokens``) and return one merged :class:`GeometryReport`.
+    """Run metrics on ``model`` (and ``tokens``) and return one merged [`GeometryReport`][tl_geometry.report.GeometryReport].
 
     The flow: every activation metric that declares a plan (pga, spectral, epsilon_activations
     and any plugin registered with ``plan=``) hands its consumers to ONE shared forward pass over
-    ``tokens`` (:func:`tl_geometry.capture.run_shared`); then each computes its rows. Weight and
+    ``tokens`` ([`tl_geometry.capture.run_shared`][tl_geometry.capture.activations.run_shared]); then each computes its rows. Weight and
     gradient metrics read the model themselves.
 
     Args:
@@ -57,7 +57,7 @@ def analyze(
             ``"separate"`` (one per metric); recorded in ``provenance["capture"]``.
         cache: a TransformerLens ``ActivationCache`` from ``model.run_with_cache(tokens)`` (the
             same ``tokens``): the activation metrics read it instead of running the model
-            (:func:`tl_geometry.capture.replay_shared`). Rows equal the capture path's: the
+            ([`tl_geometry.capture.replay_shared`][tl_geometry.capture.activations.replay_shared]). Rows equal the capture path's: the
             same BOS/padding positions are dropped (a naive ``reshape(-1, d)`` would keep BOS
             and change the numbers), the same positions sampled, the same batches summed.
         activations: instead of ``cache``, a mapping hook name → tensor of shape
@@ -149,7 +149,7 @@ def merged(
     timings: Mapping[str, float],
     **provenance: Any,
 ) -> GeometryReport:
-    """``reports`` merged with the provenance :func:`analyze` records (model, tokens, metrics, timings)."""
+    """``reports`` merged with the provenance [`analyze`][tl_geometry.analysis.analyze] records (model, tokens, metrics, timings)."""
     prov = provenance_of(model)
     if tokens is not None and hasattr(tokens, "shape"):
         prov["tokens_shape"] = list(tokens.shape)
@@ -179,7 +179,7 @@ class _Guarded:
 def check_request(
     names: Any, options: Any, tokens: Any, capture: Any, hooks: Any
 ) -> tuple[list[str], list[Any], dict[str, dict[str, Any]], list[str] | None]:
-    """Every check of an :func:`analyze` request that needs no model: the capture mode, the metric
+    """Every check of an [`analyze`][tl_geometry.analysis.analyze] request that needs no model: the capture mode, the metric
     names (one string is one name; a name given twice is refused; unknown names list the valid
     ones), the hooks, the options and whether tokens are needed. Returns (names, specs, options, hooks)."""
     _checks.choice(capture, "capture", CAPTURE_MODES)
@@ -215,8 +215,8 @@ def iter_metrics(
     seconds a metric yields are its own (plan and finish); the shared pass's time is put in
     ``capture_info["_seconds"]``.
     With ``activations`` (an ``ActivationCache`` or a mapping hook → tensor) the shared pass is
-    replayed from them (:func:`tl_geometry.capture.replay_shared`) instead of running the model;
-    only weight metrics and planned activation metrics are accepted (see :func:`replayable`).
+    replayed from them ([`tl_geometry.capture.replay_shared`][tl_geometry.capture.activations.replay_shared]) instead of running the model;
+    only weight metrics and planned activation metrics are accepted (see `replayable`).
     Every name, option and the tokens are checked before any work.
     """
     from tqdm.auto import tqdm
@@ -405,7 +405,7 @@ OPTION_CHECKS: dict[str, _checks.Check] = {
     "progress": _checks.boolean,
     "exact": _checks.boolean,
 }
-"""Checks of option values shared by the built-in metrics (:mod:`tl_geometry._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
+"""Checks of option values shared by the built-in metrics (`tl_geometry._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
 
 
 def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -413,7 +413,7 @@ def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]]
 
     Refuses: options for a metric not being run; options that are not a mapping; an option the
     metric does not take (with the accepted ones and a close match); a value outside what
-    :data:`OPTION_CHECKS` accepts (e.g. ``n_null`` < 2, ``max_points`` < 2, ``n_probes`` < 2).
+    `OPTION_CHECKS` accepts (e.g. ``n_null`` < 2, ``max_points`` < 2, ``n_probes`` < 2).
 
     Returns:
         A fresh ``{metric: {option: value}}`` dict.

@@ -1,8 +1,8 @@
 """``tl-geometry`` command line.
 
-Sub-commands live in :mod:`tl_geometry.commands` (one module each, ``add_parser(subparsers)``)
+Sub-commands live in [`tl_geometry.commands`][tl_geometry.commands] (one module each, ``add_parser(subparsers)``)
 and are discovered here, so a metric family adds its command without touching this file.
-Bad arguments (a :class:`~tl_geometry.errors.TLGeometryError`, or a path that is missing, exists
+Bad arguments (a [`TLGeometryError`][tl_geometry.errors.TLGeometryError], or a path that is missing, exists
 or cannot be written) exit with status 2 and a one-line reason; any other exception is a bug and
 propagates with its traceback.
 """
@@ -16,7 +16,7 @@ import pkgutil
 import sys
 
 EXIT_USAGE = 2
-"""Exit status for a usage error: a :class:`~tl_geometry.errors.TLGeometryError` or a path problem."""
+"""Exit status for a usage error: a [`TLGeometryError`][tl_geometry.errors.TLGeometryError] or a path problem."""
 PATH_ERRORS: tuple[type[OSError], ...] = (
     FileNotFoundError,
     FileExistsError,

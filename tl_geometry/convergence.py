@@ -1,16 +1,16 @@
 """Beyond one model: cross-model convergence, linear probes, PGA trajectories over checkpoints.
 
-* :func:`pooled` — one vector per text at each hook (mean over tokens or the last token), so
+* [`pooled`][tl_geometry.convergence.pooled] — one vector per text at each hook (mean over tokens or the last token), so
   models with different tokenizers can be compared text by text.
-* :func:`convergence_score` — do two models order the distances between the same texts alike?
+* [`convergence_score`][tl_geometry.convergence.convergence_score] — do two models order the distances between the same texts alike?
   Spearman of their pairwise cosine distances in the full space, in each model's top-k readout
   subspace, and in random k-subspaces (z of the readout against the random ones).
-* :func:`linear_probe` / :func:`probe_accuracy` — held-out accuracy of a logistic regression
+* [`linear_probe`][tl_geometry.convergence.linear_probe] / [`probe_accuracy`][tl_geometry.convergence.probe_accuracy] — held-out accuracy of a logistic regression
   (scikit-learn, optional) from pooled activations to a label per text, per layer.
-* :func:`pga_trajectory` — :func:`tl_geometry.pga` over a list of models or checkpoints → one long
-  table with a ``checkpoint`` extra; :func:`plot_trajectory` draws z by layer × checkpoint.
+* [`pga_trajectory`][tl_geometry.convergence.pga_trajectory] — [`tl_geometry.pga`][tl_geometry.families.pga.pga] over a list of models or checkpoints → one long
+  table with a ``checkpoint`` extra; [`plot_trajectory`][tl_geometry.convergence.plot_trajectory] draws z by layer × checkpoint.
 
-Models are touched only through :mod:`tl_geometry.capture`. Our choices (the PGA paper gives
+Models are touched only through [`tl_geometry.capture`][tl_geometry.capture]. Our choices (the PGA paper gives
 no code): pooled representations are centered over texts before distances are taken, as the PGA
 score centers hidden states; the random subspaces of the two models are drawn independently.
 """
@@ -82,8 +82,8 @@ def pooled(
 ) -> dict[str, Float[Tensor, "n_texts d"]]:
     """One vector per sequence at each hook: the mean over its kept tokens, or its last token.
 
-    BOS and padding are dropped (:func:`tl_geometry.capture.valid_mask`); streamed through
-    :func:`tl_geometry.capture.run`, so memory is (n_texts × d) per hook.
+    BOS and padding are dropped ([`tl_geometry.capture.valid_mask`][tl_geometry.capture.activations.valid_mask]); streamed through
+    [`tl_geometry.capture.run`][tl_geometry.capture.activations.run], so memory is (n_texts × d) per hook.
 
     Raises:
         ValueError: unknown pooling, or a sequence with no token left after dropping BOS/padding.
@@ -346,7 +346,7 @@ def pga_trajectory(
     progress: bool = True,
     **pga_options: Any,
 ) -> GeometryReport:
-    """:func:`tl_geometry.pga` over models or checkpoints → one table with a ``checkpoint`` extra.
+    """[`tl_geometry.pga`][tl_geometry.families.pga.pga] over models or checkpoints → one table with a ``checkpoint`` extra.
 
     Args:
         checkpoints: label → model, or label → zero-argument callable returning one (so that only
@@ -354,8 +354,8 @@ def pga_trajectory(
             HookedTransformer.from_pretrained("pythia-70m", checkpoint_index=s)}``.
         tokens: a token batch, or a callable model → tokens (different tokenizers).
         results: optional JSON-lines path; each finished checkpoint is written at once and
-            skipped on a re-run (:mod:`tl_geometry.jobs`).
-        **pga_options: passed to :func:`tl_geometry.pga` (k, n_null, ccr, max_points, seed, hooks).
+            skipped on a re-run ([`tl_geometry.jobs`][tl_geometry.jobs]).
+        **pga_options: passed to [`tl_geometry.pga`][tl_geometry.families.pga.pga] (k, n_null, ccr, max_points, seed, hooks).
     """
     from tl_geometry.jobs import ResultsFile, job_key, run_jobs
 

@@ -1,20 +1,20 @@
 """The exceptions tl_geometry raises on purpose.
 
-Every error the library raises for a reason it can name is a :class:`TLGeometryError`, so a
+Every error the library raises for a reason it can name is a [`TLGeometryError`][tl_geometry.errors.TLGeometryError], so a
 caller (and the ``tl-geometry`` command line, which turns exactly these into exit status 2 with
 a one-line reason) can tell "you asked for something that cannot be done" from a bug. Each
 family also keeps the built-in base callers already catch:
 
-- :class:`InputError` — a bad argument or input (a shape, a range, an unknown option value); the
+- [`InputError`][tl_geometry.errors.InputError] — a bad argument or input (a shape, a range, an unknown option value); the
   message says what was wrong and what is accepted. Also a ``ValueError``.
-- :class:`UnknownNameError` — an unknown metric, model, release or published-table name; the
+- [`UnknownNameError`][tl_geometry.errors.UnknownNameError] — an unknown metric, model, release or published-table name; the
   message lists close matches. Also a ``KeyError``, whose ``str()`` here is the plain message
   (not the repr-quoted key a bare ``KeyError`` prints).
-- :class:`InputTypeError` — an argument of the wrong type. Also a ``TypeError``.
+- [`InputTypeError`][tl_geometry.errors.InputTypeError] — an argument of the wrong type. Also a ``TypeError``.
 
 Other named errors (``ModelNotAvailableError``, ``CorruptFileError``, ``CorpusDecodeError``,
 ``OutputExistsError``, ``HubUnavailableError``, ...) live next to the code that raises them and
-derive from :class:`TLGeometryError` too. Anything else escaping the library (a ``RuntimeError``,
+derive from [`TLGeometryError`][tl_geometry.errors.TLGeometryError] too. Anything else escaping the library (a ``RuntimeError``,
 an ``AssertionError``, ...) is a bug: please report it.
 
 Examples:
@@ -106,7 +106,7 @@ def _is_temporary(name: str) -> bool:
 
 class WordsOSError(TLGeometryError, OSError):
     """A file problem: an ``OSError`` whose ``str`` is its message alone (no ``[Errno N]`` prefix; ``errno`` is
-    kept). The base of the output-path errors of :mod:`tl_geometry.outdir`."""
+    kept). The base of the output-path errors of [`tl_geometry.outdir`][tl_geometry.outdir]."""
 
     def __str__(self) -> str:
         return self.strerror if self.errno is not None and self.strerror else super().__str__()

@@ -6,23 +6,23 @@ count for ε < 0.1, "indeterminate" otherwise). Everything in the package that n
 reads them here, from one data file, ``tl_geometry/data/published_hosts.json`` (with its
 attribution: paper CC BY 4.0, authors' code MIT, Copyright (c) 2026 Alexander Guha):
 
-* :func:`published_hosts` — name → :class:`PublishedHost` (name, aliases, d_model, d_vocab where
+* [`published_hosts`][tl_geometry.hosts.published_hosts] — name → [`PublishedHost`][tl_geometry.hosts.PublishedHost] (name, aliases, d_model, d_vocab where
   we recorded it, ε, published capacity, tied, the analysed checkpoint);
-* :func:`normalize_name` and :func:`find_host` — the one way a model name (``"gemma-2-2b"``,
+* [`normalize_name`][tl_geometry.hosts.normalize_name] and [`find_host`][tl_geometry.hosts.find_host] — the one way a model name (``"gemma-2-2b"``,
   ``"meta-llama/Llama-2-7b-hf"``, ``"google/gemma-3-1b-pt"``, ``"Llama 2 7B"``) is matched to a row;
-* :func:`published`, :func:`published_rows`, :func:`published_epsilon` — the views of the table
+* [`published`][tl_geometry.hosts.published], [`published_rows`][tl_geometry.hosts.published_rows], [`published_epsilon`][tl_geometry.hosts.published_epsilon] — the views of the table
   the public API has always offered (``tg.published()`` etc.);
-* :func:`host_epsilon` — the one answer to "where does this host's ε come from": a number
+* [`host_epsilon`][tl_geometry.hosts.host_epsilon] — the one answer to "where does this host's ε come from": a number
   (``"given"``), a published name (``"published"``), or a model measured from its W_E/W_U
   (``"measured"``). Used by the SAE adapter and by ``tl-geometry capacity``.
 
-Everything but :func:`host_epsilon` is pure (standard library only); :func:`host_epsilon`
+Everything but [`host_epsilon`][tl_geometry.hosts.host_epsilon] is pure (standard library only); [`host_epsilon`][tl_geometry.hosts.host_epsilon]
 imports the model-facing modules when it is called.
 
 Our choices: the ``tied`` and ``d_vocab`` columns and the aliases are ours, not the paper's
 (see the data file's ``fields``). A name is matched ignoring an organisation prefix, case,
 ``-``, ``_`` and spaces, first as given, then without one ``-hf``/``-base``/``-instruct``/``-it``/
-``-pt`` suffix (:data:`HOST_SUFFIXES`); the paper's own spellings and the aliases are the keys.
+``-pt`` suffix ([`HOST_SUFFIXES`][tl_geometry.hosts.HOST_SUFFIXES]); the paper's own spellings and the aliases are the keys.
 """
 
 from __future__ import annotations
@@ -86,14 +86,14 @@ class PublishedHost(NamedTuple):
     d_vocab: int | None = None
 
     def to_pandas(self):
-        """This row as a one-row ``pandas.DataFrame`` (see :mod:`tl_geometry.tables`)."""
+        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.tables`][tl_geometry.tables])."""
         from tl_geometry.tables import to_pandas
 
         return to_pandas(self)
 
 
 PublishedRow = PublishedHost
-"""The full row of Table 1, as :func:`published_rows` returns it (the same record type)."""
+"""The full row of Table 1, as [`published_rows`][tl_geometry.hosts.published_rows] returns it (the same record type)."""
 
 
 class PublishedEpsilon(NamedTuple):
@@ -103,7 +103,7 @@ class PublishedEpsilon(NamedTuple):
     epsilon: float
 
     def to_pandas(self):
-        """This row as a one-row ``pandas.DataFrame`` (see :mod:`tl_geometry.tables`)."""
+        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.tables`][tl_geometry.tables])."""
         from tl_geometry.tables import to_pandas
 
         return to_pandas(self)
@@ -141,7 +141,7 @@ def _load() -> dict[str, PublishedHost]:
 
 
 def published_hosts() -> dict[str, PublishedHost]:
-    """The capacity paper's Table 1: model name → :class:`PublishedHost`, in the table's order.
+    """The capacity paper's Table 1: model name → [`PublishedHost`][tl_geometry.hosts.PublishedHost], in the table's order.
 
     Examples:
         >>> from tl_geometry.hosts import published_hosts
@@ -167,8 +167,8 @@ def normalize_name(name: Any) -> str:
 def find_host(name: Any) -> PublishedHost | None:
     """The published row a model name refers to, or None.
 
-    Matched by :func:`normalize_name` against the table's names and aliases, first as given,
-    then without one of :data:`HOST_SUFFIXES`.
+    Matched by [`normalize_name`][tl_geometry.hosts.normalize_name] against the table's names and aliases, first as given,
+    then without one of [`HOST_SUFFIXES`][tl_geometry.hosts.HOST_SUFFIXES].
 
     Examples:
         >>> find_host("google/gemma-3-1b-pt").name
@@ -202,7 +202,7 @@ def close_names(name: str, options: Iterable[str] | None = None, n: int = 5) -> 
 
 # ----------------------------------------------------------------------------- views of the table
 def published_rows() -> dict[str, PublishedRow]:
-    """The capacity paper's Table 1 in full: model name → :class:`PublishedRow`.
+    """The capacity paper's Table 1 in full: model name → [`PublishedRow`][tl_geometry.hosts.PublishedRow].
 
     Published values (Guha, arXiv 2606.02765, Appendix D; the rows come from the authors'
     ``code/repr_cap_table.py``), plus our ``tied`` flag. Shipped in
@@ -235,10 +235,13 @@ def published() -> dict[str, PublishedEpsilon]:
 
 
 def published_epsilon(name: str) -> PublishedEpsilon:
-    """Look up a published ε by model name, ignoring case, '-', '_' and spaces (:func:`find_host`).
+    """Look up a published ε by model name, ignoring case, '-', '_' and spaces ([`find_host`][tl_geometry.hosts.find_host]).
+
+    The values are Table 1 of the capacity paper (arXiv 2606.02765): ε = μ + 2σ of the pairwise
+    cosine similarities of the model's embedding rows, as the authors measured it.
 
     Also accepts a Hugging Face id (``"meta-llama/Llama-2-7b-hf"`` → ``Llama-2-7B``): the part
-    before '/' and a trailing ``-hf`` (or another of :data:`HOST_SUFFIXES`) are ignored.
+    before '/' and a trailing ``-hf`` (or another of [`HOST_SUFFIXES`][tl_geometry.hosts.HOST_SUFFIXES]) are ignored.
 
     Raises:
         KeyError: no match; the message lists close names.
@@ -256,17 +259,17 @@ def published_epsilon(name: str) -> PublishedEpsilon:
 # ----------------------------------------------------------------------------- ε of a host
 @dataclass(frozen=True)
 class HostEpsilon(Tabular):
-    """A host's ε and where it came from (:func:`host_epsilon`).
+    """A host's ε and where it came from ([`host_epsilon`][tl_geometry.hosts.host_epsilon]).
 
     Attributes:
         epsilon: ε = μ + 2σ.
         source: ``"given"`` (a number), ``"published"`` (Table 1) or ``"measured"`` (the model's
-            matrix, :func:`tl_geometry.embedding_epsilon`).
+            matrix, [`tl_geometry.embedding_epsilon`][tl_geometry.families.capacity.embedding_epsilon]).
         d_model: the host's width (None for a given number).
         d_vocab: its vocabulary size, when known (the model's; the table's ``d_vocab`` for a
             published host).
         host: the published row (``source="published"``).
-        stats: the :class:`~tl_geometry.metrics.capacity.SimilarityStats` (``source="measured"``).
+        stats: the [`SimilarityStats`][tl_geometry.metrics.capacity.SimilarityStats] (``source="measured"``).
         model: the model measured (loaded here when a name was given with ``load=True``).
         matrix: ``"W_E"`` or ``"W_U"``: the matrix measured (published ε is always of W_E).
     """
@@ -289,13 +292,13 @@ class HostEpsilon(Tabular):
 def host_epsilon(host: Any, *, matrix: str = "W_E", load: bool = False, device: str = "cpu") -> HostEpsilon:
     """ε of a host: a number, a published model name, or a model (measured from its matrix).
 
-    The one resolver behind :func:`tl_geometry.sae.compare` / :func:`tl_geometry.sae.decoder_epsilon`
+    The one resolver behind [`tl_geometry.sae.compare`][tl_geometry.sae.comparison.compare] / [`tl_geometry.sae.decoder_epsilon`][tl_geometry.sae.decoder.decoder_epsilon]
     (``load=False``: a name must be in the table) and ``tl-geometry capacity`` (``load=True``).
 
     Args:
         host: a float ε (``source="given"``); a TransformerLens model (``"measured"``); or a name:
             with ``load=True`` an offline zoo name is loaded and measured first, then a published
-            name gives the table's ε, then any other name is loaded (:func:`tl_geometry.models.load`)
+            name gives the table's ε, then any other name is loaded ([`tl_geometry.models.load`][tl_geometry.models.load])
             and measured; with ``load=False`` only published names are accepted.
         matrix: ``"W_E"`` or ``"W_U"``, for a measured host.
         load: load models named by a string (see above).

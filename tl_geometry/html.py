@@ -1,14 +1,14 @@
 """The report a researcher reads: self-contained ``index.html``, ``report.md``, PNG figures.
 
-:func:`write_outputs` is what ``tl-geometry report`` calls at the end of a run::
+[`write_outputs`][tl_geometry.html.write_outputs] is what ``tl-geometry report`` calls at the end of a run::
 
     out = tg.html.write_outputs(report, "reports/smollm2-135m")
     # reports/smollm2-135m/{report.json, report.md, index.html, *.png}
 
 ``index.html`` embeds every figure as a base64 PNG data URI, so the single file can be mailed
 or attached; next to each figure it prints a short plain-language reading of the numbers and the
-papers' published numbers (:mod:`tl_geometry.readings`). The sections and the figures in each are
-the registered families' declarations (:func:`tl_geometry.registry.families`: title, reading,
+papers' published numbers ([`tl_geometry.readings`][tl_geometry.readings]). The sections and the figures in each are
+the registered families' declarations ([`tl_geometry.registry.families`][tl_geometry.registry.families]: title, reading,
 figures), plugins included; a section appears only when its rows are present; a report whose
 provenance says it is partial (``partial``/``interrupted``) gets a banner.
 """
@@ -82,7 +82,7 @@ def _partial_note(report: GeometryReport) -> str | None:
     """Banner text when provenance marks the run incomplete, else None.
 
     Recognized: ``status`` in {"interrupted", "partial", "running"} (what
-    :func:`tl_geometry.pipeline.run_report` records), or ``partial`` / ``interrupted`` flags;
+    [`tl_geometry.pipeline.run_report`][tl_geometry.pipeline.run_report] records), or ``partial`` / ``interrupted`` flags;
     ``errors`` ({metric: message}) and ``missing_metrics`` are listed.
     """
     prov = report.provenance
@@ -119,7 +119,7 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
         report: the results.
         out_dir: directory to write into (created if missing; existing ``index.html`` replaced).
         figures: ``{figure name: PNG path}`` as returned by
-            :func:`tl_geometry.plotting.save_figures`; each is embedded as a base64 data URI.
+            [`tl_geometry.plotting.save_figures`][tl_geometry.plotting.save_figures]; each is embedded as a base64 data URI.
 
     Returns:
         The path of ``index.html``.
@@ -157,7 +157,7 @@ def figure_data_uris(report: GeometryReport, *, dpi: int = 110) -> dict[str, str
 
 
 def _scoped_css(scope: str) -> str:
-    """:data:`_CSS` with every selector prefixed by ``scope`` (``body`` becomes the scope itself),
+    """`_CSS` with every selector prefixed by ``scope`` (``body`` becomes the scope itself),
     so the report's style in a notebook applies to the report only."""
     out = []
     for rule in _CSS.split("}"):
@@ -174,7 +174,7 @@ def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment:
 
     Args:
         report: the results.
-        figures: ``{figure name: image URI}`` (a PNG data URI, as :func:`figure_data_uris` gives).
+        figures: ``{figure name: image URI}`` (a PNG data URI, as [`figure_data_uris`][tl_geometry.html.figure_data_uris] gives).
         fragment: only the content, in a ``<div>`` with its own scoped style (what
             ``GeometryReport._repr_html_`` shows in a notebook) instead of a whole page.
     """
@@ -266,7 +266,7 @@ def _extras_text(extras: Mapping) -> str:
 
 def _html_value(v) -> str:
     """A provenance value as HTML: a mapping as a nested key/value table, a list of mappings as
-    one nested table per item, anything else as escaped text (:func:`format_value`)."""
+    one nested table per item, anything else as escaped text (`format_value`)."""
     if isinstance(v, Mapping) and v:
         rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_html_value(x)}</td></tr>" for k, x in v.items())
         return f'<table class="kv">{rows}</table>'
@@ -306,7 +306,7 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
 
 def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: bool = True, dpi: int = 110) -> Path:
     """Write ``report.json``, the PNG figures (with ``figures``), ``report.md`` and ``index.html``
-    straight into ``folder`` (no checks, no lock: :func:`write_outputs` wraps it). Returns index.html."""
+    straight into ``folder`` (no checks, no lock: [`write_outputs`][tl_geometry.html.write_outputs] wraps it). Returns index.html."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     report.to_json(folder / "report.json")
@@ -326,7 +326,7 @@ def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: b
 
 def figure_files() -> tuple[str, ...]:
     """The PNG names this package writes: ``<figure>.png`` for every declared figure
-    (:func:`tl_geometry.registry.families`, plugins included); needs no matplotlib."""
+    ([`tl_geometry.registry.families`][tl_geometry.registry.families], plugins included); needs no matplotlib."""
     from tl_geometry import registry
 
     return tuple(f.file for fam in registry.families() for f in fam.figures)
@@ -344,8 +344,8 @@ def write_outputs(
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
 
     The files are drawn in ``out_dir/partial-run/`` and installed only when all are written, as
-    a whole (:func:`tl_geometry.outdir.promote`: a committed plan, then the moves, ``report.json``
-    last), under the directory's lock (:mod:`tl_geometry.outdir`): a failure, an interrupt or a
+    a whole ([`tl_geometry.outdir.promote`][tl_geometry.outdir.promote]: a committed plan, then the moves, ``report.json``
+    last), under the directory's lock ([`tl_geometry.outdir`][tl_geometry.outdir]): a failure, an interrupt or a
     kill before the commit leaves the previous report as it was; a kill after it is finished by
     the next run into ``out_dir``. Old and new figures never mix.
 

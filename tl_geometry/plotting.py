@@ -1,18 +1,18 @@
-"""Figures of a :class:`~tl_geometry.report.GeometryReport` (matplotlib, Agg backend).
+"""Figures of a [`GeometryReport`][tl_geometry.report.GeometryReport] (matplotlib, Agg backend).
 
 Every ``plot_*`` function takes a report and returns a ``matplotlib.figure.Figure``, or ``None``
 when the report has none of the rows it draws, so a report with only some families still
 renders. Which figures exist is not listed here: each family declares its figures
-(:class:`tl_geometry.registry.FigureSpec`, with the rows each reads) where its metrics are
-registered, and :func:`figures` / :func:`save_figures` draw those of every registered family
-(:func:`tl_geometry.registry.families`), plugins included. matplotlib is imported inside the
-functions (the ``plot`` extra): without it, :func:`available` is false, drawing raises
-:class:`PlotExtraMissingError`, and :func:`tl_geometry.html.render_into` writes the report without
-figures after logging :data:`PLOT_EXTRA_NOTE` (the computed results are never lost to a missing extra).
+([`tl_geometry.registry.FigureSpec`][tl_geometry.registry.FigureSpec], with the rows each reads) where its metrics are
+registered, and [`figures`][tl_geometry.plotting.figures] / [`save_figures`][tl_geometry.plotting.save_figures] draw those of every registered family
+([`tl_geometry.registry.families`][tl_geometry.registry.families]), plugins included. matplotlib is imported inside the
+functions (the ``plot`` extra): without it, [`available`][tl_geometry.plotting.available] is false, drawing raises
+[`PlotExtraMissingError`][tl_geometry.plotting.PlotExtraMissingError], and [`tl_geometry.html.render_into`][tl_geometry.html.render_into] writes the report without
+figures after logging [`PLOT_EXTRA_NOTE`][tl_geometry.plotting.PLOT_EXTRA_NOTE] (the computed results are never lost to a missing extra).
 
 The rows each figure reads are declared (``FigureSpec.rows``), and the rows' shape (per hook or
-per model, extras keys) by the families' :class:`~tl_geometry.registry.RowSpec`: see
-``tl_geometry/families/*.py`` and :func:`tl_geometry.registry.check_rows`.
+per model, extras keys) by the families' [`RowSpec`][tl_geometry.registry.RowSpec]: see
+``tl_geometry/families/*.py`` and [`tl_geometry.registry.check_rows`][tl_geometry.registry.check_rows].
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def _log10_capacity(d: float, eps: np.ndarray) -> np.ndarray:
 
     Our choice: plot log10 k rather than k; for d in the thousands and ε near 1, k exceeds
     the float64 range. The constants are the package's single copy
-    (:data:`tl_geometry.metrics.capacity.FORMS`), through
-    :func:`tl_geometry.metrics.capacity.log10_capacity`.
+    ([`tl_geometry.metrics.capacity.FORMS`][tl_geometry.metrics.capacity.FORMS]), through
+    [`tl_geometry.metrics.capacity.log10_capacity`][tl_geometry.metrics.capacity.log10_capacity].
     """
     import warnings
 
@@ -528,7 +528,7 @@ def plot_aofe(report: GeometryReport):
     probe groups), R_D/W in the title.
 
     The AOFE ratio of W_EᵀW_E (``wtw.aofe_ratio``, one per model: see
-    :func:`tl_geometry.readings.wtw_name`) is in the reading, not drawn. AGOP at
+    [`tl_geometry.readings.wtw_name`][tl_geometry.readings.wtw_name]) is in the reading, not drawn. AGOP at
     ``blocks.L.hook_resid_pre`` (the "agop" metric's default) is drawn at L − 1, like every
     figure's residual-stream axis; the axis label then says so (there is no final point).
     """
@@ -659,17 +659,17 @@ def plot_sae_widths(report: GeometryReport):
 
 # ----------------------------------------------------------------------------- all
 def figure_specs() -> list:
-    """Every declared figure (:class:`tl_geometry.registry.FigureSpec`), family by family in section
-    order (see :func:`tl_geometry.registry.families`)."""
+    """Every declared figure ([`tl_geometry.registry.FigureSpec`][tl_geometry.registry.FigureSpec]), family by family in section
+    order (see [`tl_geometry.registry.families`][tl_geometry.registry.families])."""
     from tl_geometry import registry
 
     return [f for fam in registry.families() for f in fam.figures]
 
 
 def _plot_names() -> dict[str, str]:
-    """What :meth:`GeometryReport.plot` accepts besides a figure name: ``{name: figure name}``.
+    """What [`GeometryReport.plot`][tl_geometry.report.GeometryReport.plot] accepts besides a figure name: ``{name: figure name}``.
 
-    A family's name gives its :attr:`~tl_geometry.registry.FamilySpec.plot_figure`; the name of
+    A family's name gives its [`plot_figure`][tl_geometry.registry.FamilySpec.plot_figure]; the name of
     one of its metrics gives the first of its figures that reads that metric's rows (e.g.
     ``"epsilon"`` → ``cosine_histogram``, ``"epsilon_activations"`` → ``epsilon_by_layer``,
     ``"agop"`` → ``aofe_ratio``). Family names win over metric names (``"capacity"``).
@@ -691,8 +691,8 @@ def _plot_names() -> dict[str, str]:
 
 
 def figure_for(name: str):
-    """The declared figure (:class:`tl_geometry.registry.FigureSpec`) :meth:`GeometryReport.plot`
-    draws for ``name``: a figure name, a family name or a metric name (see :data:`FAMILY_FIGURES`).
+    """The declared figure ([`tl_geometry.registry.FigureSpec`][tl_geometry.registry.FigureSpec]) [`GeometryReport.plot`][tl_geometry.report.GeometryReport.plot]
+    draws for ``name``: a figure name, a family name or a metric name (see `FAMILY_FIGURES`).
 
     Raises:
         ValueError: an unknown name (lists the accepted ones).
@@ -716,7 +716,7 @@ def __getattr__(name: str):
 
 
 def figures(report: GeometryReport) -> dict[str, Any]:
-    """``{name: Figure}`` for every declared figure the report has rows for (see :func:`figure_specs`).
+    """``{name: Figure}`` for every declared figure the report has rows for (see [`figure_specs`][tl_geometry.plotting.figure_specs]).
 
     A figure that fails to draw is logged and skipped: one bad family must not cost the others.
 
@@ -737,7 +737,7 @@ def figures(report: GeometryReport) -> dict[str, Any]:
 
 
 def save_figures(report: GeometryReport, out_dir: str | os.PathLike, *, dpi: int = 110) -> dict[str, Path]:
-    """Draw :func:`figures` and save each as ``out_dir/<name>.png``; returns ``{name: path}``."""
+    """Draw [`figures`][tl_geometry.plotting.figures] and save each as ``out_dir/<name>.png``; returns ``{name: path}``."""
     plt = _plt()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The Ray side of :func:`tl_geometry.jobs.run_jobs`: resources checked first, tasks or one actor per group.
+"""The Ray side of [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]: resources checked first, tasks or one actor per group.
 
 Two ways to run units on Ray:
 
@@ -12,7 +12,7 @@ Two ways to run units on Ray:
 
 Before anything is submitted, the request is checked against ``ray.cluster_resources()``: a GPU
 (or more CPUs) per unit than the cluster has, or ``device="cuda"`` with ``num_gpus=0``, is an
-:class:`~tl_geometry.errors.InputError` within seconds instead of a task that waits forever.
+[`InputError`][tl_geometry.errors.InputError] within seconds instead of a task that waits forever.
 
 Whatever runs where, only the driver writes the results file (``record``), so the file has one
 writer whatever the cluster size.
@@ -66,7 +66,7 @@ def init_ray(address: str | None = None, runtime_env: Mapping[str, Any] | None =
     (the caller shuts it down).
 
     ``runtime_env`` (e.g. ``{"working_dir": "."}``: the directory is packed and shipped to every
-    worker, which runs in it and imports from it) is merged into :func:`local_runtime_env` for a
+    worker, which runs in it and imports from it) is merged into [`local_runtime_env`][tl_geometry.ray_executor.local_runtime_env] for a
     local cluster. A session already running keeps its own environment (a warning says so when
     one was asked for).
     """
@@ -156,9 +156,9 @@ def run_ray(
 
     Args:
         todo, fn, record, catch, on_error, num_cpus, num_gpus, progress, desc: as
-            :func:`tl_geometry.jobs.run_jobs` hands them over.
-        address, runtime_env: see :func:`init_ray`.
-        device: checked with :func:`check_resources`.
+            [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs] hands them over.
+        address, runtime_env: see [`init_ray`][tl_geometry.ray_executor.init_ray].
+        device: checked with [`check_resources`][tl_geometry.ray_executor.check_resources].
         actor_fn: with it, one actor per ``group_by`` group runs the group's units with the callable
             ``actor_fn(*shared)`` built once in that actor (``fn`` is not used). Without it, one task
             per unit runs ``fn``.

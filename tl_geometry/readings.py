@@ -1,10 +1,10 @@
-"""Plain-language readings of a :class:`~tl_geometry.report.GeometryReport`.
+"""Plain-language readings of a [`GeometryReport`][tl_geometry.report.GeometryReport].
 
 Each ``read_*`` function looks for the rows of one family (by the declared row names, e.g.
 ``"epsilon.W_E"``, ``"pga.z"``, ``"agop.aofe_ratio"``) and returns a list of short sentences that
 put the measured numbers next to the papers' published ones. A family whose rows are absent
 returns ``[]``, so every section of the HTML/markdown report is optional. Each family declares
-its reading and its section title (:class:`tl_geometry.registry.FamilySpec`); :func:`sections`
+its reading and its section title ([`tl_geometry.registry.FamilySpec`][tl_geometry.registry.FamilySpec]); [`sections`][tl_geometry.readings.sections]
 iterates the declarations, so a plugin family's reading gets its section too.
 
 Our choices (the papers do not phrase their results this way):
@@ -61,7 +61,7 @@ PublishedModel = PublishedHost
 
 def published_models() -> list[PublishedModel]:
     """Published ε of 45 models (capacity paper, Table 1), in the table's order
-    (:func:`tl_geometry.hosts.published_hosts`)."""
+    ([`tl_geometry.hosts.published_hosts`][tl_geometry.hosts.published_hosts])."""
     return list(published_hosts().values())
 
 
@@ -112,7 +112,7 @@ def hook_position(row: Row, n_layers: int | None = None) -> float:
 def axis_label(row: Row, n_layers: int | None = None) -> str:
     """A row's tick on the figures' layer axis: ``"embed"``, ``"final"``, ``"L"`` or ``""`` (no hook).
 
-    The same place as :func:`hook_position`: ``blocks.L.hook_resid_pre`` (the input of block L)
+    The same place as [`hook_position`][tl_geometry.readings.hook_position]: ``blocks.L.hook_resid_pre`` (the input of block L)
     is ``"L − 1"``, ``blocks.0.hook_resid_pre`` and ``hook_embed`` are ``"embed"``, the final
     norm's hooks ``"final"``. What the figures, the readings and the report's row table print.
     """
@@ -320,7 +320,7 @@ def _float(x: Any) -> float:
 def pga_calls(rows: Iterable[Row]) -> dict[int, list[tuple[Row, str, float]]]:
     """Per CCR level, each ``pga.z`` row with its call and Holm-adjusted p.
 
-    The call is :func:`tl_geometry.metrics.significance.classify`: ``"positive"`` or
+    The call is [`tl_geometry.metrics.significance.classify`][tl_geometry.metrics.significance.classify]: ``"positive"`` or
     ``"negative"`` when z is significant against random subspaces after Holm's correction over the
     hooks of that CCR level (family-wise α = 0.05) *and* lies more than two standard errors
     (``extras["stderr"]``) from 0; ``"inside"`` the chance band otherwise. The p of a row is its
@@ -382,7 +382,7 @@ def spread(rows: list[Row], lo: Row, hi: Row) -> str:
 def read_pga(report: GeometryReport) -> list[str]:
     """Significant PGA z per CCR (Holm over hooks, beyond 2 standard errors), ρ_read, PC1 overlap vs k/d.
 
-    Never calls a value inside the chance band a peak (:func:`pga_calls`)."""
+    Never calls a value inside the chance band a peak ([`pga_calls`][tl_geometry.readings.pga_calls])."""
     out = []
     zrows = _rows(report, "pga.z")
     for ccr, calls in pga_calls(zrows).items():
@@ -490,7 +490,7 @@ def wtw_name(row: Row, d_model: Any = None) -> str:
     """What a ``wtw.aofe_ratio`` row is the AOFE ratio of, with the Gram's shape.
 
     The "wtw_aofe" metric takes the Gram WᵀW / n of a matrix whose rows are vectors
-    (:func:`tl_geometry.metrics.interaction.wtw_aofe`): W_E (d_vocab × d_model) by default, so
+    ([`tl_geometry.metrics.interaction.wtw_aofe`][tl_geometry.metrics.interaction.wtw_aofe]): W_E (d_vocab × d_model) by default, so
     W_EᵀW_E, d_model × d_model; with ``matrix="W_U"`` TransformerLens's W_U (d_model × d_vocab)
     is transposed first, so W_U W_Uᵀ. The ratio is scale-free: the 1/n does not change it.
     """
@@ -615,7 +615,7 @@ def read_sae(report: GeometryReport) -> list[str]:
 
 def section_readers() -> dict[str, Callable[[Any], list[str]]]:
     """``{section title: read}`` of every registered family that declares a reading, in section
-    order (:func:`tl_geometry.registry.families`; each family's ``read`` and ``title``)."""
+    order ([`tl_geometry.registry.families`][tl_geometry.registry.families]; each family's ``read`` and ``title``)."""
     from tl_geometry import registry
 
     return {fam.section: fam.read for fam in registry.families() if callable(fam.read)}  # Lazy or function
@@ -678,7 +678,7 @@ def model_line(report: GeometryReport) -> str:
 def nan_reason(row: Row) -> str:
     """Why a row's value is NaN, in words (``""`` for a finite value).
 
-    From what the row records: a capacity row's status and reason (:func:`capacity_status`),
+    From what the row records: a capacity row's status and reason ([`capacity_status`][tl_geometry.readings.capacity_status]),
     an SAE ratio's ``verdict`` and ``reason``, any ``extras["reason"]``; else its declared
     description says what the row is and that it records no reason.
     """
@@ -719,7 +719,7 @@ def _descriptions() -> dict[str, str]:
 
 
 def _count_or_fmt(v: float) -> str:
-    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as :func:`_fmt`."""
+    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as `_fmt`."""
     return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else _fmt(v)
 
 

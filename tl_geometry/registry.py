@@ -1,18 +1,18 @@
 """Metric registry: name -> metric, and name -> family declaration, with entry-point plugins.
 
 A metric is a callable ``fn(model, tokens, *, hooks=None, **options) -> GeometryReport``.
-Built-ins register themselves when :mod:`tl_geometry` is imported; third-party packages
+Built-ins register themselves when [`tl_geometry`][tl_geometry] is imported; third-party packages
 add metrics through the entry-point group ``tl_geometry.metrics`` (each entry point names a
-module or callable; loading it must call :func:`register_metric`). Plugins are discovered
+module or callable; loading it must call [`register_metric`][tl_geometry.registry.register_metric]). Plugins are discovered
 lazily, once, on the first lookup; a plugin never overrides a built-in, and a plugin that fails
 to load is warned about and skipped (the habit of TransformerLens's architecture plugins).
 
-A **family** (:class:`FamilySpec`, :func:`register_family`) declares what a group of metrics
-hands to the rendering: its rows (:class:`RowSpec`: name, per hook or per model, the extras
-keys every such row carries), its figures (:class:`FigureSpec`) and its reading (the section of
-``report.md`` / ``index.html``). :mod:`tl_geometry.plotting`, :mod:`tl_geometry.readings` and
-:mod:`tl_geometry.html` iterate :func:`families`; a plugin gets its figure and its section by
-declaring them. :func:`check_rows` checks a report's rows against a declaration (the contract
+A **family** ([`FamilySpec`][tl_geometry.registry.FamilySpec], [`register_family`][tl_geometry.registry.register_family]) declares what a group of metrics
+hands to the rendering: its rows ([`RowSpec`][tl_geometry.registry.RowSpec]: name, per hook or per model, the extras
+keys every such row carries), its figures ([`FigureSpec`][tl_geometry.registry.FigureSpec]) and its reading (the section of
+``report.md`` / ``index.html``). [`tl_geometry.plotting`][tl_geometry.plotting], [`tl_geometry.readings`][tl_geometry.readings] and
+[`tl_geometry.html`][tl_geometry.html] iterate [`families`][tl_geometry.registry.families]; a plugin gets its figure and its section by
+declaring them. [`check_rows`][tl_geometry.registry.check_rows] checks a report's rows against a declaration (the contract
 test runs it on every built-in). This module imports neither matplotlib nor pandas.
 """
 
@@ -43,11 +43,11 @@ class MetricPlan:
     """An activation metric split into capture and compute, so that one forward pass feeds many.
 
     A metric registered with ``plan=`` returns one of these from ``plan(model, tokens, **options)``:
-    its consumers of activations (``passes``: :class:`tl_geometry.capture.Pass` objects, each
+    its consumers of activations (``passes``: [`tl_geometry.capture.Pass`][tl_geometry.capture.activations.Pass] objects, each
     with its hooks, positions and ``update``) and ``finish()``, which computes the rows once the
-    passes were fed. :func:`tl_geometry.analyze` builds the plans of every such metric, runs
-    ONE :func:`tl_geometry.capture.run_shared` over the tokens for all of them (per batch size),
-    then calls each ``finish``; :meth:`run` does the same for the metric alone. Each pass sees
+    passes were fed. [`tl_geometry.analyze`][tl_geometry.analysis.analyze] builds the plans of every such metric, runs
+    ONE [`tl_geometry.capture.run_shared`][tl_geometry.capture.activations.run_shared] over the tokens for all of them (per batch size),
+    then calls each ``finish``; [`run`][tl_geometry.registry.MetricPlan.run] does the same for the metric alone. Each pass sees
     exactly the rows it would see alone, so the numbers do not depend on the sharing.
 
     Attributes:
@@ -91,7 +91,7 @@ class MetricSpec:
         builtin: True for metrics shipped with tl_geometry.
         source: module (or distribution) that registered it.
         plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` (same
-            options as ``fn``): lets :func:`tl_geometry.analyze` feed this metric from a forward
+            options as ``fn``): lets [`tl_geometry.analyze`][tl_geometry.analysis.analyze] feed this metric from a forward
             pass shared with the other activation metrics.
     """
 
@@ -107,7 +107,7 @@ class MetricSpec:
         return self.checked(self.fn(model, tokens, hooks=hooks, **options))
 
     def checked(self, result: Any, what: str = "returned") -> Any:
-        """``result`` if it is a :class:`~tl_geometry.report.GeometryReport`, else an error naming
+        """``result`` if it is a [`GeometryReport`][tl_geometry.report.GeometryReport], else an error naming
         this metric, where it was registered and what it returned (a plugin returning ``None`` or a
         dict would otherwise fail later, far from its cause)."""
         from tl_geometry.report import GeometryReport
@@ -122,7 +122,7 @@ class MetricSpec:
         return result
 
     def checked_plan(self, plan: Any) -> Any:
-        """``plan`` if it is a :class:`MetricPlan`, else an error naming this metric."""
+        """``plan`` if it is a [`MetricPlan`][tl_geometry.registry.MetricPlan], else an error naming this metric."""
         if not isinstance(plan, MetricPlan):
             raise MetricResultError(
                 f"metric {self.name!r} (registered from {self.source}): its plan returned "
@@ -167,7 +167,7 @@ def register_metric(
             built-in, even with ``overwrite=True``.
         plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` taking the
             same options as the metric: an activation metric that gives one shares the report's
-            single forward pass instead of running its own (see :class:`MetricPlan`).
+            single forward pass instead of running its own (see [`MetricPlan`][tl_geometry.registry.MetricPlan]).
 
     Raises:
         ValueError: empty name, unknown ``needs``, or a duplicate name without ``overwrite``.
@@ -269,7 +269,7 @@ def _unknown_message(name: str) -> str:
 
 
 def get_metric(name: str) -> MetricSpec:
-    """Return the :class:`MetricSpec` registered as ``name``.
+    """Return the `MetricSpec` registered as ``name``.
 
     Raises:
         KeyError: unknown name; the message lists close matches and every available metric.
@@ -288,7 +288,7 @@ def list_metrics(*, needs: Needs | None = None) -> list[str]:
 
 
 def metric_specs() -> list[MetricSpec]:
-    """All registered :class:`MetricSpec` objects, sorted by name."""
+    """All registered `MetricSpec` objects, sorted by name."""
     load_plugins()
     return [_REGISTRY[n] for n in sorted(_REGISTRY)]
 
@@ -344,7 +344,7 @@ class RowSpec:
     """One row name a family's metrics emit.
 
     Attributes:
-        metric: the row's name as in :attr:`tl_geometry.Row.metric` (``"pga.z"``).
+        metric: the row's name as in `tl_geometry.Row.metric` (``"pga.z"``).
         per: ``"hook"`` (one row per hook, ``hook`` set), ``"model"`` (one per model, no hook)
             or ``"item"`` (one per listed item, e.g. an SAE, with its hook where known).
         extras: the ``extras`` keys every such row carries.
@@ -379,7 +379,7 @@ class FigureSpec:
     Attributes:
         name: the figure's name; the file is ``<name>.png`` (letters, digits, ``_ . -``).
         draw: ``draw(report) -> matplotlib Figure | None`` (None when the report lacks its rows),
-            or a ``"module:function"`` string imported on first use (see :class:`Lazy`).
+            or a ``"module:function"`` string imported on first use (see [`Lazy`][tl_geometry.registry.Lazy]).
         caption: shown under the figure in ``index.html``.
         rows: the row names it reads (declared rows of some family).
     """
@@ -406,25 +406,25 @@ class FamilySpec:
     """What a family of metrics declares to the rendering: rows, figures, reading.
 
     Attributes:
-        name: registry key (``"capacity"``); :meth:`tl_geometry.GeometryReport.plot` accepts it.
+        name: registry key (``"capacity"``); [`tl_geometry.GeometryReport.plot`][tl_geometry.report.GeometryReport.plot] accepts it.
         title: the section title of the readings, ``report.md`` and ``index.html``
             (``"Capacity"``; default: the name). A section appears when the report has rows for
             it: sentences from ``read`` or one of ``figures``; a family with neither (``shape``)
             never has one.
         paper: the paper it implements (``"arXiv 2606.02765"``), for the docs.
         metrics: the registered metrics of the family.
-        rows: every row name they emit (:class:`RowSpec`).
+        rows: every row name they emit ([`RowSpec`][tl_geometry.registry.RowSpec]).
         figures: its figures, in the order the section shows them.
         read: ``read(report) -> list[str]``: the section's sentences ([] when the report lacks its
             rows), or a ``"module:function"`` string.
-        plot: the figure :meth:`~tl_geometry.GeometryReport.plot` draws for the family's name
+        plot: the figure [`plot`][tl_geometry.report.GeometryReport.plot] draws for the family's name
             (default: the first).
         order: position of the section among the families (lower first; built-ins 10–60).
-        builtin, source: filled in by :func:`register_family`.
+        builtin, source: filled in by [`register_family`][tl_geometry.registry.register_family].
 
     The accumulator side of the contract is the metrics' own: an activation metric registered
-    with ``plan=`` feeds from the report's shared forward pass (:class:`MetricPlan`);
-    :attr:`planned` lists them.
+    with ``plan=`` feeds from the report's shared forward pass ([`MetricPlan`][tl_geometry.registry.MetricPlan]);
+    [`planned`][tl_geometry.registry.FamilySpec.planned] lists them.
     """
 
     name: str
@@ -482,7 +482,7 @@ class FamilySpec:
 
     @property
     def plot_figure(self) -> FigureSpec | None:
-        """The figure drawn for the family's name (:attr:`plot`, else the first), or None."""
+        """The figure drawn for the family's name (`plot`, else the first), or None."""
         return self.figure(self.plot) if self.plot else (self.figures[0] if self.figures else None)
 
     @property
@@ -519,9 +519,9 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     """Declare a family: its rows, figures and reading join the report's rendering.
 
     Call it where the family's metrics are registered (a plugin: in the module its entry point
-    loads). Once registered, :func:`tl_geometry.plotting.save_figures` draws its figures
+    loads). Once registered, [`tl_geometry.plotting.save_figures`][tl_geometry.plotting.save_figures] draws its figures
     (``<name>.png``), ``index.html`` and ``report.md`` show its section with them, and
-    :meth:`tl_geometry.GeometryReport.plot` accepts its name.
+    [`tl_geometry.GeometryReport.plot`][tl_geometry.report.GeometryReport.plot] accepts its name.
 
     Args:
         spec: the declaration.
@@ -601,7 +601,7 @@ def families() -> list[FamilySpec]:
 
 
 def get_family(name: str) -> FamilySpec:
-    """The :class:`FamilySpec` registered as ``name``.
+    """The [`FamilySpec`][tl_geometry.registry.FamilySpec] registered as ``name``.
 
     Raises:
         KeyError: unknown name; the message lists close matches and every family.
@@ -672,5 +672,5 @@ def declared_rows(names: Iterable[str] | None = None) -> dict[str, tuple[FamilyS
 
 
 def list_families() -> list[str]:
-    """Names of the registered families, in section order (see :func:`families`)."""
+    """Names of the registered families, in section order (see [`families`][tl_geometry.registry.families])."""
     return [f.name for f in families()]

@@ -1,6 +1,6 @@
 """GeometryReport: one long table of results plus provenance.
 
-Every metric returns a :class:`GeometryReport`. A row is one number: (model, hook, layer,
+Every metric returns a [`GeometryReport`][tl_geometry.report.GeometryReport]. A row is one number: (model, hook, layer,
 metric, value, extras). ``metric`` is a dotted name such as ``"pga.z"`` or ``"epsilon.W_E"``;
 ``extras`` holds JSON-able details (ccr, k, null statistics, ...). Provenance records where the
 numbers came from (model, TransformerLens version, weight processing, dtype, corpus, tokens,
@@ -73,7 +73,7 @@ class Row:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Row:
-        """A row from :meth:`to_dict`'s form; InputError naming the problem for anything else."""
+        """A row from `to_dict`'s form; InputError naming the problem for anything else."""
         if not isinstance(d, Mapping):
             raise InputError(f"a report row must be a JSON object, got {type(d).__name__}")
         missing = [k for k in ("model", "metric", "value") if k not in d]
@@ -120,7 +120,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def check_schema_version(version: Any) -> int:
-    """``version`` when this code reads reports of that schema version, else :class:`InputError`.
+    """``version`` when this code reads reports of that schema version, else [`InputError`][tl_geometry.errors.InputError].
 
     Examples:
         >>> check_schema_version(1)
@@ -165,7 +165,7 @@ class GeometryReport:
     """Results of one or more metrics on one or more models.
 
     Attributes:
-        rows: the long table, one :class:`Row` per number.
+        rows: the long table, one [`Row`][tl_geometry.report.Row] per number.
         provenance: where the numbers came from (model name, TL version, weight processing,
             dtype, corpus, number of tokens, seed, package version, ...).
     """
@@ -183,7 +183,7 @@ class GeometryReport:
         provenance: Mapping[str, Any] | None = None,
         **extra_provenance: Any,
     ) -> GeometryReport:
-        """Build a report; ``model`` (a model or a name) fills provenance via :func:`provenance_of`."""
+        """Build a report; ``model`` (a model or a name) fills provenance via `provenance_of`."""
         prov: dict[str, Any] = {}
         if model is not None:
             prov.update(provenance_of(model))
@@ -259,9 +259,9 @@ class GeometryReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GeometryReport:
-        """A report from :meth:`to_dict`'s form.
+        """A report from `to_dict`'s form.
 
-        ``schema_version`` must be one this version reads (1 to :data:`SCHEMA_VERSION`; absent is
+        ``schema_version`` must be one this version reads (1 to `SCHEMA_VERSION`; absent is
         read as 1): a report from a newer tl-geometry is refused rather than read (or rendered)
         as if its fields meant what they mean here.
         """
@@ -281,7 +281,7 @@ class GeometryReport:
 
     @classmethod
     def from_json(cls, path_or_text: str | os.PathLike) -> GeometryReport:
-        """Read a report written by :meth:`to_json` (a path, or the JSON text itself)."""
+        """Read a report written by [`to_json`][tl_geometry.report.GeometryReport.to_json] (a path, or the JSON text itself)."""
         s = str(path_or_text)
         if s.lstrip().startswith("{"):
             return cls.from_dict(json.loads(s))
@@ -316,7 +316,7 @@ class GeometryReport:
 
     def to_markdown(self, *, digits: int = 4) -> str:
         """A markdown document: provenance list (nested values as nested lists,
-        :func:`provenance_markdown`), then one table of all rows."""
+        `provenance_markdown`), then one table of all rows."""
         lines = ["# Geometry report", ""]
         lines += provenance_markdown(self.provenance)
         lines += ["", "| model | hook | layer | metric | value |", "|---|---|---|---|---|"]
@@ -333,7 +333,7 @@ class GeometryReport:
     # ------------------------------------------------------------------ notebooks
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the same content as ``index.html`` (readings, the family
-        figures as inline PNGs, provenance, all rows), rendered by :func:`tl_geometry.html.render_html`."""
+        figures as inline PNGs, provenance, all rows), rendered by [`tl_geometry.html.render_html`][tl_geometry.html.render_html]."""
         from tl_geometry.html import figure_data_uris, render_html
 
         return render_html(self, figure_data_uris(self), fragment=True)
@@ -343,7 +343,7 @@ class GeometryReport:
         ``"spectral"``, ``"interaction"``, ``"sae"``, or a plugin's), a metric's name (the first
         of its family's figures that reads its rows: ``"epsilon"``, ``"epsilon_activations"``,
         ``"agop"``, ...), or a declared figure name (e.g. ``"cosine_histogram"``); the families
-        declare their figures (:func:`tl_geometry.registry.register_family`).
+        declare their figures ([`tl_geometry.registry.register_family`][tl_geometry.registry.register_family]).
 
         Raises:
             ValueError: an unknown name (lists the accepted ones), or no rows for that figure.

@@ -1,7 +1,7 @@
-"""The papers' published numbers next to ours: ``tl-geometry reproduce`` / :func:`reproduce`.
+"""The papers' published numbers next to ours: ``tl-geometry reproduce`` / [`reproduce`][tl_geometry.reproduce.reproduce].
 
 Every published figure this machine can reach is one **check**: a small function that computes
-our value and returns one or more :class:`ReproRow` (paper value, ours, relative Δ, the row's
+our value and returns one or more [`ReproRow`][tl_geometry.reproduce.ReproRow] (paper value, ours, relative Δ, the row's
 tolerance, a status and a note saying why when it differs). Checks are grouped by family
 (``capacity``, ``pga``, ``interaction``, ``sae``) and sized by ``size``:
 
@@ -11,7 +11,7 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
   reduced sizes otherwise (recorded per row in ``sizes``).
 * ``"full"``: the papers' sizes (for a GPU).
 
-Evidence classes (:data:`EVIDENCE`; every row has one, and the headline counts them apart):
+Evidence classes ([`EVIDENCE`][tl_geometry.reproduce.EVIDENCE]; every row has one, and the headline counts them apart):
 
 * ``independent`` — our simulation, training or measurement from weights gives the paper's
   number (packing cells from our optimizer over several seeds, the toy double descent);
@@ -38,7 +38,7 @@ Statuses:
 * ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
 
 Resumable: each finished check is appended at once to ``OUT/reproduce.jsonl``
-(:func:`tl_geometry.jobs.run_jobs`), and the long checks keep their own units (packing cells,
+([`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]), and the long checks keep their own units (packing cells,
 toy sizes) in JSON-lines files under ``OUT/``; a killed run continues where it stopped.
 ``OUT/reproduce.json`` and ``OUT/reproduce.md`` are rewritten at the end of every run from all
 finished rows, with the tl_geometry version, git commit, size, and wall time per check.
@@ -117,8 +117,8 @@ class ReproRow:
         paper: the published value (a number, or text such as a range).
         ours: our value (a number, text, or None when not run).
         tolerance: relative tolerance on Δ for "reproduced" (None: not a numeric comparison).
-        status: one of :data:`STATUSES`.
-        evidence: what the row proves, one of :data:`EVIDENCE`: "independent" (our simulation,
+        status: one of `STATUSES`.
+        evidence: what the row proves, one of [`EVIDENCE`][tl_geometry.reproduce.EVIDENCE]: "independent" (our simulation,
             training or measurement gives the paper's number), "recomputed" (a closed formula
             re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
             arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
@@ -259,7 +259,7 @@ class Check:
 
     Attributes:
         id: identifier (``family.name``).
-        family: one of :data:`FAMILIES`.
+        family: one of `FAMILIES`.
         title: one line for ``--list``.
         fn: ``fn(ctx) -> list[ReproRow]`` (``seconds`` is filled in by the runner).
         uses_model: reads the offline model (skipped at ``tiny`` unless a model is given, which
@@ -373,7 +373,7 @@ def _packing_data(kind: str) -> list:
 
 
 def _capacity_paper(d, eps):
-    """The capacity paper's count (:func:`tl_geometry.capacity_estimate`, paper preset): k or None."""
+    """The capacity paper's count ([`tl_geometry.capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate], paper preset): k or None."""
     import tl_geometry as tg
 
     est = tg.capacity_estimate(d, eps, preset="paper", form="full")
@@ -579,7 +579,7 @@ PACKING_SUBSET_CELLS = ((2000, 32), (2000, 64), (2000, 128), (2000, 256), (2000,
 PACKING_SUBSET_SEEDS = (0, 1, 2)
 PACKING_SUBSET_FILE = "packing_subset.json"
 PACKING_N_SD = 3.0
-"""The tolerance of a packing cell in standard deviations (:func:`tl_geometry.packing.cell_tolerance`)."""
+"""The tolerance of a packing cell in standard deviations ([`tl_geometry.packing.cell_tolerance`][tl_geometry.packing.cell_tolerance])."""
 
 PACKING_FINDINGS = {
     (2000, 32): (
@@ -1015,7 +1015,7 @@ def _capacity_hub(ctx: Context) -> list[ReproRow]:
 
 # ----------------------------------------------------------------------------- pga
 def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, ccr, progress: bool):
-    """({ccr: {hook: (z, stderr)}}, preset label) of :func:`tl_geometry.pga` with ``preset``."""
+    """({ccr: {hook: (z, stderr)}}, preset label) of [`tl_geometry.pga`][tl_geometry.families.pga.pga] with ``preset``."""
     import tl_geometry as tg
 
     d = int(model.cfg.d_model)
@@ -1559,7 +1559,7 @@ _HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "me
 
 
 def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
-    """{evidence class: {status: n}} in :data:`EVIDENCE` / :data:`STATUSES` order, non-empty only."""
+    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.reproduce.EVIDENCE] / `STATUSES` order, non-empty only."""
     rows = list(rows)
     out: dict[str, dict[str, int]] = {}
     for ev in EVIDENCE:
@@ -1640,7 +1640,7 @@ def reproduce(
             per finished check: the resume file), the experiments' own JSON-lines files, figures/.
         size: "tiny" (seconds, model rows skipped), "cpu" (default, minutes) or "full" (the
             papers' sizes, for a GPU).
-        checks: only these check ids (see :func:`list_checks`).
+        checks: only these check ids (see `list_checks`).
         model: a TransformerLens model to use instead of the offline SmolLM2 in model rows
             (then those rows run at every size, with status "measured").
         device: where the experiments run ("cpu", "cuda", ...).
@@ -1648,7 +1648,7 @@ def reproduce(
         progress: tqdm bars.
 
     Returns:
-        :class:`ReproduceResult`; rows of checks that raised have status "error".
+        [`ReproduceResult`][tl_geometry.reproduce.ReproduceResult]; rows of checks that raised have status "error".
 
     Raises:
         ValueError: an unknown family, size or check id; ``out`` is a file.

@@ -1,9 +1,9 @@
 """Crash-safe, resumable sweeps of metrics over many models, locally or on Ray.
 
 ``sweep(jobs, metrics=..., out="results.jsonl")`` runs every *job* (one model: a name for
-:func:`tl_geometry.models.load` or a ``"module:function"`` loader, a checkpoint, a corpus) through
-:func:`tl_geometry.analyze` and appends the job's rows to ``out`` as **one** JSON line (one
-``write`` + ``fsync``, see :mod:`tl_geometry.jobs`): a job's rows appear whole or not at all.
+[`tl_geometry.models.load`][tl_geometry.models.load] or a ``"module:function"`` loader, a checkpoint, a corpus) through
+[`tl_geometry.analyze`][tl_geometry.analysis.analyze] and appends the job's rows to ``out`` as **one** JSON line (one
+``write`` + ``fsync``, see [`tl_geometry.jobs`][tl_geometry.jobs]): a job's rows appear whole or not at all.
 
 * Rerunning with the same ``out`` skips the jobs already recorded as ``"ok"``.
 * A job that raises is recorded as ``"error"`` with its message and traceback; it is retried only
@@ -14,8 +14,8 @@
   are the same as with the local executor: each job is a pure function of its parameters.
 
 The loop itself (skip the finished keys, run each job locally or on Ray, append its record at
-once) is the package's one job runner, :func:`tl_geometry.jobs.run_jobs`; this module says what
-one job is (:func:`run_job`) and what a sweep returns.
+once) is the package's one job runner, [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]; this module says what
+one job is ([`run_job`][tl_geometry.sweep.run_job]) and what a sweep returns.
 
 The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
 changing the metrics re-runs the job instead of silently reusing old rows.
@@ -74,16 +74,16 @@ class SweepJob:
     """One unit of a sweep: which model to load and which tokens to feed it.
 
     Attributes:
-        model: a name for :func:`tl_geometry.models.load` (or passed to ``loader``).
+        model: a name for [`tl_geometry.models.load`][tl_geometry.models.load] (or passed to ``loader``).
         checkpoint: a training checkpoint (step or revision) handed to the loader; None = final.
-        corpus: a :func:`tl_geometry.corpus.tokens` source (``"pydoc"``, ``"shakespeare"``, a
+        corpus: a [`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens] source (``"pydoc"``, ``"shakespeare"``, a
             text-file path), or ``"random"``: uniform token ids drawn with ``seed`` (for models
             without a tokenizer).
         n_seqs: sequences in the token batch.
         seq_len: tokens per sequence.
         seed: seeds the corpus sample and every sampled quantity of the metrics.
         loader: ``"package.module:function"``, called as ``function(job_dict)`` and returning a
-            model; None uses :func:`tl_geometry.models.load`. Imported by name: never evaluated.
+            model; None uses [`tl_geometry.models.load`][tl_geometry.models.load]. Imported by name: never evaluated.
         device: where the model is loaded.
     """
 
@@ -116,7 +116,7 @@ class SweepJob:
 
     @classmethod
     def coerce(cls, job: SweepJob | str | Mapping[str, Any]) -> SweepJob:
-        """A job from a :class:`SweepJob`, a model name, or a dict of its fields."""
+        """A job from a [`SweepJob`][tl_geometry.sweep.SweepJob], a model name, or a dict of its fields."""
         if isinstance(job, cls):
             return job
         if isinstance(job, str):
@@ -131,7 +131,7 @@ class SweepJob:
 
 @dataclass(frozen=True)
 class SweepSummary(Tabular):
-    """What one call of :func:`sweep` did.
+    """What one call of [`sweep`][tl_geometry.sweep.sweep] did.
 
     Attributes:
         out: the results file.
@@ -189,9 +189,9 @@ def _resolve_loader(spec: str) -> Callable[[dict], Any]:
 
     The module is looked up on ``sys.path`` and then in the current directory, whatever started
     the process (``python -m`` puts the current directory on ``sys.path``, the ``tl-geometry``
-    script does not; a Ray worker has its own). A Ray cluster started by :func:`sweep` gives its
+    script does not; a Ray worker has its own). A Ray cluster started by [`sweep`][tl_geometry.sweep.sweep] gives its
     workers the driver's current directory on ``PYTHONPATH``
-    (:func:`tl_geometry.ray_executor.local_runtime_env`); on a remote cluster, ship it with
+    ([`tl_geometry.ray_executor.local_runtime_env`][tl_geometry.ray_executor.local_runtime_env]); on a remote cluster, ship it with
     ``runtime_env={"working_dir": ...}`` (``--working-dir``), the workers' current directory.
     """
     if not _LOADER_RE.match(spec):
@@ -297,7 +297,7 @@ def _named(model: Any, job: Mapping[str, Any]) -> Any:
 
 
 class ModelSlot:
-    """The model of the last job, kept for the next job of the same model (:func:`load_key`).
+    """The model of the last job, kept for the next job of the same model ([`load_key`][tl_geometry.sweep.load_key]).
 
     A sweep orders its jobs by model, so each (model, checkpoint) is loaded once however many
     seeds or corpora it runs; the previous model is dropped (and memory returned) before the next
@@ -327,7 +327,7 @@ class ModelSlot:
 
 class SweepRunner:
     """``runner(params)`` runs one sweep job; with ``reuse_models`` it keeps the model between jobs
-    of the same model (:class:`ModelSlot`). The local executor builds one; a Ray sweep builds one
+    of the same model ([`ModelSlot`][tl_geometry.sweep.ModelSlot]). The local executor builds one; a Ray sweep builds one
     in each model's actor (``SweepRunner(loader, hooks, reuse_models, tokens)``, the tokens read
     from the object store)."""
 
@@ -360,11 +360,11 @@ def run_job(
     """Run one sweep job (the body of both executors): load, analyze, free.
 
     Args:
-        params: the job fields of :class:`SweepJob` plus ``metrics`` (list of names or None)
+        params: the job fields of [`SweepJob`][tl_geometry.sweep.SweepJob] plus ``metrics`` (list of names or None)
             and ``options`` (per-metric keyword options).
         loader: overrides the job's loader (a Python callable; not part of the job key).
         hooks: hook names for every activation/gradient metric (default: each metric's own).
-        slot: a :class:`ModelSlot` that keeps the model for the next job of the same model
+        slot: a [`ModelSlot`][tl_geometry.sweep.ModelSlot] that keeps the model for the next job of the same model
             (None: load, and free after the job).
         tokens: (batch, pos) token ids for every job instead of the job's corpus sample.
 
@@ -461,7 +461,7 @@ def sweep(
     """Run ``metrics`` on every job's model; append each job's rows to ``out`` as it finishes.
 
     Args:
-        jobs: :class:`SweepJob` objects, model names, or dicts of SweepJob fields.
+        jobs: [`SweepJob`][tl_geometry.sweep.SweepJob] objects, model names, or dicts of SweepJob fields.
         metrics: registry names (None: every registered metric).
         out: JSON-lines results file; created if missing, resumed if present.
         executor: ``"local"`` (one job after another in this process) or ``"ray"`` (each job a Ray
@@ -485,7 +485,7 @@ def sweep(
             Ray, is its own task). The rows are the same either way.
         tokens: a (batch, pos) token tensor used by every job instead of its corpus sample
             (``corpus``, ``n_seqs``, ``seq_len`` are then ignored); its fingerprint
-            (:func:`tokens_fingerprint`) is part of the job key. With Ray it is put in the object
+            ([`tokens_fingerprint`][tl_geometry.sweep.tokens_fingerprint]) is part of the job key. With Ray it is put in the object
             store once and read by every actor.
         address: Ray only: the cluster to connect to (``"auto"``, ``"ray://host:10001"``);
             default: a running session, else a fresh local cluster.
@@ -493,7 +493,7 @@ def sweep(
             directory of a ``loader`` module to the workers (their current directory).
 
     Returns:
-        A :class:`SweepSummary`; ``summary.report()`` reads every finished row back.
+        A [`SweepSummary`][tl_geometry.sweep.SweepSummary]; ``summary.report()`` reads every finished row back.
 
     Raises:
         ValueError: unknown executor, duplicate jobs, a results path that is a directory, bad

@@ -8,26 +8,26 @@ about 4× more CPU (measured in ``benchmarks/bench_contention.py``). So each ker
 thread count, never more than the process-wide setting:
 
 * the user's setting is the cap: ``OMP_NUM_THREADS``, ``torch.set_num_threads(n)`` or the CLI's
-  ``--threads n`` (:func:`using_threads`) are honoured; the library never raises them;
+  ``--threads n`` ([`using_threads`][tl_geometry.threads.using_threads]) are honoured; the library never raises them;
 * kernels made of many sorts (the PGA null loop: one sort of N(N−1)/2 similarities per null
-  subspace) run single-threaded inside :func:`limit_threads` (which restores the previous
+  subspace) run single-threaded inside [`limit_threads`][tl_geometry.threads.limit_threads] (which restores the previous
   setting on exit, also on error) whenever another process wants a core, or the machine does
   not report its load; on a free machine they keep the user's setting;
 * loops of many independent sort-bound tasks (the PGA null loop at report sizes) run on a pool
-  of :func:`pool_threads` Python threads, each single-threaded inside torch and NumPy
-  (:func:`parallel_map`): no OpenMP team, so no thread spins at a barrier waiting for one that
+  of [`pool_threads`][tl_geometry.threads.pool_threads] Python threads, each single-threaded inside torch and NumPy
+  ([`parallel_map`][tl_geometry.threads.parallel_map]): no OpenMP team, so no thread spins at a barrier waiting for one that
   another process descheduled, and a quiet machine's cores are all used (a 1-D sort is
   single-threaded anyway);
 * factorizations (SVD, eigh: the PGA centering, readout bases, spectra) always run on
-  :data:`LAPACK_THREADS` (one) thread: their last bits depend on the thread count, so a count
+  [`LAPACK_THREADS`][tl_geometry.threads.LAPACK_THREADS] (one) thread: their last bits depend on the thread count, so a count
   chosen from the load would make the numbers depend on the load;
 * dense work (model forward/backward passes, batched projections) uses the user's setting while
   the cores are free, and only the free cores (at least one) while other processes want them:
-  :func:`free_cores` looks at the number of runnable threads on the machine (``/proc/loadavg``),
-  again at most every :data:`LOAD_TTL_S` seconds, before each batch.
+  [`free_cores`][tl_geometry.threads.free_cores] looks at the number of runnable threads on the machine (``/proc/loadavg``),
+  again at most every [`LOAD_TTL_S`][tl_geometry.threads.LOAD_TTL_S] seconds, before each batch.
 
 Our choice, measured on a 2-core machine (figures in ``docs/howto/report.md``). ``TL_GEOMETRY_THREADS=inherit`` in the environment
-(or :data:`POLICY` = ``"inherit"``) turns the per-kernel choice off: every kernel then uses
+(or [`POLICY`][tl_geometry.threads.POLICY] = ``"inherit"``) turns the per-kernel choice off: every kernel then uses
 torch's setting, as before this module existed (for benchmarks and comparisons).
 """
 
@@ -115,12 +115,12 @@ def free_cores() -> int | None:
     """Cores not wanted by other processes: usable cores − (runnable threads − this process's own).
 
     Our choice: after 1 ms, three looks 1 ms apart, each the machine's runnable threads
-    (/proc/loadavg) minus this process's running ones (:func:`_own_running`: our OpenMP workers
+    (/proc/loadavg) minus this process's running ones (`_own_running`: our OpenMP workers
     still spin after an op, and counting them as others' halved every dense kernel on a quiet
     machine), the largest count of others kept: a busy machine is what must not be missed (a
     team too large for the free cores costs 5–30×; one thread on a free machine costs at most the
-    core count). An answer is reused for :data:`LOAD_TTL_S`, one that finds other work for
-    :data:`BUSY_TTL_S` (others' jobs come in bursts). None where the kernel does not say (not
+    core count). An answer is reused for [`LOAD_TTL_S`][tl_geometry.threads.LOAD_TTL_S], one that finds other work for
+    `BUSY_TTL_S` (others' jobs come in bursts). None where the kernel does not say (not
     Linux).
     """
     import time
@@ -150,7 +150,7 @@ def _dense_threads() -> int:
 
 
 def _sort_threads() -> int:
-    """Our choice: the user's setting only while every core is free; :data:`SORT_THREADS` as soon
+    """Our choice: the user's setting only while every core is free; [`SORT_THREADS`][tl_geometry.threads.SORT_THREADS] as soon
     as another process wants one, or when the machine does not say (a parallel sort costs ~4× the
     CPU beside one competing process)."""
     cap = torch.get_num_threads()
@@ -171,7 +171,7 @@ LAPACK_THREADS = 1
 
 
 def _lapack_threads() -> int:
-    """Our choice: :data:`LAPACK_THREADS` (one), whatever the load. LAPACK's SVD and eigh give
+    """Our choice: [`LAPACK_THREADS`][tl_geometry.threads.LAPACK_THREADS] (one), whatever the load. LAPACK's SVD and eigh give
     different last bits on 1 and 2 threads (measured: 1024 × 576 SVD, 576² eigh), so a
     load-dependent count made a report's numbers depend on the machine's load (PGA's readout
     basis, PC1 overlap, spectra), and shared vs separate capture differ at 1e-15. One thread
@@ -203,14 +203,14 @@ def kernel_threads(kind: str) -> int:
 
 
 def kernel(kind: str, device: Any = "cpu"):
-    """``with kernel("dense", x.device):`` — run the block with :func:`kernel_threads` of that kind
+    """``with kernel("dense", x.device):`` — run the block with [`kernel_threads`][tl_geometry.threads.kernel_threads] of that kind
     when ``device`` is the CPU (torch's intra-op threads do not apply elsewhere: unchanged)."""
     on_cpu = torch.device(device).type == "cpu"
     return limit_threads(kernel_threads(kind) if on_cpu else None)
 
 
 def per_step(iterable: Iterable[T], kind: str = "dense") -> Iterator[T]:
-    """Iterate ``iterable``; the loop body of each step runs under :func:`kernel` ``(kind)``,
+    """Iterate ``iterable``; the loop body of each step runs under [`kernel`][tl_geometry.threads.kernel] ``(kind)``,
     chosen afresh per step (so a long loop follows the machine's load). The setting is restored
     when the loop ends, breaks or raises."""
     for item in iterable:
@@ -246,7 +246,7 @@ def limit_threads(n: int | None) -> Iterator[int]:
 def using_threads(n: int | None) -> Iterator[int]:
     """Run the block with torch's intra-op threads set to ``n`` (None: unchanged), then restore.
 
-    Unlike :func:`limit_threads` it may raise the setting: it is the user's choice (the CLI's
+    Unlike [`limit_threads`][tl_geometry.threads.limit_threads] it may raise the setting: it is the user's choice (the CLI's
     ``--threads``), which then caps every kernel.
 
     Raises:
@@ -282,8 +282,8 @@ def set_threads(n: int | None) -> int:
 
 
 def pool_threads() -> int:
-    """Workers :func:`parallel_map` should use here: :func:`kernel_threads` ``("pool")``, or 1
-    (the sequential loop) when :data:`POLICY` is ``"inherit"``."""
+    """Workers [`parallel_map`][tl_geometry.threads.parallel_map] should use here: [`kernel_threads`][tl_geometry.threads.kernel_threads] ``("pool")``, or 1
+    (the sequential loop) when [`POLICY`][tl_geometry.threads.POLICY] is ``"inherit"``."""
     return 1 if _policy() == "inherit" else kernel_threads("pool")
 
 

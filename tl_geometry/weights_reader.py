@@ -4,7 +4,7 @@ Given safetensors shards, a GGUF file, or a local Hugging Face directory, find t
 embedding (or unembedding) tensor, stream it in row blocks (safetensors ``safe_open`` slices;
 for GGUF a memory map of the file, indexed by our own header walk, with per-block
 dequantization by ``gguf.quants``) into
-:class:`tl_geometry.SimilarityAccumulator`, and return d_model, vocab, μ, σ, ε, class and
+[`tl_geometry.SimilarityAccumulator`][tl_geometry.metrics.capacity.SimilarityAccumulator], and return d_model, vocab, μ, σ, ε, class and
 capacity. Nothing else of the model is loaded, so a 70B model's embedding (≈ 1–2 GB) can be
 scanned on a laptop: memory is one row block plus a d×d float64 Gram.
 
@@ -85,7 +85,7 @@ class CapacityRow(Tabular):
     """One row of the capacity table (weights only).
 
     ``capacity`` is a count only where the capacity paper reports one (Class 2, ε < 0.1); else
-    None with ``status="indeterminate"`` and the ``reason`` (:func:`tl_geometry.capacity_estimate`).
+    None with ``status="indeterminate"`` and the ``reason`` ([`tl_geometry.capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate]).
     ``capacity_3sigma`` is the authors' μ + 3σ figure, where there is a count.
     """
 
@@ -506,7 +506,7 @@ def _safetensors_blocks(src: EmbeddingSource, block: int, timeline: Timeline | N
 
 class Timeline:
     """Intervals (kind, start, end) of a streamed scan: ``read``, ``dequantize`` (the reader thread) and
-    ``gram`` (the caller), with :meth:`summary` giving the busy time of each and of the whole."""
+    ``gram`` (the caller), with `summary` giving the busy time of each and of the whole."""
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, float, float]] = []
@@ -583,7 +583,7 @@ def iter_embedding_rows(
     """Yield (≤ block, d_model) float32 row blocks of the tensor, dequantizing GGUF blocks.
 
     With ``prefetch`` (default) the next block is read and dequantized in a thread while the caller
-    works on the current one. ``block`` defaults to :func:`tl_geometry.metrics._gram.default_block_rows`
+    works on the current one. ``block`` defaults to `tl_geometry.metrics._gram.default_block_rows`
     (128 MiB of float32 rows). ``timeline`` records when each block was read and dequantized.
     """
     from tl_geometry.metrics._gram import default_block_rows
@@ -633,19 +633,19 @@ def embedding_capacity(
     """d_model, vocab, μ, σ, ε, class and capacity of a checkpoint's embedding, from the file.
 
     This reads the raw checkpoint matrix, the one the capacity paper measured (no
-    TransformerLens processing). The capacity is the paper's (:func:`tl_geometry.capacity_estimate`):
+    TransformerLens processing). The capacity is the paper's ([`tl_geometry.capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate]):
     a count for ε < 0.1, else None with the reason.
 
     Args:
         path: .safetensors file(s), .gguf file, or a local HF directory.
         matrix: "embed" or "unembed".
         tensor: explicit tensor name.
-        form: capacity form (see :func:`tl_geometry.capacity`).
+        form: capacity form (see [`tl_geometry.capacity`][tl_geometry.metrics.capacity.capacity]).
         preset: ``"paper"``.
         block: rows per streamed block (default: 128 MiB of float32 rows). Memory is about three
             blocks (the one in the Gram, the next one being dequantized, one queued) plus a d×d
             float64 Gram, whatever the vocabulary.
-        timeline: a :class:`Timeline` to record read / dequantize / Gram intervals in.
+        timeline: a [`Timeline`][tl_geometry.weights_reader.Timeline] to record read / dequantize / Gram intervals in.
         prefetch: read and dequantize the next block in a thread (default); False: one after another.
 
     The next block is read and dequantized in a thread while the current block's Gram runs, so a

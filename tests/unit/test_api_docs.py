@@ -45,3 +45,47 @@ def test_every_public_module_is_in_api_md():
     api = documented((ROOT / "docs" / "api.md").read_text(encoding="utf-8"))
     missing = [m for m in public_modules() if m not in api]
     assert not missing, f"public modules missing from docs/api.md (add a '::: module' block): {missing}"
+
+
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const):`")
+
+
+def test_sphinx_roles_are_found():
+    assert SPHINX_ROLE.search("see :func:`pga_score`") and SPHINX_ROLE.search(":py:class:`X`")
+    assert not SPHINX_ROLE.search("see [`pga_score`][tl_geometry.metrics.pga.pga_score]")
+
+
+def test_no_sphinx_roles_in_the_package():
+    """mkdocstrings renders Sphinx roles as literal text: docstrings use autorefs' ``[`x`][path]``."""
+    hits = []
+    for path in sorted(PKG.rglob("*.py")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if SPHINX_ROLE.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:90]}")
+    assert not hits, "Sphinx roles (use [`name`][tl_geometry.module.name] instead):\n" + "\n".join(hits)
+
+
+#: What a docstring of a public metric must carry: the paper, or a formula.
+DEFINITION = re.compile(r"arXiv|paper|Facco|[=<>Σ∑√‖≤≥]|[Dd]efinition")
+
+
+def test_public_metric_functions_state_their_definition():
+    """Every public function and result class of ``tl_geometry.metrics`` states its formula or paper."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import tl_geometry.metrics as metrics
+
+    missing = []
+    for info in pkgutil.iter_modules(metrics.__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"tl_geometry.metrics.{info.name}")
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name)
+            if not callable(obj) or (inspect.isclass(obj) and issubclass(obj, Warning)):
+                continue
+            if not DEFINITION.search(inspect.getdoc(obj) or ""):
+                missing.append(f"{info.name}.{name}")
+    assert not missing, f"docstrings without a formula or the paper: {missing}"

@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,14 @@ def test_mkdocs_build_strict(tmp_path):
     # the API page is generated from docstrings, not empty stubs
     for name in ("GeometryReport", "register_metric", "write_outputs"):
         assert name in api
+    # every exported name has an entry (an anchor ``tl_geometry.<module>.<name>``) on the API page
+    import tl_geometry
+
+    anchors = {a.rsplit(".", 1)[-1] for a in re.findall(r'id="(tl_geometry[^"]*)"', api)}
+    undocumented = [n for n in tl_geometry.__all__ if n not in anchors]
+    assert not undocumented, f"exported names without an entry on the API page: {undocumented}"
+    # cross-references render as links (an unresolved one fails the strict build above)
+    assert api.count('class="autorefs autorefs-internal"') > 300
 
 
 def test_nav_pages_exist():

@@ -1,14 +1,14 @@
-"""The capture layer: the only place (with :mod:`tl_geometry.models`) that runs models and adds hooks.
+"""The capture layer: the only place (with [`tl_geometry.models`][tl_geometry.models]) that runs models and adds hooks.
 
-It knows no metric. :mod:`~tl_geometry.capture.activations` names hook points, runs token
+It knows no metric. [`activations`][tl_geometry.capture.activations] names hook points, runs token
 batches, drops BOS/padding, upcasts and streams activations into whatever consumers the caller
-hands it (one forward pass can feed several: :func:`run_shared`); :mod:`~tl_geometry.capture.backward`
+hands it (one forward pass can feed several: [`run_shared`][tl_geometry.capture.activations.run_shared]); [`backward`][tl_geometry.capture.backward]
 records activations that gradients can be taken with respect to and runs the probe loops behind
 AGOP. Hooks are added through the model's own ``hooks()`` context manager, so they are removed
 even on error; a global ``reset_hooks()`` is never called.
 
-The flow of the house: capture → accumulate (the consumers, pure, in :mod:`tl_geometry.metrics`)
-→ compute → rows (:mod:`tl_geometry.families`) → figures and readings.
+The flow of the house: capture → accumulate (the consumers, pure, in [`tl_geometry.metrics`][tl_geometry.metrics])
+→ compute → rows ([`tl_geometry.families`][tl_geometry.families]) → figures and readings.
 """
 
 from tl_geometry.capture.activations import (

@@ -1,7 +1,7 @@
 """Activation capture: stream activations at named hook points into consumers.
 
-Part of the capture layer (:mod:`tl_geometry.capture`), the only place (with
-:mod:`tl_geometry.models`) that touches models and hooks; it knows no metric. It
+Part of the capture layer ([`tl_geometry.capture`][tl_geometry.capture]), the only place (with
+[`tl_geometry.models`][tl_geometry.models]) that touches models and hooks; it knows no metric. It
 
 * validates hook names against ``model.hook_dict`` (unknown names list the closest valid ones);
 * runs token batches through the model with temporary forward hooks added through the model's
@@ -11,10 +11,10 @@ Part of the capture layer (:mod:`tl_geometry.capture`), the only place (with
   ``(batch, pos, d)`` to ``(n_tokens, d)`` and upcasts to float32;
 * optionally keeps a seeded, bounded sample of positions (``max_points``) shared by all hooks;
 * stops the forward pass once every requested hook has fired (later layers are not computed);
-* feeds several consumers from ONE forward pass (:func:`run_shared`), each with its own hooks
+* feeds several consumers from ONE forward pass ([`run_shared`][tl_geometry.capture.activations.run_shared]), each with its own hooks
   and positions, each receiving exactly what it would have received alone.
 
-Gradients: :mod:`tl_geometry.capture.backward`.
+Gradients: [`tl_geometry.capture.backward`][tl_geometry.capture.backward].
 
 Works on ``HookedTransformer`` (TL 3.x) and ``TransformerBridge``: hooks are added by the names
 the caller passes (the bridge resolves its legacy aliases such as ``blocks.0.hook_resid_post``),
@@ -261,8 +261,8 @@ def kept_rows(acts: Float[Tensor, "batch pos d"], mask: Tensor) -> Float[Tensor,
     """The rows of ``acts`` at the ``True`` positions of the boolean (batch, pos) ``mask``, in
     (batch, pos) order, detached and upcast to float32 (float64 stays float64).
 
-    This is the one selection both the forward pass (:func:`run_shared`) and a user's cached
-    activations (:func:`replay_shared`, :func:`flatten_valid`) go through, so both give the same rows.
+    This is the one selection both the forward pass ([`run_shared`][tl_geometry.capture.activations.run_shared]) and a user's cached
+    activations ([`replay_shared`][tl_geometry.capture.activations.replay_shared], [`flatten_valid`][tl_geometry.capture.activations.flatten_valid]) go through, so both give the same rows.
     """
     return _to_float(acts.detach()[mask.to(acts.device)])
 
@@ -276,10 +276,10 @@ def flatten_valid(
     drop_bos: bool = True,
 ) -> Float[Tensor, "n d"]:
     """A cached activation (batch, pos, d) as the (n_valid, d) rows the capture layer would deliver:
-    BOS and padding positions dropped (:func:`valid_mask`), float32, in (batch, pos) order.
+    BOS and padding positions dropped ([`valid_mask`][tl_geometry.capture.activations.valid_mask]), float32, in (batch, pos) order.
 
-    Use it before handing a ``run_with_cache`` entry to a pure function (:func:`tl_geometry.pga_score`,
-    :func:`tl_geometry.similarity_stats`, ...): a naive ``acts.reshape(-1, d)`` keeps the BOS
+    Use it before handing a ``run_with_cache`` entry to a pure function ([`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score],
+    [`tl_geometry.similarity_stats`][tl_geometry.metrics.capacity.similarity_stats], ...): a naive ``acts.reshape(-1, d)`` keeps the BOS
     position, whose activation is an outlier on most models, and changes the numbers: on
     SmolLM2-135M (8 × 128 pydoc tokens, ``blocks.15.hook_resid_post``, k = 100, 20 nulls) PGA z
     is 0.447 with BOS kept and −4.31 with it dropped (``benchmarks/check_cache_smollm2.py``).
@@ -289,7 +289,7 @@ def flatten_valid(
         tokens: the (batch, pos) token ids that were run.
         acts: (batch, pos, d) activations, e.g. ``cache["blocks.3.hook_resid_post"]``; a
             (batch·pos, d) tensor (a naive reshape) is read back as (batch, pos, d).
-        attention_mask, drop_bos: as :func:`run`.
+        attention_mask, drop_bos: as [`run`][tl_geometry.capture.activations.run].
 
     Raises:
         InputError: a shape that does not match ``tokens``.
@@ -336,7 +336,7 @@ def activation_source(
 ) -> dict[str, Tensor]:
     """Pick ``hooks`` out of a user's activations: an ``ActivationCache`` (from
     ``model.run_with_cache(tokens)``) or a mapping hook name → tensor, each checked against
-    ``tokens`` (:func:`as_batch_pos`).
+    ``tokens`` ([`as_batch_pos`][tl_geometry.capture.activations.as_batch_pos]).
 
     Raises:
         InputError: a hook the source does not hold (naming it and the hooks present), or a shape
@@ -372,7 +372,7 @@ Consumer = Callable[[str, Float[Tensor, "n d"]], Any]
 
 @runtime_checkable
 class Pass(Protocol):
-    """One consumer of a shared forward pass (:func:`run_shared`).
+    """One consumer of a shared forward pass ([`run_shared`][tl_geometry.capture.activations.run_shared]).
 
     Attributes:
         hooks: the hook names it wants.
@@ -393,7 +393,7 @@ class Pass(Protocol):
 
 @dataclass
 class FnPass:
-    """A :class:`Pass` from a callable ``consumer(hook, acts)`` (or an object with ``update``)."""
+    """A [`Pass`][tl_geometry.capture.activations.Pass] from a callable ``consumer(hook, acts)`` (or an object with ``update``)."""
 
     hooks: Sequence[str]
     consumer: Consumer | Any
@@ -425,8 +425,8 @@ def run_shared(
     Args:
         model: a HookedTransformer or TransformerBridge.
         tokens: (batch, pos) token ids.
-        passes: the consumers (:class:`Pass`), each with its hooks and positions.
-        batch_size, attention_mask, drop_bos, stop_early, progress, desc: as :func:`run`.
+        passes: the consumers ([`Pass`][tl_geometry.capture.activations.Pass]), each with its hooks and positions.
+        batch_size, attention_mask, drop_bos, stop_early, progress, desc: as [`run`][tl_geometry.capture.activations.run].
 
     Returns:
         The number of positions delivered to each pass (per hook), in the order of ``passes``.
@@ -535,12 +535,12 @@ def replay_shared(
     progress: bool = True,
     desc: str = "replay",
 ) -> list[int]:
-    """:func:`run_shared` without running the model: the passes are fed from activations the user
+    """[`run_shared`][tl_geometry.capture.activations.run_shared] without running the model: the passes are fed from activations the user
     already has (an ``ActivationCache`` from ``model.run_with_cache(tokens)``, or a mapping hook
-    name → (batch, pos, d) tensor; see :func:`activation_source`).
+    name → (batch, pos, d) tensor; see [`activation_source`][tl_geometry.capture.activations.activation_source]).
 
-    Every pass receives the rows it would receive from :func:`run_shared` on the same tokens: the
-    same BOS/padding mask (:func:`valid_mask`), the same selection (:func:`kept_rows`), the same
+    Every pass receives the rows it would receive from [`run_shared`][tl_geometry.capture.activations.run_shared] on the same tokens: the
+    same BOS/padding mask ([`valid_mask`][tl_geometry.capture.activations.valid_mask]), the same selection ([`kept_rows`][tl_geometry.capture.activations.kept_rows]), the same
     batches of ``batch_size`` sequences, so streaming accumulators sum in the same order.
 
     Returns:
@@ -586,7 +586,7 @@ def run(
     Args:
         model: a HookedTransformer or TransformerBridge.
         tokens: (batch, pos) token ids.
-        hooks: explicit hook names (see :func:`resid_hooks`, :func:`standard_hooks`).
+        hooks: explicit hook names (see [`resid_hooks`][tl_geometry.capture.activations.resid_hooks], [`standard_hooks`][tl_geometry.capture.activations.standard_hooks]).
         consumer: ``consumer(hook_name, acts)`` or an object with ``update(hook_name, acts)``;
             ``acts`` is float32 (or float64) of shape (n_kept_positions, d), on the model's device.
         batch_size: sequences per forward pass.
@@ -651,7 +651,7 @@ def sample_positions(
 
 @dataclass(frozen=True)
 class Captured:
-    """Activations gathered by :func:`collect`.
+    """Activations gathered by [`collect`][tl_geometry.capture.activations.collect].
 
     Attributes:
         acts: hook name → (N, d) float tensor (CPU), rows in (batch, pos) order.
@@ -667,8 +667,8 @@ class Captured:
 
 
 class Sample:
-    """A :class:`Pass` keeping a bounded, seeded sample of positions at its hooks (same positions
-    for all hooks): what :func:`collect` gathers, usable in a shared pass (:func:`run_shared`).
+    """A [`Pass`][tl_geometry.capture.activations.Pass] keeping a bounded, seeded sample of positions at its hooks (same positions
+    for all hooks): what [`collect`][tl_geometry.capture.activations.collect] gathers, usable in a shared pass ([`run_shared`][tl_geometry.capture.activations.run_shared]).
 
     Memory is ``max_points × d`` per hook, whatever the number of tokens.
     """

@@ -1,12 +1,12 @@
 """Gradient capture: activations that gradients can be taken with respect to, and the probe loops.
 
-The capture layer's second half (the first is :mod:`tl_geometry.capture.activations`). It runs
+The capture layer's second half (the first is [`tl_geometry.capture.activations`][tl_geometry.capture.activations]). It runs
 models and adds hooks, and knows no metric: each loop hands raw gradients, Jacobian-vector
 products or summed Gram matrices to its caller (a ``consumer(hook, probe, g)`` or a return
-value). The AGOP estimators built on them live in :mod:`tl_geometry.families.interaction`; the
-math (accumulators, AOFE, NFA correlation) in :mod:`tl_geometry.metrics.interaction`.
+value). The AGOP estimators built on them live in [`tl_geometry.families.interaction`][tl_geometry.families.interaction]; the
+math (accumulators, AOFE, NFA correlation) in [`tl_geometry.metrics.interaction`][tl_geometry.metrics.interaction].
 
-Every loop runs under the caller's :func:`tl_geometry.capture.eval_mode` and removes its hooks
+Every loop runs under the caller's [`tl_geometry.capture.eval_mode`][tl_geometry.capture.activations.eval_mode] and removes its hooks
 on exit, even on error (the model's own ``hooks()`` context manager).
 """
 
@@ -154,7 +154,7 @@ PROBE_MODES: dict[str, str] = {
     "no vocabulary-sized probe, no backward through W_U; ours, the default)",
     "logits": "u ~ N(0, I) of the logits' shape, g = ∂(u·F)/∂a (the textbook estimator)",
 }
-"""How :func:`probe_gradients` draws its probes (``probes=``)."""
+"""How [`probe_gradients`][tl_geometry.capture.backward.probe_gradients] draws its probes (``probes=``)."""
 READOUT_HOOK = "unembed.hook_in"
 """The unembedding's input: logits = x W_U + b_U there (checked on every batch)."""
 READOUT_CHECK_POSITIONS = 8
@@ -181,7 +181,7 @@ def readout_factor(W_U: Tensor) -> Tensor:
 
 
 def check_probes(probes: str) -> None:
-    """Raise unless ``probes`` is one of :data:`PROBE_MODES`."""
+    """Raise unless ``probes`` is one of [`PROBE_MODES`][tl_geometry.capture.backward.PROBE_MODES]."""
     if probes not in PROBE_MODES:
         raise InputError(f"probes must be one of {tuple(PROBE_MODES)}, got {probes!r}")
 
@@ -218,20 +218,20 @@ def probe_gradients(
     """Random logit-space probes: for every batch and probe, ``g = ∂(u·F)/∂a`` at every hook from ONE
     backward pass, handed to ``consumer(hook, p, g[mask])``; returns the probe mode used.
 
-    ``probes`` (:data:`PROBE_MODES`): "logits" draws u ~ N(0, I) of the logits' shape. "readout"
+    ``probes`` ([`PROBE_MODES`][tl_geometry.capture.backward.PROBE_MODES]): "logits" draws u ~ N(0, I) of the logits' shape. "readout"
     (default) uses that ∂(u·F)/∂a = ∂((W_U u)·x)/∂a with x the unembedding's input
-    (:data:`READOUT_HOOK`, where F = x W_U + b_U), and draws ``W_U u`` directly as ``S z`` with
-    S Sᵀ = W_U W_Uᵀ (:func:`readout_factor`), z ~ N(0, I_d): the probe gradients have exactly
+    ([`READOUT_HOOK`][tl_geometry.capture.backward.READOUT_HOOK], where F = x W_U + b_U), and draws ``W_U u`` directly as ``S z`` with
+    S Sᵀ = W_U W_Uᵀ ([`readout_factor`][tl_geometry.capture.backward.readout_factor]), z ~ N(0, I_d): the probe gradients have exactly
     the same law (so the AGOP estimator, its bias and its standard error are unchanged), but no
     (batch, pos, d_vocab) probe is drawn and no backward runs through W_U — on SmolLM2-135M
     (8 × 128 tokens, d_vocab 49,152, 2 cores) 2.46 s → 1.92 s per probe (benchmarks/bench_agop_probes.py). It is used only where the model
     has that hook and the logits are checked to be x W_U + const on every batch
-    (:data:`READOUT_CHECK_POSITIONS` positions; soft-capped logits fail it); otherwise "logits"
+    ([`READOUT_CHECK_POSITIONS`][tl_geometry.capture.backward.READOUT_CHECK_POSITIONS] positions; soft-capped logits fail it); otherwise "logits"
     is used and returned. The two modes draw different random numbers: same law, other values.
 
     Probes are drawn from one generator seeded with ``seed`` on the model's device, batch by
     batch, probe by probe (the order fixes the numbers). The threads of every pass are chosen
-    afresh (:func:`tl_geometry.threads.kernel`), so a long run follows the machine's load.
+    afresh ([`tl_geometry.threads.kernel`][tl_geometry.threads.kernel]), so a long run follows the machine's load.
     """
     from tqdm.auto import tqdm
 
@@ -296,7 +296,7 @@ def jacobian_grams(
 
     J_{b,t} = ∂F_b/∂a_{b,t}: every logit of sequence b w.r.t. the activation at position t, by
     ``torch.func.jacrev`` one sequence at a time (tiny models only; refused beyond
-    :data:`EXACT_MAX_ENTRIES` entries per sequence).
+    [`EXACT_MAX_ENTRIES`][tl_geometry.capture.backward.EXACT_MAX_ENTRIES] entries per sequence).
     """
     from tqdm.auto import tqdm
 

@@ -1,2 +1,2 @@
-"""CLI sub-commands. Each module defines ``add_parser(subparsers)``; :mod:`tl_geometry.cli`
+"""CLI sub-commands. Each module defines ``add_parser(subparsers)``; [`tl_geometry.cli`][tl_geometry.cli]
 discovers them all, so a family adds its command without touching cli.py."""

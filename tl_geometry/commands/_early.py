@@ -2,7 +2,7 @@
 
 ``pga``, ``agop`` and ``sweep`` call these first, so a bad ``--k 0``, ``--batch-size 0``,
 ``--n-seqs 0``, ``--layers 99`` or a missing corpus file is refused in a fraction of a second
-instead of after a 12–60 s model load. Each check goes through :mod:`tl_geometry._checks` (the one
+instead of after a 12–60 s model load. Each check goes through `tl_geometry._checks` (the one
 validation layer) and names the flag.
 """
 

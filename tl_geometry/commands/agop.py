@@ -76,7 +76,7 @@ FLAG_CHECKS = {
     ),
     "threads": _checks.int_at_least(1, none_ok=True),
 }
-"""What each numeric flag accepts (the one validation layer, :mod:`tl_geometry._checks`)."""
+"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
 
 
 def check_args(args) -> None:

@@ -90,14 +90,14 @@ def _record(source, kind, d, vocab, mean, std, eps, form, tensor=None, n_dropped
 def resolve_target(target: str, args) -> dict:
     """One capacity record for a path, a zoo/TL model, or a published model name.
 
-    A path, or the name of an offline weights file (:data:`tl_geometry.models.WEIGHT_FILES`), is
-    read raw (:func:`tl_geometry.weights_reader.embedding_capacity`); anything else goes through
-    the package's one ε resolver, :func:`tl_geometry.hosts.host_epsilon` (zoo model, then the
+    A path, or the name of an offline weights file (`tl_geometry.models.WEIGHT_FILES`), is
+    read raw ([`tl_geometry.weights_reader.embedding_capacity`][tl_geometry.weights_reader.embedding_capacity]); anything else goes through
+    the package's one ε resolver, [`tl_geometry.hosts.host_epsilon`][tl_geometry.hosts.host_epsilon] (zoo model, then the
     published table, then a TransformerLens name).
 
     Raises:
         InputError: a weights-file name whose package is not installed (the message gives the pip
-            command); see :func:`tl_geometry.models.weights_file`.
+            command); see [`tl_geometry.models.weights_file`][tl_geometry.models.weights_file].
     """
     from tl_geometry.hosts import host_epsilon
     from tl_geometry.models import weights_file, weights_name

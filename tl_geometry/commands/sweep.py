@@ -6,12 +6,12 @@
     tl-geometry sweep toy   [--preset paper|henighan|cpu] [--sizes 4 8 ...] [--seeds 0 1 ...] [--steps N]
                             [--out toy.jsonl] [--figure toy.png] [--force]
 
-``--out`` is a results file (:mod:`tl_geometry.jobs`): a new path, or one this package wrote,
+``--out`` is a results file ([`tl_geometry.jobs`][tl_geometry.jobs]): a new path, or one this package wrote,
 which is resumed; any other existing file is refused and left as it is, ``--force`` or not.
 ``--figure`` / ``--csv`` are refused when they exist, unless ``--force``. Every destination is
 checked before any work, and every file is written atomically.
 
-Each sub-sub-command is built by a function in :data:`BUILDERS` (name → ``builder(subparsers)``);
+Each sub-sub-command is built by a function in [`BUILDERS`][tl_geometry.commands.sweep.BUILDERS] (name → ``builder(subparsers)``);
 add one (e.g. ``models``) by writing ``_build_models`` and registering it there.
 """
 
@@ -26,7 +26,7 @@ FORCE_HELP = "replace an existing --figure / --csv file (the --out results file 
 def check_outputs(args, *extra: str) -> None:
     """Every sweep's output checks, before any work: ``--out`` is a results file this package
     wrote (resumed) or a new path; ``--figure`` / ``--csv`` (named in ``extra``) are new paths or
-    ``--force``. See :mod:`tl_geometry.outdir` and :func:`tl_geometry.jobs.check_results_file`."""
+    ``--force``. See [`tl_geometry.outdir`][tl_geometry.outdir] and [`tl_geometry.jobs.check_results_file`][tl_geometry.jobs.check_results_file]."""
     from tl_geometry import outdir
     from tl_geometry.jobs import check_results_file
 

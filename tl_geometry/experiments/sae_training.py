@@ -4,16 +4,16 @@ Published SAEs live on the Hugging Face hub, which these machines cannot reach. 
 real SAE end to end — trained by sae_lens, saved by sae_lens, loaded back through the same
 ``SAE.from_pretrained`` code path a published SAE takes — this module
 
-1. trains an SAE with :class:`sae_lens.LanguageModelSAETrainingRunner` on a TransformerLens
+1. trains an SAE with `sae_lens.LanguageModelSAETrainingRunner` on a TransformerLens
    model's activations at one hook, feeding it an in-memory token dataset
    (``override_model=`` / ``override_dataset=``: no hub, no dataset download), and saves it with
-   sae_lens (``cfg.json`` + ``sae_weights.safetensors``) — :func:`train_sae`;
+   sae_lens (``cfg.json`` + ``sae_weights.safetensors``) — [`train_sae`][tl_geometry.experiments.sae_training.train_sae];
 2. lays the saved SAE out as a local Hugging Face cache repository
    (``models--ORG--NAME/snapshots/<rev>/<sae_id>/…`` with ``refs/main``) —
-   :func:`publish_to_cache`. ``tl_geometry.sae.load(repo_id, sae_id)`` then reads it with
+   [`publish_to_cache`][tl_geometry.experiments.sae_training.publish_to_cache]. ``tl_geometry.sae.load(repo_id, sae_id)`` then reads it with
    ``SAE.from_pretrained`` offline, exactly as it reads a cached published SAE.
 
-The decoder ε of that SAE next to the capacity bound is :func:`tl_geometry.sae.compare`
+The decoder ε of that SAE next to the capacity bound is [`tl_geometry.sae.compare`][tl_geometry.sae.comparison.compare]
 (``tl-geometry sae compare --model M --sae PATH``).
 
 Our choices (there is no paper protocol here): a TopK SAE (sae_lens's ``topk`` architecture;
@@ -72,7 +72,7 @@ def train_sae(
     ``overwrite=True`` — a killed run leaves no complete SAE, so rerunning retrains.
 
     The saved ``cfg.json`` records the processing the model was loaded with
-    (:func:`tl_geometry.models.processing_of`): ``metadata.model_from_pretrained_kwargs`` holds the
+    ([`tl_geometry.models.processing_of`][tl_geometry.models.processing_of]): ``metadata.model_from_pretrained_kwargs`` holds the
     ``HookedTransformer.from_pretrained`` flags that rebuild it (``{}`` for TransformerLens's
     default processing, so sae_lens does not warn at load; ``fold_ln`` / ``center_writing_weights``
     / ``center_unembed`` False for an unprocessed model) and ``metadata.tl_geometry_processing``
@@ -200,7 +200,7 @@ def publish_to_cache(
 ) -> tuple[str, str]:
     """Lay a saved SAE out as a repository of a local Hugging Face hub cache.
 
-    After this, ``SAE.from_pretrained(repo_id, sae_id)`` (and :func:`tl_geometry.sae.load`) reads
+    After this, ``SAE.from_pretrained(repo_id, sae_id)`` (and [`tl_geometry.sae.load`][tl_geometry.sae.loading.load]) reads
     it offline through huggingface_hub's cache lookup — the code path a downloaded published SAE
     takes. The layout is the hub's: ``models--ORG--NAME/refs/main`` holding a revision hash and
     ``models--ORG--NAME/snapshots/<rev>/<sae_id>/{cfg.json, sae_weights.safetensors}`` (copies,
@@ -213,7 +213,7 @@ def publish_to_cache(
         cache_dir: the hub cache (default: huggingface_hub's ``HF_HUB_CACHE``).
 
     Returns:
-        (repo_id, sae_id) to pass to :func:`tl_geometry.sae.load`.
+        (repo_id, sae_id) to pass to [`tl_geometry.sae.load`][tl_geometry.sae.loading.load].
 
     Raises:
         ValueError: ``sae_dir`` lacks cfg.json / sae_weights.safetensors, repo_id not ``ORG/NAME``.

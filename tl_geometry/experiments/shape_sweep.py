@@ -29,10 +29,10 @@ fixed parameter budgets, one shape per depth, and finds the best test cross-entr
 
 Every record carries its ``preset`` (it is part of the job parameters) together with both the
 output-space and the loss-gradient AOFE ratio (``space="output"`` and ``space="loss"`` of
-:func:`tl_geometry.agop`).
+[`tl_geometry.agop`][tl_geometry.families.interaction.agop]).
 
-Each finished run is one record in a JSON-lines results file (:mod:`tl_geometry.jobs`); a sweep
-that is killed resumes where it stopped, repeating no run. :func:`grid` / :func:`paper_grid`
+Each finished run is one record in a JSON-lines results file ([`tl_geometry.jobs`][tl_geometry.jobs]); a sweep
+that is killed resumes where it stopped, repeating no run. [`grid`][tl_geometry.experiments.shape_sweep.grid] / [`paper_grid`][tl_geometry.experiments.shape_sweep.paper_grid]
 list the shapes (with parameters and padding) without training anything.
 """
 
@@ -111,8 +111,8 @@ class SweepConfig:
     Attributes:
         preset: "library" (default, CPU-sized) or "paper" (the authors' TinyGPT: no linear biases,
             widths in [16, 1024], > 20 % padding skipped; see the module docstring).
-            :data:`PAPER_SWEEP` is the authors' whole protocol.
-        budgets: parameter budgets (CPU default 0.1M–0.3M; :data:`PAPER_BUDGETS` for the paper's).
+            [`PAPER_SWEEP`][tl_geometry.experiments.shape_sweep.PAPER_SWEEP] is the authors' whole protocol.
+        budgets: parameter budgets (CPU default 0.1M–0.3M; [`PAPER_BUDGETS`][tl_geometry.experiments.shape_sweep.PAPER_BUDGETS] for the paper's).
         depths: depths to try (default 1 … ``max_depth``, skipping depths with no width).
         max_depth: upper depth when ``depths`` is None.
         d_head: head dimension (4 in the paper); n_heads = d_model / d_head.
@@ -269,7 +269,7 @@ def tinygpt_config(
 ):
     """HookedTransformerConfig of a byte-level pre-LN TinyGPT (d_mlp = 4·d_model, GELU, learned positions).
 
-    ``preset="paper"`` sets the authors' initialization scale (0.02); use :func:`build_model`,
+    ``preset="paper"`` sets the authors' initialization scale (0.02); use [`build_model`][tl_geometry.experiments.shape_sweep.build_model],
     which also removes the linear biases and rescales the residual projections.
     """
     from transformer_lens import HookedTransformerConfig
@@ -363,7 +363,7 @@ def param_count(depth: int, width: int, *, preset: str = "paper", n_ctx: int = 2
 
 
 def n_params(n_layers: int, d_model: int, *, n_ctx: int = 256, d_vocab: int = 256, preset: str = "library") -> int:
-    """Parameters of the ``"library"`` TinyGPT (all of them); :func:`param_count` with that preset."""
+    """Parameters of the ``"library"`` TinyGPT (all of them); [`param_count`][tl_geometry.experiments.shape_sweep.param_count] with that preset."""
     return param_count(n_layers, d_model, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
 
 
@@ -430,7 +430,7 @@ def grid(
     """The shapes of a sweep, budget by budget and depth by depth, without training anything.
 
     A depth with no width under the budget is skipped ("no width"); in the paper preset so is a
-    shape whose padding exceeds :data:`PAPER_MAX_PADDING` of the budget (the authors' rule).
+    shape whose padding exceeds [`PAPER_MAX_PADDING`][tl_geometry.experiments.shape_sweep.PAPER_MAX_PADDING] of the budget (the authors' rule).
     ``include_skipped`` also returns the skipped cells (``skip`` says why).
     """
     _check_preset(preset)
@@ -453,7 +453,7 @@ def grid(
 
 
 def paper_grid(*, include_skipped: bool = False) -> list[Shape]:
-    """The authors' grid: :data:`PAPER_BUDGETS` × :data:`PAPER_DEPTHS` with the paper preset.
+    """The authors' grid: [`PAPER_BUDGETS`][tl_geometry.experiments.shape_sweep.PAPER_BUDGETS] × [`PAPER_DEPTHS`][tl_geometry.experiments.shape_sweep.PAPER_DEPTHS] with the paper preset.
 
     Contains the paper's best shapes (1M: depth 5 / d_model 120, 958,800 parameters; 10M: depth
     10 / d_model 284) and every shape of the authors' committed results.
@@ -592,7 +592,7 @@ def _ce(model: Any, windows: Tensor, *, shifted: bool, batch_size: int, device: 
 def train_run(
     params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tensor | None = None, *, device: Any = "cpu"
 ) -> dict:
-    """Train one TinyGPT shape and measure it; ``params`` is one job of :func:`shape_sweep`.
+    """Train one TinyGPT shape and measure it; ``params`` is one job of [`shape_sweep`][tl_geometry.experiments.shape_sweep.shape_sweep].
 
     Returns test_ce (and val_ce with early stopping), train_loss, aofe_ratio_out (output-space
     AGOP, exact; projection seed 42 in the paper preset), aofe_ratio_loss (loss-gradient AGOP at

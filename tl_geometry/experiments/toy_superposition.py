@@ -12,7 +12,7 @@ Closed-form AGOP (output space). With G = WᵀW (n × n, symmetric) and the ReLU
 ``(J Jᵀ)_{jl} = m_j m_l (G G)_{jl}`` and ``E[J Jᵀ] = (G G) ⊙ E[m mᵀ]`` (the expectation over the
 test samples) — the authors' code (``compute_agop_input_fast``) computes the same matrix.
 
-Presets (:data:`PRESETS`; every result row records its preset and any field changed from it):
+Presets (`PRESETS`; every result row records its preset and any field changed from it):
 
 * ``"paper"`` — the authors' public code (``Double_descent/data_scaling.py``): 1000 features → 2,
   sparsity 0.99, 3000 AdamW steps (lr 5e-3, weight decay 1e-2), PyTorch ``LinearLR`` warm-up from
@@ -32,7 +32,7 @@ uniform in [0, 1); every sample is scaled to unit norm (empty samples stay zero)
 error summed over features, averaged over samples (the paper's ``memorization_loss`` with unit
 importance).
 
-Entry point for scripts: :func:`run` (``run(preset="paper", sizes=(500,), seeds=range(5),
+Entry point for scripts: [`run`][tl_geometry.experiments.toy_superposition.run] (``run(preset="paper", sizes=(500,), seeds=range(5),
 out="toy.jsonl")``), resumable through its JSON-lines file.
 """
 
@@ -230,10 +230,10 @@ class ToyResult:
         preset: the preset name of the settings.
         train_loss / test_loss: squared error summed over features, averaged over samples.
         aofe_ratio / aofe: AOFE ratio and AOFE of the closed-form AGOP on the test set.
-        agop_cos2 / wtw_cos2: :func:`~tl_geometry.metrics.interaction.weighted_mean_cos2` of the
+        agop_cos2 / wtw_cos2: [`weighted_mean_cos2`][tl_geometry.metrics.interaction.weighted_mean_cos2] of the
             AGOP and of WᵀW (the paper's ``agop_weighted_mean_cos2`` / ``wtw_weighted_mean_cos2``).
         wtw_aofe_ratio: AOFE ratio of WᵀW (the paper's ``sup_offdiag_energy_ratio``).
-        nfa_pearson: :func:`~tl_geometry.metrics.interaction.offdiag_pearson` of WᵀW and the AGOP
+        nfa_pearson: [`offdiag_pearson`][tl_geometry.metrics.interaction.offdiag_pearson] of WᵀW and the AGOP
             (the paper's ``wtw_agop_offdiag_pearson``).
         agop: the (n, n) closed-form AGOP. W, b: the trained parameters.
 
@@ -407,7 +407,7 @@ def toy_sweep(
             to keep everything in memory.
 
     Returns:
-        One record per run (``n_train``, ``seed``, ``preset``, ``overrides`` and :data:`METRICS`),
+        One record per run (``n_train``, ``seed``, ``preset``, ``overrides`` and [`METRICS`][tl_geometry.experiments.toy_superposition.METRICS]),
         sorted by size then seed, including runs finished by earlier calls.
     """
     from tl_geometry.jobs import ResultsFile, job_key, run_jobs
@@ -449,7 +449,7 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Mean and standard deviation (ddof = 0, as the paper's ``summary.csv``) over seeds per size.
 
     Returns one dict per (preset, n_train): ``n_train``, ``preset``, ``n_seeds`` and
-    ``<metric>_mean`` / ``<metric>_std`` for each of :data:`METRICS` (NaN runs ignored).
+    ``<metric>_mean`` / ``<metric>_std`` for each of [`METRICS`][tl_geometry.experiments.toy_superposition.METRICS] (NaN runs ignored).
     """
     groups: dict[tuple, list] = {}
     for r in records:
@@ -474,7 +474,7 @@ def correlations(
 ):
     """Pearson and Spearman correlation of each metric with the test loss over all runs (one
     point per size and seed, as the paper's ``print_correlations``), globally and for
-    ``n_train >= large_from``: see :func:`tl_geometry.metrics.interaction.loss_correlations`."""
+    ``n_train >= large_from``: see [`tl_geometry.metrics.interaction.loss_correlations`][tl_geometry.metrics.interaction.loss_correlations]."""
     from tl_geometry.metrics.interaction import loss_correlations
 
     loss = [float(r["test_loss"]) for r in records]
@@ -497,14 +497,14 @@ def run(
 
     Args:
         preset: ``"paper"``, ``"henighan"`` or ``"cpu"`` (see the module docstring).
-        sizes: training-set sizes (default: the preset's grid, :data:`PRESET_SIZES`).
-        seeds: model seeds (default: the preset's, :data:`PRESET_SEEDS`; the paper's 0–4).
+        sizes: training-set sizes (default: the preset's grid, `PRESET_SIZES`).
+        seeds: model seeds (default: the preset's, `PRESET_SEEDS`; the paper's 0–4).
         out: JSON-lines results file (resumed when it exists), or None to keep results in memory.
-        **changes: fields of :class:`ToyConfig` to change (e.g. ``steps=300``); each row records
+        **changes: fields of [`ToyConfig`][tl_geometry.experiments.toy_superposition.ToyConfig] to change (e.g. ``steps=300``); each row records
             them under ``overrides``.
 
     Returns:
-        One record per run, as :func:`toy_sweep`; :func:`summarize` averages over seeds.
+        One record per run, as [`toy_sweep`][tl_geometry.experiments.toy_superposition.toy_sweep]; [`summarize`][tl_geometry.experiments.toy_superposition.summarize] averages over seeds.
 
     Examples:
         >>> recs = run("cpu", sizes=(4,), steps=5, n_test=20, progress=False)

@@ -1,9 +1,9 @@
 """The capacity family (Guha, arXiv 2606.02765), model-facing: ε of a model's matrices and activations.
 
 ``tg.embedding_epsilon`` and the registered metrics "epsilon", "capacity", "epsilon_activations":
-weights through :func:`tl_geometry.capture.weight`, activations through a
-:class:`tl_geometry.capture.Sample` (one shared forward pass in a report); the math is in
-:mod:`tl_geometry.metrics.capacity`.
+weights through [`tl_geometry.capture.weight`][tl_geometry.capture.activations.weight], activations through a
+[`tl_geometry.capture.Sample`][tl_geometry.capture.activations.Sample] (one shared forward pass in a report); the math is in
+[`tl_geometry.metrics.capacity`][tl_geometry.metrics.capacity].
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ _MATRICES = ("W_E", "W_U")
 
 
 def embedding_epsilon(model_or_matrix: Any, *, matrix: str = "W_E", **options: Any) -> SimilarityStats:
-    """:func:`similarity_stats` of a model's embedding (rows = tokens) or of a given matrix.
+    """[`similarity_stats`][tl_geometry.metrics.capacity.similarity_stats] of a model's embedding (rows = tokens) or of a given matrix.
 
     Args:
         model_or_matrix: a TransformerLens model, or an (n, d) tensor/array whose rows are
             the vectors (then ``matrix`` is ignored).
         matrix: ``"W_E"`` (d_vocab, d_model), used as is, or ``"W_U"`` (d_model, d_vocab),
             transposed so that rows are tokens.
-        **options: passed to :func:`similarity_stats` (histogram, top_n, ...).
+        **options: passed to [`similarity_stats`][tl_geometry.metrics.capacity.similarity_stats] (histogram, top_n, ...).
 
     Note:
         A model loaded with ``center_writing_weights`` has W_E with each row's mean over
@@ -56,7 +56,7 @@ def matrix_provenance(model, matrix: str) -> dict[str, Any]:
     ``raw``: True / False / None (unknown). TransformerLens's ``center_writing_weights`` removes
     each W_E row's mean for LayerNorm models only (normalization_type LN / LNPre); ``fold_ln``
     and ``center_unembed`` change W_U. The flags come from ``model._tl_geometry_processing``
-    (set by :mod:`tl_geometry.models`); without them the answer is unknown where it matters.
+    (set by [`tl_geometry.models`][tl_geometry.models]); without them the answer is unknown where it matters.
     """
     proc = getattr(model, "_tl_geometry_processing", None)
     norm = getattr(getattr(model, "cfg", None), "normalization_type", None)
@@ -167,11 +167,11 @@ def capacity_metric(
     """Capacity k(d_model, ε) with ε from W_E and W_U, as the capacity paper reports it.
 
     One row per matrix (``capacity.W_E``, ``capacity.W_U``) from
-    :func:`tl_geometry.capacity_estimate`: the value is the count for a Class-2 ε (< 0.1) and NaN
+    [`tl_geometry.capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate]: the value is the count for a Class-2 ε (< 0.1) and NaN
     otherwise, with ``extras`` status ("count"/"indeterminate"), reason, preset, form, epsilon,
     d, model_class, log10_k, below_d, and the authors' μ + 3σ figures (epsilon_3sigma,
     k_3sigma). The paper's matrix is the raw input embedding: ``extras["raw"]`` says whether
-    this model's matrix is the checkpoint's (see :func:`matrix_provenance`).
+    this model's matrix is the checkpoint's (see [`matrix_provenance`][tl_geometry.families.capacity.matrix_provenance]).
     """
     from tl_geometry.metrics.capacity import FORMS, PRESETS, capacity_estimate
 
@@ -220,9 +220,9 @@ def epsilon_activations_plan(
     batch_size: int = 8,
     progress: bool = False,
 ) -> MetricPlan:
-    """The "epsilon_activations" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample
+    """The "epsilon_activations" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a seeded sample
     of positions at every hook (capture), then ε per hook (``finish``). Arguments as
-    :func:`epsilon_activations_metric`."""
+    [`epsilon_activations_metric`][tl_geometry.families.capacity.epsilon_activations_metric]."""
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
         raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
     if tokens is None:
@@ -285,8 +285,8 @@ def epsilon_activations_metric(
 
     ``extras["stderr"]`` is the standard error of ε (``mean_stderr``, ``std_stderr`` those of μ
     and σ): a delete-a-group jackknife over ``n_groups`` groups of whole sequences
-    (:func:`tl_geometry.metrics.jackknife.group_labels`; fewer groups when there are fewer
-    sequences), exact from the Gram moments (:func:`tl_geometry.metrics.capacity.similarity_jackknife`).
+    ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]; fewer groups when there are fewer
+    sequences), exact from the Gram moments ([`tl_geometry.metrics.capacity.similarity_jackknife`][tl_geometry.metrics.capacity.similarity_jackknife]).
     Our choice: the resampling unit is the sequence, so the error covers a fresh draw of text as
     well as of positions; ``extras["stderr_method"]`` names it.
     """

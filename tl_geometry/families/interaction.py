@@ -1,7 +1,7 @@
 """The interaction family (Sun, Yang, Zhang, Du, arXiv 2605.27989), model-facing.
 
-``tg.agop`` and ``tg.nfa`` (gradients through :mod:`tl_geometry.capture.backward`, the math in
-:mod:`tl_geometry.metrics.interaction`) and the registered metrics "agop", "wtw_aofe",
+``tg.agop`` and ``tg.nfa`` (gradients through [`tl_geometry.capture.backward`][tl_geometry.capture.backward], the math in
+[`tl_geometry.metrics.interaction`][tl_geometry.metrics.interaction]) and the registered metrics "agop", "wtw_aofe",
 "depth_width", "nfa".
 """
 
@@ -42,7 +42,7 @@ SPACES: dict[str, str] = {
     "loss": "E[g gᵀ], g = ∂(summed next-token cross-entropy)/∂a at each position (d × d; the paper's TinyGPT "
     "depth scan, shape_scan/transformer_shape_scan.py)",
 }
-"""The AGOP conventions (``space=`` of :func:`agop`); the paper's code uses three AGOPs: the toy's E[J Jᵀ] (``tl_geometry.experiments.toy_superposition.toy_agop``, closed form), the next-token shape sweep's "output" and the TinyGPT depth scan's "loss"."""
+"""The AGOP conventions (``space=`` of [`agop`][tl_geometry.families.interaction.agop]); the paper's code uses three AGOPs: the toy's E[J Jᵀ] (``tl_geometry.experiments.toy_superposition.toy_agop``, closed form), the next-token shape sweep's "output" and the TinyGPT depth scan's "loss"."""
 
 
 def agop(
@@ -62,18 +62,18 @@ def agop(
     probes: str = "readout",
     keep_groups: bool = False,
 ) -> AGOPResult:
-    """AGOP at hook points in one of three conventions (``space``, see :data:`SPACES`).
+    """AGOP at hook points in one of three conventions (``space``, see [`SPACES`][tl_geometry.families.interaction.SPACES]).
 
     Input space (default; see docs/definitions.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
     ``J_{b,t} = ∂F_b/∂a_{b,t}``, F_b all logits of sequence b, a the activation at hook h; BOS and
-    padding positions dropped as :func:`tl_geometry.capture.valid_mask` does. Estimator: probes
+    padding positions dropped as [`tl_geometry.capture.valid_mask`][tl_geometry.capture.activations.valid_mask] does. Estimator: probes
     u ~ N(0, I) over the logits, ``g = ∂(u·F)/∂a`` (one backward per probe serves every hook),
     ``E[g gᵀ] = JᵀJ``.
 
     Output space (the paper's next-token shape sweep): ``G = mean_b (P J_b)(P J_b)ᵀ`` (proj_dim ×
     proj_dim), J_b the Jacobian of the last-position logits w.r.t. the activation at the single
     hook (default ``blocks.0.hook_resid_pre``: token + position embeddings), P fixed Gaussian
-    (:func:`projection_matrix`; ``projection_seed=42`` draws the authors' P); estimated with JVP
+    ([`projection_matrix`][tl_geometry.metrics.interaction.projection_matrix]; ``projection_seed=42`` draws the authors' P); estimated with JVP
     probes v ~ N(0, I) (``E[(PJv)(PJv)ᵀ]``), or exactly with proj_dim vector-Jacobian products.
 
     Loss space (the paper's TinyGPT depth scan): ``G_h = mean_{b,t} g_{b,t} g_{b,t}ᵀ`` with
@@ -89,7 +89,7 @@ def agop(
         tokens: (batch, pos) token ids, pos ≤ n_ctx.
         hooks: hook names (default every ``blocks.{l}.hook_resid_pre``; one hook in output space).
         n_probes: probes (≥ 2; ignored when ``exact``).
-        space: "input", "output" or "loss" (:data:`SPACES`).
+        space: "input", "output" or "loss" ([`SPACES`][tl_geometry.families.interaction.SPACES]).
         seed: probe seed (and the projection's seed in output space unless ``projection_seed``).
         exact: exact Jacobians via ``torch.func`` (tiny models only): the reference.
         batch_size: sequences per forward pass (bounds memory).
@@ -102,13 +102,13 @@ def agop(
             so the same estimator, 1.3× faster per probe on SmolLM2; "logits" draws u over the logits.
             Where the logits are not linear in the unembedding's input (soft-capping) "logits" is
             used; ``provenance["agop_probes"]`` records which
-            (:data:`tl_geometry.capture.PROBE_MODES`).
+            ([`tl_geometry.capture.PROBE_MODES`][tl_geometry.capture.backward.PROBE_MODES]).
         keep_groups: input space with probes: also return the AGOP without each probe group
             (``AGOPResult.group_replicates``, n_groups × d² floats per hook) for a jackknife of
-            other functions of G (what :func:`nfa` does).
+            other functions of G (what [`nfa`][tl_geometry.families.interaction.nfa] does).
 
     Returns:
-        :class:`AGOPResult` (matrices, per-hook AOFE / ratio / trace / standard errors).
+        [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult] (matrices, per-hook AOFE / ratio / trace / standard errors).
 
     Raises:
         ValueError: n_probes < 2, unknown space, tokens longer than n_ctx, a hook past the
@@ -232,7 +232,7 @@ def nfa(
     folded), the Gram uses ``diag(w) W_in`` so that both sides see the same input.
 
     With probes (``exact=False``) each correlation carries a delete-a-group jackknife standard
-    error over the probe groups (:func:`tl_geometry.metrics.interaction.nfa_jackknife`: one
+    error over the probe groups ([`tl_geometry.metrics.interaction.nfa_jackknife`][tl_geometry.metrics.interaction.nfa_jackknife]: one
     eigendecomposition per group and layer); an exact AGOP gives standard errors 0.0, "exact".
     """
     capture.check_model(model)
@@ -290,7 +290,7 @@ def _output_space(
 
 
 def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
-    """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook of an :class:`AGOPResult`.
+    """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook of an [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult].
 
     The ``agop.aofe_ratio`` value is the **bias-corrected** ratio (``ratio_debiased``,
     delete-a-group jackknife) when G was estimated with probes, and the exact ratio when G is

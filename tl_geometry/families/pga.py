@@ -1,9 +1,9 @@
 """The PGA family (Xu, arXiv 2605.17084), model-facing: ``tg.pga`` and the registered "pga" and "spectral".
 
-Activations through the capture layer (a :class:`tl_geometry.capture.Sample` for PGA, a
+Activations through the capture layer (a [`tl_geometry.capture.Sample`][tl_geometry.capture.activations.Sample] for PGA, a
 streaming covariance for the spectral metrics; one shared forward pass in a report), W_U through
-:func:`tl_geometry.capture.weight`; the math is in :mod:`tl_geometry.metrics.pga` and
-:mod:`tl_geometry.metrics.spectral`.
+[`tl_geometry.capture.weight`][tl_geometry.capture.activations.weight]; the math is in [`tl_geometry.metrics.pga`][tl_geometry.metrics.pga] and
+[`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ def pga_plan(
     memory_mb: float = 512,
     progress: bool = True,
 ) -> MetricPlan:
-    """The "pga" metric as a :class:`tl_geometry.registry.MetricPlan`: a seeded sample of positions at
-    every hook (capture), then the profile per hook (``finish``). Arguments as :func:`pga`."""
+    """The "pga" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a seeded sample of positions at
+    every hook (capture), then the profile per hook (``finish``). Arguments as [`pga`][tl_geometry.families.pga.pga]."""
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if isinstance(model, str):
@@ -242,7 +242,7 @@ def pga(
     Activations at ``hooks`` are gathered for one seeded sample of at most ``max_points``
     positions shared by all hooks (BOS and padding dropped); the readout basis is the top-``k``
     left singular vectors of ``W_U``; the same ``n_null`` Haar-random bases (from ``seed``) serve
-    every hook and CCR level. See :func:`tl_geometry.pga_score` for the score.
+    every hook and CCR level. See [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score] for the score.
 
     Args:
         model: a TransformerLens model, or a model name (loaded with the preset's processing:
@@ -250,11 +250,11 @@ def pga(
         tokens: (batch, pos) token ids.
         preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
             W_U; a processed model gets a warning naming what differs) and, by default, the hooks
-            of Hugging Face's ``hidden_states`` (:func:`tl_geometry.capture.hidden_state_hooks`:
+            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]:
             embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
             model as it is, every ``blocks.{l}.hook_resid_post``.
         hooks: explicit hook names (override the preset's).
-        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see :func:`tl_geometry.pga_profile`.
+        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see [`tl_geometry.pga_profile`][tl_geometry.metrics.pga.pga_profile].
 
     Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
     k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
@@ -267,7 +267,7 @@ def pga(
 
     Raises:
         ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
-            than :func:`tl_geometry.min_points` (k), or any error of :func:`pga_score`.
+            than [`tl_geometry.min_points`][tl_geometry.metrics.pga.min_points] (k), or any error of [`pga_score`][tl_geometry.metrics.pga.pga_score].
     """
     return pga_plan(
         model,
@@ -297,9 +297,9 @@ def spectral_plan(
     batch_size: int = 8,
     progress: bool = True,
 ) -> MetricPlan:
-    """The "spectral" metric as a :class:`tl_geometry.registry.MetricPlan`: a streaming covariance at
+    """The "spectral" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a streaming covariance at
     every hook over every valid position (capture), then the spectrum (``finish``). Arguments as
-    :func:`spectral`."""
+    [`spectral`][tl_geometry.families.pga.spectral]."""
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
@@ -357,15 +357,15 @@ def spectral(
     ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
     ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
     ``preset`` and the model's weight ``processing``, ``stderr`` (in the row's units) and
-    ``stderr_method``. See :mod:`tl_geometry.metrics.spectral`.
+    ``stderr_method``. See [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
 
     Standard errors: a delete-a-group jackknife over ``n_groups`` groups of whole sequences (fewer
     with fewer sequences), each replicate from the covariance downdate. Our choice: the sequence
     is the resampling unit (its positions share a context), so the error covers a fresh draw of
     text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
 
-    ``preset`` picks the default hooks as in :func:`pga`: ``"paper"`` Hugging Face's
-    ``hidden_states`` (:func:`tl_geometry.capture.hidden_state_hooks`), ``"library"`` every
+    ``preset`` picks the default hooks as in [`pga`][tl_geometry.families.pga.pga]: ``"paper"`` Hugging Face's
+    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]), ``"library"`` every
     ``blocks.{l}.hook_resid_post``.
 
     Raises:

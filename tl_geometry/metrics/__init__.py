@@ -3,5 +3,5 @@
 Rule of the house: nothing here imports the capture layer, the families, the registry, the
 report, models or plotting (``tests/unit/test_import_rules.py`` checks it on the source). The
 math takes tensors and returns frozen dataclasses; the model-facing metrics that feed it live in
-:mod:`tl_geometry.families`.
+[`tl_geometry.families`][tl_geometry.families].
 """

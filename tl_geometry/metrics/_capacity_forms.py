@@ -1,7 +1,7 @@
 """Capacity bounds k(d, ε) of the capacity paper (Guha, arXiv 2606.02765), their inverse, and
 the paper's ε classes.
 
-The paper's published table (Table 1) is data, read by :mod:`tl_geometry.hosts`.
+The paper's published table (Table 1) is data, read by [`tl_geometry.hosts`][tl_geometry.hosts].
 
 The paper fits ε*(k, d), the smallest achievable worst-case |cos| of k unit vectors in R^d,
 with three forms (its Eq. for JL, the "adjusted" and the "full" form)::
@@ -10,7 +10,7 @@ with three forms (its Eq. for JL, the "adjusted" and the "full" form)::
     adjusted  ε = sqrt(C ln(k/d) / d)                C = 1.2934
     full      ε = sqrt(C ln(k^a/d)^b / d^c)          C, a, b, c = 0.45809143, 1.0668005, 1.44738666, 0.97197234
 
-The constants are defined once, here (:data:`FORMS`), at the precision of the authors' code:
+The constants are defined once, here ([`FORMS`][tl_geometry.metrics.capacity.FORMS]), at the precision of the authors' code:
 the full form's C, a, b, c are those of ``code/representational_capacity.py`` (which produced the
 paper's capacity table); the adjusted and random-fit JL constants are the authors' fits as their
 ``code/vector_packing_graphs.py`` prints them (``C = {:.4f}``). The paper's text rounds them to
@@ -23,7 +23,7 @@ Solved for k (the capacity: how many near-orthogonal directions fit at tolerance
     adjusted  k = d · exp(d ε² / C)
     full      k = ceil((d · exp((d^c ε² / C)^(1/b)))^(1/a))
 
-The public functions are re-exported by :mod:`tl_geometry.metrics.capacity`.
+The public functions are re-exported by [`tl_geometry.metrics.capacity`][tl_geometry.metrics.capacity].
 """
 
 from __future__ import annotations
@@ -137,12 +137,12 @@ def capacity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
 
     This is the **pure formula**, for any ε in (0, 1): it does not apply the paper's rule that
     only Class-2 embeddings (ε < 0.1) have a capacity. For a model's capacity as the paper
-    reports it (a count, or "indeterminate" with the reason) use :func:`capacity_estimate`.
+    reports it (a count, or "indeterminate" with the reason) use [`capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate].
 
     Returns:
         k as a float (an ndarray for array input). ``inf`` where it overflows float64 (with a
-        :class:`CapacityWarning`). Values below d (any form; e.g. ``capacity(768, 1e-12)`` is
-        507) are returned as computed with a :class:`CapacityWarning`: they lie below the
+        [`CapacityWarning`][tl_geometry.metrics.capacity.CapacityWarning]). Values below d (any form; e.g. ``capacity(768, 1e-12)`` is
+        507) are returned as computed with a [`CapacityWarning`][tl_geometry.metrics.capacity.CapacityWarning]: they lie below the
         formula's domain (d exactly orthogonal directions always fit; the fits used k > d).
 
     Raises:
@@ -187,7 +187,11 @@ def capacity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
 
 
 def log10_capacity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
-    """log10 of :func:`capacity` without overflow (no ``ceil`` for the full form)."""
+    """log10 of [`capacity`][tl_geometry.metrics.capacity.capacity] without overflow (no ``ceil`` for the full form).
+
+    Definition (arXiv 2606.02765): log10 k = log10 d + d·ε²/(C·ln 10) for the JL forms
+    (k ≤ d·exp(dε²/C)); the 4-parameter forms likewise in log space, so d = 16,384 at ε = 0.4
+    gives a finite log10 where k itself overflows float64."""
     params = _constants(form, {"C": C, "a": a, "b": b, "c": c})
     scalar = np.ndim(d) == 0 and np.ndim(eps) == 0
     d = _check_d(d)
@@ -205,7 +209,7 @@ __all__.append("log10_capacity")
 
 
 def capacity_epsilon(k, d, *, form: str = "full", below: str = "nan", C=None, a=None, b=None, c=None):
-    """Inverse of :func:`capacity`: the tolerance ε at which k directions fit in R^d.
+    """Inverse of [`capacity`][tl_geometry.metrics.capacity.capacity]: the tolerance ε at which k directions fit in R^d.
 
     ``ε = sqrt(C ln k / d)`` (JL), ``sqrt(C ln(k/d) / d)`` (adjusted),
     ``sqrt(C ln(k^a/d)^b / d^c)`` (full).
@@ -213,10 +217,10 @@ def capacity_epsilon(k, d, *, form: str = "full", below: str = "nan", C=None, a=
     Args:
         k: number of directions (≥ 1; array accepted).
         d: dimension (> 0; broadcast with ``k``).
-        form: see :func:`capacity`.
+        form: see [`capacity`][tl_geometry.metrics.capacity.capacity].
         below: what to return where the k/d forms are undefined (the log argument k/d or
             k^a/d is < 1, i.e. roughly k ≤ d): ``"nan"`` (default, with a
-            :class:`CapacityWarning`) or ``"zero"`` (the paper's convention when fitting:
+            [`CapacityWarning`][tl_geometry.metrics.capacity.CapacityWarning]) or ``"zero"`` (the paper's convention when fitting:
             k ≤ d vectors can be exactly orthogonal).
 
     Returns:
@@ -271,7 +275,7 @@ def capacity_epsilon(k, d, *, form: str = "full", below: str = "nan", C=None, a=
 def sensitivity(d, eps, *, form: str = "full", C=None, a=None, b=None, c=None):
     """d(log10 k)/dε at (d, ε): how many decades of capacity one unit of ε is worth.
 
-    Analytic derivative of :func:`log10_capacity` (the full form without ``ceil``):
+    Analytic derivative of [`log10_capacity`][tl_geometry.metrics.capacity.log10_capacity] (the full form without ``ceil``):
     JL/adjusted ``2dε / (C ln 10)``; full ``(2/(a b ln 10)) (d^c/C)^(1/b) ε^(2/b − 1)``.
     Multiply by a change in ε (e.g. 0.01) to get the change in log10 k.
 
@@ -299,7 +303,7 @@ CLASS1_ABOVE = 0.2
 CLASS2_BELOW = 0.1
 
 PRESETS = ("paper",)
-"""Presets of :func:`capacity_estimate`. Only the paper's rule exists: see its docstring."""
+"""Presets of [`capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate]. Only the paper's rule exists: see its docstring."""
 
 
 def model_class_of(epsilon: float) -> str:
@@ -324,13 +328,13 @@ class CapacityEstimate(Tabular):
     Attributes:
         d: dimension (d_model).
         epsilon: ε = μ + 2σ used.
-        form: capacity form (see :func:`capacity`).
+        form: capacity form (see [`capacity`][tl_geometry.metrics.capacity.capacity]).
         preset: the rule that decided count vs indeterminate (``"paper"``).
         k: the count (float, possibly ``inf`` where it overflows float64), or None when
             ``status == "indeterminate"``.
         status: ``"count"`` or ``"indeterminate"``.
         reason: why there is no count (empty for a plain count; a note for a count below d).
-        model_class: ``"class1"``, ``"boundary"`` or ``"class2"`` (:func:`model_class_of`).
+        model_class: ``"class1"``, ``"boundary"`` or ``"class2"`` ([`model_class_of`][tl_geometry.metrics.capacity.model_class_of]).
         log10_k: log10 of the count without overflow (None when indeterminate).
         below_d: the count is below d, i.e. below the formula's domain (JL forms at small ε).
         mean, std: μ and σ when known.
@@ -424,7 +428,7 @@ def capacity_estimate(
     Presets: only ``"paper"``. We found no better rule to offer beside it: the paper's 0.1 cut
     sits in an empty gap of its table (no model between ε = 0.0996 and 0.2016), and a count
     for the boundary or Class 1 is exactly what the paper says the formula cannot give.
-    :func:`capacity` remains the pure formula for any ε.
+    [`capacity`][tl_geometry.metrics.capacity.capacity] remains the pure formula for any ε.
 
     Ours: ε = 0.1 exactly is indeterminate (``repr_cap_table.py`` tests ``eps < 0.1``; the
     authors' ``embd_orthogonality_analysis.py`` tests ``> 0.1`` and would count it); ε ≤ 0 is
@@ -439,7 +443,7 @@ def capacity_estimate(
         form: ``"full"`` (the paper's table), ``"adjusted"``, ``"jl"``, ``"jl_random"``.
 
     Returns:
-        :class:`CapacityEstimate`.
+        [`CapacityEstimate`][tl_geometry.metrics.capacity.CapacityEstimate].
 
     Raises:
         TypeError: non-numeric d, ε, μ or σ.
@@ -527,7 +531,7 @@ def min_n(k, epsilon, *, form: str = "full") -> int:
     Args:
         k: number of directions (≥ 1).
         epsilon: tolerance in (0, 1).
-        form: see :func:`capacity`.
+        form: see [`capacity`][tl_geometry.metrics.capacity.capacity].
 
     Raises:
         TypeError: non-numeric k or ε.

@@ -1,4 +1,4 @@
-"""Block kernels of :class:`tl_geometry.SimilarityAccumulator`: centred Gram moments of unit rows.
+"""Block kernels of [`tl_geometry.SimilarityAccumulator`][tl_geometry.metrics.capacity.SimilarityAccumulator]: centred Gram moments of unit rows.
 
 Private module (no public API). Every kernel adds one block of rows x (b, d) to the state
 
@@ -12,9 +12,9 @@ error of E[cos²] up by μ²/σ².
 
 Two kernels:
 
-* :func:`add_block_float64` — everything in float64 (the reference path; small blocks, float64 input,
+* `add_block_float64` — everything in float64 (the reference path; small blocks, float64 input,
   and any block whose rows need rescaling: norms that overflow or underflow).
-* :func:`add_block_mixed` — the float32 path: row norms in float32 (checked once for finiteness and
+* `add_block_mixed` — the float32 path: row norms in float32 (checked once for finiteness and
   range, which is also the NaN/inf check: a row holding NaN or inf has a non-finite norm), the centred
   unit rows r_i rounded to float32, the block Gram ``RᵀR`` in float32 (one ?syrk call), added into the
   float64 C; Σ r_i in float32 per block, added into float64. Diagonal terms use ‖u_i‖ = 1.
@@ -28,7 +28,7 @@ Error of the mixed path (u = 2⁻²⁴, b the block rows, per pair cosine ĉ_ij 
 * the float32 block Gram: ``|ΔC_kl| ≤ γ_b Σ_i |r_ik||r_il|``, γ_b = b·u/(1 − b·u) (Higham, Thm 3.5)
   in the worst case, √b·u typically (Higham & Mary 2019), and the d² entries' errors average in ‖G‖_F².
 
-σ² is formed without cancellation (:meth:`GramState.moments`), so float64 results keep σ even when
+σ² is formed without cancellation (`GramState.moments`), so float64 results keep σ even when
 σ/|μ| ~ 1e-5. In the mixed path the float32 rounding of each unit row adds noise of relative size
 ~u to cosines near |μ|, i.e. an error of σ growing like κ = μ²/σ²; where κ > KAPPA_MAX (rows nearly
 parallel) the accumulator says so (``needs_float64``) and the callers holding the data recompute
@@ -187,7 +187,7 @@ def add_block_float64(state: GramState, xb: Tensor, first_row: int) -> tuple[Ten
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, int]:
     """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
 
-    Falls back to :func:`add_block_float64` for a block whose float32 norms are not all finite and
+    Falls back to `add_block_float64` for a block whose float32 norms are not all finite and
     within [NORM_LO32, NORM_HI32] (NaN/inf entries, huge or tiny rows): that path rescales, or raises
     the NaN/inf error naming the row.
     """

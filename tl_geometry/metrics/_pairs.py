@@ -1,8 +1,8 @@
 """The one blockwise engine over all pairs of unit rows: histogram, top-N pairs, exceedance, max |cos|.
 
 Every question about the pairwise cosines of n rows that the exact moments (O(n d²), in
-:mod:`tl_geometry.metrics.capacity`) cannot answer goes through :func:`pair_pass`: the cosine
-histogram and the most similar pairs (:func:`tl_geometry.similarity_stats`), the number of pairs
+[`tl_geometry.metrics.capacity`][tl_geometry.metrics.capacity]) cannot answer goes through `pair_pass`: the cosine
+histogram and the most similar pairs ([`tl_geometry.similarity_stats`][tl_geometry.metrics.capacity.similarity_stats]), the number of pairs
 above a |cos| level (an SAE decoder against its host's ε) and the worst-case |cos| (vector
 packing). Memory is O(block² + n·d) whatever n; time is O(n²·d) (one matrix product per pair of
 blocks; only blocks I ≤ J are computed, the similarity matrix being symmetric).
@@ -129,7 +129,7 @@ def pair_histogram_and_top(
     progress: bool = True,
 ) -> tuple[Tensor | None, Tensor | None, list[tuple[int, int, float]]]:
     """Histogram of cos(u_i, u_j) over all ordered pairs i ≠ j and the top-N unordered pairs
-    (:func:`pair_pass` with ``bins`` and ``top_n``).
+    (`pair_pass` with ``bins`` and ``top_n``).
 
     Returns:
         (counts int64 (bins,) or None, edges (bins+1,) or None, [(i, j, cos), ...] sorted by cos

@@ -82,7 +82,7 @@ def make_pairs(n: int, max_pairs: int | None, seed: int, block: int = 256) -> Pa
 
 
 def pair_endpoints(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (i, j) of every pair, in the order of :class:`Pairs` (NumPy int64)."""
+    """Row indices (i, j) of every pair, in the order of `Pairs` (NumPy int64)."""
     if pairs.i is not None and pairs.j is not None:
         return pairs.i.numpy().astype(np.int64), pairs.j.numpy().astype(np.int64)
     n, bs = pairs.n_points, pairs.block
@@ -110,7 +110,7 @@ class PointGroups:
     Attributes:
         n_groups: G.
         group: (N,) group of each point.
-        cell: (P,) cell of each pair, in the order of :class:`Pairs`.
+        cell: (P,) cell of each pair, in the order of `Pairs`.
     """
 
     n_groups: int
@@ -156,7 +156,7 @@ def unit_rows(Y: Tensor) -> Tensor:
 
 
 def cosine_similarities(Y: Tensor, pairs: Pairs, chunk: int = 1 << 20) -> Tensor:
-    """Cosine similarities of the rows of ``Y`` (N, k) at ``pairs``, in the order of :class:`Pairs`."""
+    """Cosine similarities of the rows of ``Y`` (N, k) at ``pairs``, in the order of `Pairs`."""
     U = unit_rows(Y)
     if pairs.i is not None and pairs.j is not None:  # sampled pairs: i and j are set together
         parts = []
@@ -187,7 +187,7 @@ def _sort(x: Tensor) -> tuple[Tensor, Tensor]:
 
     IEEE floats map to integers of the same width whose order is the float order (flip the
     magnitude bits of negatives). ``x + 0.0`` turns −0.0 into +0.0 so equal floats get equal keys.
-    The general path (any device, any length); on CPU :func:`_order` is several times faster.
+    The general path (any device, any length); on CPU `_order` is several times faster.
     """
     itype = {torch.float64: torch.int64, torch.float32: torch.int32}[x.dtype]
     b = (x + 0.0).view(itype)
@@ -196,7 +196,7 @@ def _sort(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 _PACK_MAX = 1 << 31
-"""Above this length (2**31, so that a 32-bit key and the index fit one int64) :func:`_order` falls back to :func:`_sort`."""
+"""Above this length (2**31, so that a 32-bit key and the index fit one int64) `_order` falls back to `_sort`."""
 
 
 def _packable(x: Tensor) -> bool:
@@ -256,7 +256,7 @@ def _packed_order(
 
 
 def _order(x: Tensor) -> tuple[np.ndarray, bool]:
-    """The stable sorting permutation of a 1-D CPU float ``x`` (:func:`_packed_order` with the
+    """The stable sorting permutation of a 1-D CPU float ``x`` (`_packed_order` with the
     index as payload) and whether ``x`` has ties."""
     xn = x.detach().numpy()
     o, v = _packed_order(xn, _arange(xn.shape[0]), None)
@@ -315,7 +315,7 @@ class RankedReference:
     """The reference vector ranked once: doubled, centered average ranks and their sum of squares.
 
     On CPU, when the reference has no ties, also its sorting permutation ``order`` and each
-    element's position in it, ``pos`` (NumPy int64): :meth:`spearman` then sorts a vector with
+    element's position in it, ``pos`` (NumPy int64): `spearman` then sorts a vector with
     the reference positions as payload and needs no gather of the ranks.
     """
 
@@ -330,7 +330,7 @@ class RankedReference:
     cell_by_pos: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def with_groups(self, groups: PointGroups) -> RankedReference:
-        """This reference with per-cell sums for :meth:`spearman_groups` (one pass over the pairs)."""
+        """This reference with per-cell sums for `spearman_groups` (one pass over the pairs)."""
         if groups.cell.shape[0] != self.n:
             raise InputError(f"groups cover {groups.cell.shape[0]} pairs but the reference has {self.n}")
         GG = groups.n_groups**2
@@ -367,7 +367,7 @@ class RankedReference:
     def _aligned(self, y: Tensor, want_cells: bool) -> tuple[Tensor, Tensor | None, np.ndarray | None]:
         """In ``y``'s sorted order: 2·(r − r̄) of the reference, ``y``'s doubled average ranks where
         ``y`` has ties (None: no ties, the rank at sorted position j is j + 1), and, when asked, the
-        cell (:class:`PointGroups`) of each element."""
+        cell (`PointGroups`) of each element."""
         m = self.n
         if y.shape[-1] != m:
             raise InputError(f"y has {y.shape[-1]} values but the reference has {m}")
@@ -414,13 +414,13 @@ class RankedReference:
         return cov / math.sqrt(self.ss * ssq)
 
     def spearman_groups(self, y: Tensor) -> tuple[float, np.ndarray]:
-        """Spearman correlation and its G leave-one-group-out values (:class:`PointGroups`).
+        """Spearman correlation and its G leave-one-group-out values (`PointGroups`).
 
-        The full value is :meth:`spearman`'s, exactly. Leaving out group g, the correlation is the
+        The full value is `spearman`'s, exactly. Leaving out group g, the correlation is the
         Pearson correlation of the *full-sample* ranks over the pairs that remain (our choice: it
         needs no re-sort; deleting a random group of points deletes pairs evenly across the
         ranks, so the remaining ranks are, to first order, an affine map of their re-ranked
-        values, and the jackknife spread is what matters). Needs :meth:`with_groups`.
+        values, and the jackknife spread is what matters). Needs `with_groups`.
         """
         if self.groups is None or self.ref_cells is None:
             raise InputError("spearman_groups needs a reference with groups (RankedReference.with_groups)")

@@ -3,7 +3,7 @@
 The paper measures how close to orthogonal a model's directions are with one number,
 ε = μ + 2σ of the cosine similarities over all pairs of (unit) embedding rows, and turns it into
 a capacity bound k(d, ε): how many directions with pairwise |cos| ≤ ε fit in d dimensions
-(see :mod:`tl_geometry.metrics._capacity_forms`). Models with ε > 0.2 ("class 1") show no
+(see `tl_geometry.metrics._capacity_forms`). Models with ε > 0.2 ("class 1") show no
 near-orthogonal structure; ε < 0.1 ("class 2") do.
 
 Our choices where the paper is silent:
@@ -11,7 +11,7 @@ Our choices where the paper is silent:
 * **Exact in O(n·d²).** The paper materializes the n×n similarity matrix. We use the Gram
   moments of the unit rows U (n, d): Σ_{i≠j} cos_ij = ‖Σ_i u_i‖² − Σ_i ‖u_i‖² and
   Σ_{i≠j} cos_ij² = ‖UᵀU‖_F² − Σ_i ‖u_i‖⁴, accumulated blockwise in float64 around a fixed centre
-  (:mod:`tl_geometry.metrics._gram`). For float32 input the block Grams are float32 work (mixed
+  (`tl_geometry.metrics._gram`). For float32 input the block Grams are float32 work (mixed
   precision, within 1e-7 relative of float64, bound in ``_gram``); float64 input stays float64.
   Memory O(block·d + d²). Rows are scaled by their largest entry before the norm where the norm
   would overflow or underflow (rows of 1e200 give the same ε as rows of 1).
@@ -200,20 +200,20 @@ class SimilarityAccumulator:
     """Streaming Gram moments of unit rows: ``update(block)`` any number of times, then ``compute()``.
 
     Holds O(d²) float64 state whatever the number of rows, so an embedding can be read
-    block by block from disk (:mod:`tl_geometry.weights_reader`). ``similarity_stats(x)`` equals
+    block by block from disk ([`tl_geometry.weights_reader`][tl_geometry.weights_reader]). ``similarity_stats(x)`` equals
     one accumulator fed x in any split (tested).
 
     Precision (``precision=``): ``"float64"`` forms everything in float64. ``"mixed"`` (our choice
     for speed) forms each block's Gram of the centred unit rows in float32 (one ?syrk call) and
     accumulates the blocks in float64; μ, σ, ε stay within 1e-7 relative of the float64 result
-    (error bound: :mod:`tl_geometry.metrics._gram`). ``"auto"`` (default): mixed for float32 /
+    (error bound: `tl_geometry.metrics._gram`). ``"auto"`` (default): mixed for float32 /
     float16 / bfloat16 blocks of at least 1024 rows on the CPU, float64 otherwise. Any block whose
     rows would overflow or underflow a norm, or hold NaN/inf, goes through the float64 path (rows
     are rescaled by their largest entry first; NaN/inf is refused naming the row). After
     ``compute()``, ``needs_float64`` is True when mixed blocks were used and σ² = E[cos²] − μ²
     cancels too much for 1e-7 (rows nearly parallel, σ ≪ |μ|): feed the rows again to an
-    accumulator with ``precision="float64"`` (:func:`similarity_stats` and
-    :func:`tl_geometry.weights_reader.embedding_capacity` do).
+    accumulator with ``precision="float64"`` ([`similarity_stats`][tl_geometry.metrics.capacity.similarity_stats] and
+    [`tl_geometry.weights_reader.embedding_capacity`][tl_geometry.weights_reader.embedding_capacity] do).
 
     Examples:
         >>> import torch, tl_geometry as tg
@@ -310,7 +310,7 @@ def similarity_jackknife(U: Float[Tensor, "n d"], groups: Any) -> tuple[float, f
 
     Args:
         U: unit rows (n, d) (zero rows already dropped), any float dtype (float64 inside).
-        groups: a group label per row (:func:`group_labels`), at least 2 distinct groups.
+        groups: a group label per row (`group_labels`), at least 2 distinct groups.
 
     Returns:
         (se of μ, se of σ, se of ε, number of groups).
@@ -382,18 +382,18 @@ def similarity_stats(
             (memory ≈ block_size·d·8 bytes, plus 4096² floats for the histogram pass).
         progress: tqdm bar for the pairwise pass.
         precision: ``"auto"`` (default), ``"mixed"`` or ``"float64"``: see
-            :class:`SimilarityAccumulator`. Mixed (float32 block Grams of the centred unit rows,
+            [`SimilarityAccumulator`][tl_geometry.metrics.capacity.SimilarityAccumulator]. Mixed (float32 block Grams of the centred unit rows,
             accumulated in float64) is within 1e-7 relative of float64 and is what ``"auto"`` uses
             for float32/16 input in blocks of ≥ 1024 rows; histogram, top pairs and groups use float64.
         groups: None (default): the rows are the whole population (a matrix's rows) and μ, σ, ε
             are exact (``stderr_method="exact"``, standard errors 0.0). A group label per row
-            (e.g. :func:`group_labels` of each sampled position's sequence): the rows are a sample
+            (e.g. `group_labels` of each sampled position's sequence): the rows are a sample
             and the result carries delete-a-group jackknife standard errors
-            (:func:`similarity_jackknife`) over the groups of the non-zero rows; holds the unit
+            ([`similarity_jackknife`][tl_geometry.metrics.capacity.similarity_jackknife]) over the groups of the non-zero rows; holds the unit
             rows (n × d) in memory.
 
     Returns:
-        :class:`SimilarityStats`.
+        [`SimilarityStats`][tl_geometry.metrics.capacity.SimilarityStats].
 
     Raises:
         TypeError: not a tensor/array, or an integer/bool dtype.

@@ -17,7 +17,7 @@ and Generalization", arXiv 2605.27989.
 
 This module is the math only: pure functions on tensors (it never imports a model, a hook or
 the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
-:mod:`tl_geometry.families.interaction`; the gradient loops in :mod:`tl_geometry.capture.backward`.
+[`tl_geometry.families.interaction`][tl_geometry.families.interaction]; the gradient loops in [`tl_geometry.capture.backward`][tl_geometry.capture.backward].
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ EFFICIENT_INTERVAL: tuple[float, float] = (0.023, 0.047)
 # ----------------------------------------------------------------------------- AOFE
 @dataclass(frozen=True)
 class AOFE(Tabular):
-    """AOFE of a square matrix (see :func:`aofe`).
+    """AOFE of a square matrix (see `aofe`).
 
     Attributes:
         aofe: ‖G‖_F² − Σ_i G_ii² of the symmetrized G.
@@ -104,7 +104,7 @@ def aofe(G: Float[Tensor, "d d"]) -> AOFE:
         G: a square matrix (an AGOP, a Gram WᵀW, ...).
 
     Returns:
-        :class:`AOFE` with float64 scalar tensors.
+        [`AOFE`][tl_geometry.metrics.interaction.AOFE] with float64 scalar tensors.
 
     Raises:
         TypeError: not a tensor. ValueError: not square, smaller than 2 × 2, non-finite, or all
@@ -283,8 +283,8 @@ def leave_group_out(
 ) -> list[Float[Tensor, "d d"]]:
     """The AGOP estimates without each probe group: ``(Σ_j S_j − S_k) / ((P − n_k)·N)`` for every k.
 
-    ``sums`` are the per-group sums of g gᵀ (:attr:`AGOPAccumulator.sums`), ``probes_per_group``
-    the probes in each (:meth:`AGOPAccumulator.group_counts`), ``n_positions`` = N. The
+    ``sums`` are the per-group sums of g gᵀ (`AGOPAccumulator.sums`), ``probes_per_group``
+    the probes in each ([`AGOPAccumulator.group_counts`][tl_geometry.metrics.interaction.AGOPAccumulator.group_counts]), ``n_positions`` = N. The
     replicates of a delete-a-group jackknife of any function of G (e.g. the NFA correlation).
     """
     S = sums.double()
@@ -295,23 +295,23 @@ def leave_group_out(
 
 
 def exact_stats(G: Float[Tensor, "d d"], n_positions: int) -> HookAGOP:
-    """:class:`HookAGOP` of an exactly computed AGOP (all standard errors 0)."""
+    """[`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP] of an exactly computed AGOP (all standard errors 0)."""
     a, r, tr = _scalars(G)
     return HookAGOP(a, r, tr, float(G.double().norm()), 0.0, 0.0, 0.0, 0.0, 0.0, 0, int(n_positions), a, r)
 
 
 @dataclass(frozen=True)
 class AGOPResult(Tabular):
-    """AGOPs at one or more hooks (see :func:`agop`).
+    """AGOPs at one or more hooks (see [`agop`][tl_geometry.families.interaction.agop]).
 
     Attributes:
         matrices: hook → G (d × d, float32; 64 × 64 in output space).
-        stats: hook → :class:`HookAGOP`.
+        stats: hook → [`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP].
         space: "input", "output" or "loss" (``tl_geometry.families.interaction.SPACES``).
         exact: True when computed from exact Jacobians (always in loss space).
         seed: probe seed.
         group_replicates: hook → the AGOP estimates without each probe group
-            (:func:`leave_group_out`), for a jackknife of other functions of G; only with
+            ([`leave_group_out`][tl_geometry.metrics.interaction.leave_group_out]), for a jackknife of other functions of G; only with
             ``agop(..., keep_groups=True)`` and probes (None otherwise).
     """
 
@@ -340,7 +340,7 @@ class AGOPResult(Tabular):
         }
 
     def records(self) -> list[dict[str, Any]]:
-        """One table row per hook: hook, space, exact, seed and the hook's :class:`HookAGOP` fields."""
+        """One table row per hook: hook, space, exact, seed and the hook's [`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP] fields."""
         head = {"space": self.space, "exact": self.exact, "seed": self.seed}
         return [{"hook": h, **head, **s.records()[0]} for h, s in self.stats.items()]
 
@@ -350,13 +350,17 @@ class AGOPResult(Tabular):
 class NFACorrelation(Tabular):
     """Neural-feature-ansatz agreement between a weight Gram and an AGOP.
 
+    Definition (neural feature ansatz, as used in arXiv 2605.27989): r = Pearson correlation of
+    the off-diagonal entries (i < j) of W Wᵀ with those of G = E_x[J(x)ᵀ J(x)] (the AGOP), and
+    the same against G^(1/2).
+
     Attributes:
         pearson: Pearson r of the off-diagonal entries (i < j) of W Wᵀ and of G.
         pearson_sqrt: the same against G^(1/2) (principal square root, negative eigenvalues
             clipped to 0).
         n_pairs: number of off-diagonal entries compared, d(d − 1)/2.
         pearson_stderr, pearson_sqrt_stderr: standard errors from the AGOP's probe noise
-            (:func:`nfa_jackknife`); 0.0 for an exact AGOP.
+            ([`nfa_jackknife`][tl_geometry.metrics.interaction.nfa_jackknife]); 0.0 for an exact AGOP.
         stderr_method: ``"exact"`` or ``"jackknife over K probe groups"``.
     """
 
@@ -408,15 +412,15 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
 
 
 def nfa_jackknife(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], replicates: list[Tensor]) -> NFACorrelation:
-    """:func:`nfa_correlation` with delete-a-group jackknife standard errors over probe groups.
+    """[`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation] with delete-a-group jackknife standard errors over probe groups.
 
-    ``replicates`` are the AGOP estimates without each probe group (:func:`leave_group_out`); the
+    ``replicates`` are the AGOP estimates without each probe group ([`leave_group_out`][tl_geometry.metrics.interaction.leave_group_out]); the
     correlations are recomputed on each and ``se = sqrt((K−1)/K · Σ_k (r_(k) − r̄)²)``. Our choice:
     this covers the probe estimator's noise for the given tokens (the same jackknife as the AOFE
     ratio's), not a fresh draw of text.
 
     Raises:
-        InputError: fewer than 2 replicates, or any error of :func:`nfa_correlation`.
+        InputError: fewer than 2 replicates, or any error of [`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation].
     """
     from tl_geometry.metrics.jackknife import jackknife_se
 
@@ -436,7 +440,7 @@ def offdiag_pearson(A: Float[Tensor, "d d"], B: Float[Tensor, "d d"]) -> float:
     The authors' NFA check (``pearson_corr_offdiag`` in their ``Double_descent/data_scaling.py``,
     applied to WᵀW and the toy's AGOP, i.e. power 1): flatten every entry with i ≠ j of A and of B
     (no symmetrization), subtract the means, ``r = Σ a b / √(Σ a² Σ b²)``, in float64. For symmetric
-    A and B it equals :attr:`NFACorrelation.pearson` (the i < j entries, each pair counted once:
+    A and B it equals `NFACorrelation.pearson` (the i < j entries, each pair counted once:
     duplicating every point leaves a Pearson correlation unchanged).
 
     Raises:
@@ -495,7 +499,7 @@ def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
 
 @dataclass(frozen=True)
 class LossCorrelation(Tabular):
-    """Correlation of one metric with the loss over the runs of a sweep (see :func:`loss_correlations`).
+    """Correlation of one metric with the loss over the runs of a sweep (see [`loss_correlations`][tl_geometry.metrics.interaction.loss_correlations]).
 
     Attributes:
         metric: the metric's name.
@@ -556,7 +560,7 @@ def loss_correlations(
         large_from: the regime's lower size bound, or None for the global correlations only.
 
     Returns:
-        For each metric, a :class:`LossCorrelation` for "all" and (with sizes) one for
+        For each metric, a [`LossCorrelation`][tl_geometry.metrics.interaction.LossCorrelation] for "all" and (with sizes) one for
         "size >= large_from".
 
     Raises:

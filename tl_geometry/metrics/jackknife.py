@@ -19,6 +19,9 @@ __all__ = ["group_labels", "jackknife_se"]
 def group_labels(owners: Any, n_groups: int) -> Int[Tensor, " n"]:
     """Group label per row for a delete-a-group jackknife: whole owners (e.g. sequences) per group.
 
+    Definition (the grouped jackknife these labels feed): with θ_(g) the estimate without group
+    g of G, se = √((G − 1)/G · Σ_g (θ_(g) − θ̄)²).
+
     Rows whose ``owners`` (a 1-D integer id per row, e.g. the sequence of each sampled position)
     are equal always share a group; the sorted distinct owners are cut into ``min(n_groups,
     n_owners)`` contiguous runs of about equal row counts. With a single owner, the rows (in

@@ -12,11 +12,11 @@ pairwise distances better than random k-dimensional views do:
 
 The paper published no code; steps 1–5 are our reading of its text. Our choices where the paper is
 silent are marked "Our choice:" below. One of them: z is a sampled number (n_null random
-subspaces, N sampled points), so every :class:`PGAScore` carries its standard error — a delete-one
+subspaces, N sampled points), so every [`PGAScore`][tl_geometry.metrics.pga.PGAScore] carries its standard error — a delete-one
 jackknife over the nulls plus a delete-a-group jackknife over the points (at CCR ≥ 1 with the
-removed principal directions re-estimated without each group) — and :attr:`PGAScore.p_value`, the
-p of z if the readout were one more random subspace (:mod:`tl_geometry.metrics.significance`). Spectral metrics (RankMe, α-ReQ, ...) live in
-:mod:`tl_geometry.metrics.spectral` and are re-exported here.
+removed principal directions re-estimated without each group) — and [`PGAScore.p_value`][tl_geometry.metrics.pga.PGAScore.p_value], the
+p of z if the readout were one more random subspace ([`tl_geometry.metrics.significance`][tl_geometry.metrics.significance]). Spectral metrics (RankMe, α-ReQ, ...) live in
+[`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral] and are re-exported here.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ __all__ = [
 DEFAULT_MAX_PAIRS = 1 << 22
 """Above this many pairs (N ≈ 2,897 points), a seeded random subset of pairs is used."""
 MIN_POINTS = 10
-"""Floor of :func:`min_points`: 10 points give 45 pairs."""
+"""Floor of [`min_points`][tl_geometry.metrics.pga.min_points]: 10 points give 45 pairs."""
 DEFAULT_N_GROUPS = 20
 """Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5)."""
 DEFAULT_REFIT_NULLS = 4
@@ -75,7 +75,7 @@ DEFAULT_REFIT_NULLS = 4
 STDERR_METHOD = (
     "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
 )
-"""How :attr:`PGAScore.stderr` is computed (recorded in every result)."""
+"""How `PGAScore.stderr` is computed (recorded in every result)."""
 
 
 MAX_ELEMENTS = 2**36
@@ -99,7 +99,10 @@ def min_points(k: int) -> int:
 
 
 def check_n_points(n: int, k: int) -> None:
-    """Raise ValueError when ``n`` points are too few for PGA with a k-dimensional readout."""
+    """Raise ValueError when ``n`` points are too few for PGA with a k-dimensional readout.
+
+    Our rule: N ≥ max(k + 1, MIN_POINTS) (the paper states no minimum; below k + 1 points every
+    k-subspace can preserve the pairwise distances up to rank, so ρ_read carries no signal)."""
     need = min_points(k)
     if _checks.integer(n, "n", why="points", lo=0) < need:
         raise InputError(
@@ -145,6 +148,10 @@ def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor
 def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) -> Float[Tensor, "n d k"]:
     """``n`` Haar-random orthonormal (d, k) bases: QR of a Gaussian matrix, sign-fixed (R_ii > 0).
 
+    Definition: G ∈ R^{d×k} with i.i.d. N(0, 1) entries, G = QR, Q ← Q·diag(sign(R_ii)); then Q is
+    uniform (Haar) on the Stiefel manifold. These are the random subspaces of Subspace PGA's null
+    distribution (arXiv 2605.17084, Sec. 3: z = (ρ_read − mean ρ_null) / sd ρ_null).
+
     Bases are drawn one after another from one ``torch.Generator`` seeded with ``seed``, so the
     i-th basis does not depend on how many are drawn.
     """
@@ -169,7 +176,7 @@ def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) ->
 # ----------------------------------------------------------------------------- score
 @dataclass(frozen=True)
 class PGAScore(Tabular):
-    """Result of :func:`pga_score` at one hook and one CCR level.
+    """Result of [`pga_score`][tl_geometry.metrics.pga.pga_score] at one hook and one CCR level.
 
     Attributes:
         rho_read: Spearman(d_full, d_read).
@@ -179,7 +186,7 @@ class PGAScore(Tabular):
         n_points, n_pairs: N and the number of pairs correlated.
         pairs_subsampled: True when N(N−1)/2 > max_pairs and a seeded subset of pairs was used.
         ccr, k, d, seed: the settings.
-        stderr: standard error of z, √(stderr_null² + stderr_points²) (:data:`STDERR_METHOD`).
+        stderr: standard error of z, √(stderr_null² + stderr_points²) ([`STDERR_METHOD`][tl_geometry.metrics.pga.STDERR_METHOD]).
         stderr_null: the part from drawing n_null null subspaces: delete-one jackknife over the
             nulls (NaN for n_null < 3). For normal null ρ's it is ≈ √(1/n + z²/(2(n−1))): it grows
             with |z|, so a large |z| needs many nulls to be pinned down, not to be detected.
@@ -214,7 +221,7 @@ class PGAScore(Tabular):
     @property
     def p_value(self) -> float:
         """Two-sided p of z if the readout were one more random subspace
-        (:func:`tl_geometry.metrics.significance.z_p_value`; uncorrected for the number of hooks)."""
+        ([`tl_geometry.metrics.significance.z_p_value`][tl_geometry.metrics.significance.z_p_value]; uncorrected for the number of hooks)."""
         return z_p_value(self.z, self.n_null)
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,7 +248,7 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
 
     The rank counts singular values above S_max·eps·max(N, d), eps of the compute dtype (as
     ``torch.linalg.matrix_rank``): float32 activations carry no information below that. Our
-    choice: float16 / bfloat16 input was upcast to float32 by :func:`_check_H` (their own eps,
+    choice: float16 / bfloat16 input was upcast to float32 by `_check_H` (their own eps,
     2⁻¹⁰ / 2⁻⁷, times N ≥ 1,024 / 128 is ≥ 1 and would count every direction as noise), and the
     tolerance is capped at 1e-2 · S_max.
     """
@@ -311,7 +318,7 @@ def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[T
 
 
 POOL_MIN_PAIRS = 1 << 15
-"""Our choice: the null loop runs on a pool of threads (:func:`tl_geometry.threads.parallel_map`) from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a pool's start-up would cost more than it saves."""
+"""Our choice: the null loop runs on a pool of threads ([`tl_geometry.threads.parallel_map`][tl_geometry.threads.parallel_map]) from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a pool's start-up would cost more than it saves."""
 
 
 def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.ndarray | None]:
@@ -323,12 +330,12 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
     """ρ of each null basis and its leave-one-group-out values (n_null, G).
 
     Our choice: on CPU, at report sizes, the nulls are spread over a pool of
-    :func:`tl_geometry.threads.pool_threads` threads, each projecting, computing similarities and
+    [`tl_geometry.threads.pool_threads`][tl_geometry.threads.pool_threads] threads, each projecting, computing similarities and
     sorting one null at a time on one core (the same ops as the sequential loop, so the same ρ's,
     bit for bit). Otherwise (small problems, a GPU, ``TL_GEOMETRY_THREADS=inherit``) the sequential
     loop: the batched projection uses torch's threads (fewer when other processes want the cores);
     the per-null similarities and sort run single-threaded when other processes want the cores
-    (:mod:`tl_geometry.threads`: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the
+    ([`tl_geometry.threads`][tl_geometry.threads]: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the
     CPU when another process competes for the cores).
     """
     cpu = Hx.device.type == "cpu"
@@ -358,7 +365,7 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
 
 
 def _jackknife_se(values: np.ndarray) -> float:
-    """:func:`tl_geometry.metrics.jackknife.jackknife_se` of 1-D leave-one-out values (NaN if any is NaN)."""
+    """[`tl_geometry.metrics.jackknife.jackknife_se`][tl_geometry.metrics.jackknife.jackknife_se] of 1-D leave-one-out values (NaN if any is NaN)."""
     v = torch.as_tensor(np.asarray(values, dtype=np.float64)).reshape(-1, 1)
     return math.nan if v.shape[0] < 2 else float(jackknife_se(v)[0])
 
@@ -440,7 +447,12 @@ def pga_profile(
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
 
-    Same arguments as :func:`pga_score` with ``ccrs`` a sequence of CCR levels; returns
+    Definition (arXiv 2605.17084): at CCR-c, the top c principal directions of the centred H are
+    removed, then z_c = (ρ_read − mean ρ_null) / sd ρ_null, with ρ the Spearman correlation of
+    pairwise distances before and after projecting onto the readout subspace V_k (ρ_read) or a
+    Haar-random k-subspace (ρ_null).
+
+    Same arguments as [`pga_score`][tl_geometry.metrics.pga.pga_score] with ``ccrs`` a sequence of CCR levels; returns
     ``{ccr: PGAScore}``.
     """
     return pga_layer(
@@ -472,8 +484,12 @@ def pga_layer(
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
-    """:func:`pga_profile` and :func:`pc1_overlap` of one H from one centering and SVD (what a report
-    computes per hook): the same numbers as the two calls, one SVD fewer."""
+    """[`pga_profile`][tl_geometry.metrics.pga.pga_profile] and [`pc1_overlap`][tl_geometry.metrics.pga.pc1_overlap] of one H from one centering and SVD (what a report
+    computes per hook): the same numbers as the two calls, one SVD fewer.
+
+    Definitions as in [`pga_profile`][tl_geometry.metrics.pga.pga_profile] (z_c per CCR level c)
+    and [`pc1_overlap`][tl_geometry.metrics.pga.pc1_overlap] (‖V_kᵀ p_1‖²), arXiv 2605.17084.
+    """
     n_groups = _checks.integer(n_groups, "n_groups", why="point groups of the jackknife", lo=2)
     refit_nulls = _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
     ccrs = _checks.nonneg_int_list(single_ok=False)(list(ccrs) if isinstance(ccrs, (tuple, range)) else ccrs, "ccrs")
@@ -601,36 +617,36 @@ def pga_score(
 
     Args:
         H: (N, d) hidden states at one hook (any float dtype; computed in float64).
-        readout: (d, k) orthonormal readout basis, e.g. :func:`readout_basis` of W_U.
+        readout: (d, k) orthonormal readout basis, e.g. [`readout_basis`][tl_geometry.metrics.pga.readout_basis] of W_U.
         n_null: number of Haar-random null subspaces (ignored when ``null_bases`` is given).
         ccr: CCR level: remove the top-``ccr`` principal directions of the centered H first.
         null_bases: (n_null, d, k) orthonormal bases to use as the null (reproducible across
-            implementations); default: :func:`haar_bases` with ``seed``.
+            implementations); default: [`haar_bases`][tl_geometry.metrics.pga.haar_bases] with ``seed``.
         seed: seeds the null bases and, when pairs are subsampled, the pair sample.
         max_pairs: correlate at most this many pairs; above it a seeded random subset is used
             and ``pairs_subsampled`` is set (None: always all pairs).
         memory_mb: bound on the working memory of the batched null projections.
         n_groups: point groups of the jackknife behind ``stderr`` (at most N // 5 are used).
         groups: instead, one group label (0 … G−1) per row of H, e.g. whole sequences
-            (:func:`tl_geometry.metrics.jackknife.group_labels` of each point's sequence): points
+            ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels] of each point's sequence): points
             of one sequence share a context and are not independent, so a jackknife meant to cover
             a fresh draw of text must delete them together (what ``tg.pga`` does).
         refit_nulls: at CCR ≥ 1 the top-c principal directions are themselves estimated from the
             points; the jackknife re-estimates them without each group and recomputes ρ_read and
-            this many null ρ's from scratch (:data:`DEFAULT_REFIT_NULLS`; 0: keep the directions
+            this many null ρ's from scratch ([`DEFAULT_REFIT_NULLS`][tl_geometry.metrics.pga.DEFAULT_REFIT_NULLS]; 0: keep the directions
             fixed, cheaper and overconfident when the top PCs change with the text sample).
 
     Standard error (our choice; the paper reports z without one): z is a sampled number twice
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
     delete-one jackknife over the nulls and a delete-a-group jackknife over the points (every
     null recomputed without each group, from per-group sums of one pass: no extra sort), see
-    :class:`PGAScore`. It is calibrated across seeds (tests/unit/test_pga_stderr.py).
+    [`PGAScore`][tl_geometry.metrics.pga.PGAScore]. It is calibrated across seeds (tests/unit/test_pga_stderr.py).
 
     Our choice: cosine distance of a zero row (e.g. a point whose projection vanishes) is 1 to
     every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).
 
     Raises:
-        ValueError: fewer points than :func:`min_points` (k) = max(k + 1, 10), NaN/inf, constant
+        ValueError: fewer points than [`min_points`][tl_geometry.metrics.pga.min_points] (k) = max(k + 1, 10), NaN/inf, constant
             activations, readout not matching H, k ≥ d, n_null < 2, a null std of zero.
 
     Examples:
@@ -681,8 +697,12 @@ class PC1Overlap(Tabular):
 def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Overlap:
     """PC1 migration: how much of the top principal direction p_1 of the centered H lies in V_k.
 
+    Definition (arXiv 2605.17084): overlap = ‖V_kᵀ p_1‖² ∈ [0, 1] with V_k the orthonormal readout
+    basis (d × k) and p_1 the unit top right-singular vector of the centred H; a random
+    k-subspace gives k/d on average.
+
     Raises:
-        ValueError: as :func:`pga_score` for bad H / readout.
+        ValueError: as [`pga_score`][tl_geometry.metrics.pga.pga_score] for bad H / readout.
     """
     H = _check_H(H)
     d = H.shape[1]

@@ -1,11 +1,11 @@
 """SAE decoder math on tensors: how many decoder pairs exceed a |cos| level, and the shared-pool directions.
 
-:func:`cosine_exceedance` counts the decoder pairs above a |cos| level exactly;
-:func:`shared_directions` is the number of directions an SAE and the vocabulary ask of the shared
+[`cosine_exceedance`][tl_geometry.metrics.sae.cosine_exceedance] counts the decoder pairs above a |cos| level exactly;
+[`shared_directions`][tl_geometry.metrics.sae.shared_directions] is the number of directions an SAE and the vocabulary ask of the shared
 pool (capacity paper, Eq. 2).
 
 Pure: tensors in, numbers out; nothing here imports sae_lens, a model, capture, the registry or
-reports. The model-facing side is :mod:`tl_geometry.sae`.
+reports. The model-facing side is [`tl_geometry.sae`][tl_geometry.sae].
 
 Our choice: exceedance counts unordered pairs i < j of non-zero rows with |cos| > threshold
 (strictly greater), exactly, in float32 blocks.
@@ -63,8 +63,11 @@ def cosine_exceedance(vectors: Tensor, threshold: float, *, block_size: int = 20
 class DecoderEpsilon(Tabular):
     """ε of an SAE's decoder rows, and how many decoder pairs exceed the host model's ε.
 
+    Definition (arXiv 2606.02765's ε applied to the decoder): ε = μ + 2σ of the cosine
+    similarities of all pairs of distinct decoder rows.
+
     Attributes:
-        stats: :class:`~tl_geometry.metrics.capacity.SimilarityStats` of the decoder rows
+        stats: [`SimilarityStats`][tl_geometry.metrics.capacity.SimilarityStats] of the decoder rows
             (d_sae vectors in R^{d_in}); ``mean``, ``std``, ``epsilon``, ... are forwarded.
         threshold: the host ε compared against (None: no host given).
         threshold_source: ``"measured"`` (host model's W_E), ``"published"`` (Table 1) or

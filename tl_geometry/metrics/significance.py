@@ -5,13 +5,13 @@ Used by the PGA readings and figures; pure functions on numbers (no model, no re
 A PGA z compares the readout subspace with n random subspaces. If the readout were just one more
 random subspace (the null hypothesis), ρ_read and the n null ρ's would be exchangeable and, for
 normal ρ's, z = (ρ_read − mean)/std would follow Student's t with n − 1 degrees of freedom scaled
-by √(1 + 1/n) — whatever the points are. :func:`z_p_value` is that two-sided p-value.
+by √(1 + 1/n) — whatever the points are. [`z_p_value`][tl_geometry.metrics.significance.z_p_value] is that two-sided p-value.
 
-Testing one z per layer means testing many hypotheses; :func:`holm` adjusts the p-values (Holm's
+Testing one z per layer means testing many hypotheses; [`holm`][tl_geometry.metrics.significance.holm] adjusts the p-values (Holm's
 step-down, 1979: controls the family-wise error rate, uniformly more powerful than Bonferroni, no
-assumption on the dependence between layers). :func:`classify` then calls a hook "positive" or
+assumption on the dependence between layers). [`classify`][tl_geometry.metrics.significance.classify] then calls a hook "positive" or
 "negative" only when its adjusted p is below α *and* z lies more than two standard errors from 0
-(the standard error of z from :func:`tl_geometry.pga_score`: the sign must survive the sampling of
+(the standard error of z from [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score]: the sign must survive the sampling of
 points and nulls too); anything else lies "inside" the chance band. These are our choices: the
 paper reads |z| ≥ 2 as organized and gives no correction.
 """
@@ -29,7 +29,7 @@ from tl_geometry.errors import InputError
 __all__ = ["z_p_value", "z_threshold", "holm", "classify", "ALPHA"]
 
 ALPHA = 0.05
-"""Family-wise error rate of :func:`classify`."""
+"""Family-wise error rate of [`classify`][tl_geometry.metrics.significance.classify]."""
 
 
 def _check_n(n_null: int) -> None:
@@ -53,7 +53,9 @@ def z_p_value(z: float, n_null: int) -> float:
 
 
 def z_threshold(p: float, n_null: int) -> float:
-    """The |z| whose two-sided :func:`z_p_value` is ``p`` (the edge of the chance band).
+    """The |z| whose two-sided [`z_p_value`][tl_geometry.metrics.significance.z_p_value] is ``p`` (the edge of the chance band).
+
+    Definition: |z| = t_{n−1}^{-1}(1 − p/2)·√(1 + 1/n), the inverse of ``z_p_value``.
 
     Examples:
         >>> round(z_threshold(0.05, 10**6), 2)
@@ -92,6 +94,10 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 def classify(z: float, stderr: float, p_adjusted: float, *, alpha: float = ALPHA) -> str:
     """``"positive"``, ``"negative"`` or ``"inside"`` (the chance band), as the module says.
+
+    Rule (ours): ``"positive"`` when p_adjusted < alpha, z > 0 and |z| > 2·stderr; ``"negative"``
+    likewise with z < 0; else ``"inside"``. p_adjusted is the Holm-adjusted two-sided p-value
+    ([`holm`][tl_geometry.metrics.significance.holm]).
 
     A NaN standard error (unknown) does not block the call; a NaN p-value gives ``"inside"``.
 

@@ -30,17 +30,17 @@ states. Eigenvalues below λ_max·1e-10 are dropped ("kept spectrum"). Definitio
   (d = ambient dimension, dropped eigenvalues count as zeros);
 * **condition number** = λ_max / λ_min over the kept spectrum.
 
-The covariance streams through :class:`StreamingCovariance` in float64 (batch means and
+The covariance streams through [`StreamingCovariance`][tl_geometry.metrics.spectral.StreamingCovariance] in float64 (batch means and
 centered scatter matrices merged with Chan et al.'s pairwise update), so millions of tokens fit in
 O(d²) memory.
 
 **Standard errors** (``SpectralMetrics.stderr``): a delete-a-group jackknife over groups of
-points (``group_sizes`` of :class:`StreamingCovariance`, or ``groups`` of
-:func:`spectral_metrics`). Each leave-group-out covariance follows exactly from the total and the
+points (``group_sizes`` of [`StreamingCovariance`][tl_geometry.metrics.spectral.StreamingCovariance], or ``groups`` of
+[`spectral_metrics`][tl_geometry.metrics.spectral.spectral_metrics]). Each leave-group-out covariance follows exactly from the total and the
 group's moments by Chan et al.'s downdate (no second pass over the points); every metric is
 recomputed on it (one ``eigvalsh`` per group) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``.
 Our choice (the papers give no uncertainty): groups of whole sequences (see
-:func:`tl_geometry.metrics.jackknife.group_labels`), 10 by default in the "spectral" metric, so
+[`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]), 10 by default in the "spectral" metric, so
 the error covers a fresh draw of text; a group is held as its raw rows while that is smaller than
 its d × d float64 scatter matrix, so memory stays ≤ (G + 1)·d² float64 per hook.
 """
@@ -74,7 +74,7 @@ __all__ = [
 
 _REL_CUTOFF = 1e-10
 SPECTRAL_FIELDS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
-"""The scalar metrics of :class:`SpectralMetrics` that carry a standard error."""
+"""The scalar metrics of [`SpectralMetrics`][tl_geometry.metrics.spectral.SpectralMetrics] that carry a standard error."""
 REPTRIX_FIT_RANGE = (11, 101)
 """reptrix's default α-ReQ fit ranks (1-based, stop exclusive): ranks 11–100."""
 
@@ -82,6 +82,11 @@ REPTRIX_FIT_RANGE = (11, 101)
 @dataclass(frozen=True)
 class SpectralMetrics(Tabular):
     """Spectral summary of a covariance.
+
+    Definitions (the spectral baselines of arXiv 2605.17084; details in the module docstring):
+    with λ_i the covariance eigenvalues and p_i = √λ_i / Σ_j √λ_j, RankMe = exp(−Σ p_i log p_i);
+    α-ReQ is the decay α of λ_i ≈ c·i^(−α); isotropy = (Σλ)² / (d Σλ²); condition_number =
+    λ_max / λ_min over the kept spectrum.
 
     Attributes:
         rankme: RankMe as Garrido et al. define it (singular values).
@@ -94,7 +99,7 @@ class SpectralMetrics(Tabular):
         d: ambient dimension.
         n_points: number of points the covariance was estimated from (0 if unknown).
         eigenvalues: the kept eigenvalues, descending.
-        stderr: metric name (:data:`SPECTRAL_FIELDS`) → standard error in the metric's units;
+        stderr: metric name ([`SPECTRAL_FIELDS`][tl_geometry.metrics.spectral.SPECTRAL_FIELDS]) → standard error in the metric's units;
             empty when not estimated (no point groups given).
         stderr_method: ``"jackknife over G point groups"``, or ``"none"`` when not estimated.
         n_groups: jackknife groups (0 when not estimated).
@@ -149,7 +154,7 @@ class _Moments:
 
 class _Group:
     """One jackknife group: its raw rows while they take less memory than a d × d float64
-    scatter matrix, then its :class:`_Moments` (exact either way)."""
+    scatter matrix, then its `_Moments` (exact either way)."""
 
     def __init__(self) -> None:
         self.rows: list[Tensor] = []
@@ -180,7 +185,7 @@ class StreamingCovariance:
     """Float64 covariance of rows streamed in batches: ``update(x)``, ``compute()``, ``reset()``.
 
     Args:
-        group_sizes: for jackknife standard errors (:meth:`spectral`): the first
+        group_sizes: for jackknife standard errors ([`spectral`][tl_geometry.metrics.spectral.StreamingCovariance.spectral]): the first
             ``group_sizes[0]`` rows streamed form group 0, the next ``group_sizes[1]`` group 1, …
             (rows past the total join the last group). None: no groups, no standard errors.
             Memory: at most one d × d float64 matrix per group besides the total's.
@@ -271,8 +276,8 @@ class StreamingCovariance:
         return m2_r / (n_r - 1), n_r
 
     def spectral(self, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
-        """:func:`spectral_from_covariance` of the accumulated covariance, with jackknife standard
-        errors over the groups when ``group_sizes`` was given (:func:`spectral_jackknife`)."""
+        """[`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance] of the accumulated covariance, with jackknife standard
+        errors over the groups when ``group_sizes`` was given ([`spectral_jackknife`][tl_geometry.metrics.spectral.spectral_jackknife])."""
         m = spectral_from_covariance(self.compute(), fit_range=fit_range, n_points=self.n)
         filled = [k for k, g in enumerate(self.groups) if g.n_rows or g.moments is not None]
         if len(filled) < 2:
@@ -285,8 +290,8 @@ def spectral_jackknife(
 ) -> SpectralMetrics:
     """``full`` with delete-a-group jackknife standard errors from the leave-group-out covariances.
 
-    Every metric of :data:`SPECTRAL_FIELDS` is recomputed on each covariance
-    (:func:`spectral_from_covariance`) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``. A metric
+    Every metric of [`SPECTRAL_FIELDS`][tl_geometry.metrics.spectral.SPECTRAL_FIELDS] is recomputed on each covariance
+    ([`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance]) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``. A metric
     that is undefined on a replicate (e.g. a ``fit_range`` past a replicate's kept ranks) gets a
     NaN standard error.
 
@@ -427,8 +432,8 @@ def spectral_metrics(
 ) -> SpectralMetrics:
     """RankMe, α-ReQ, isotropy and condition number of hidden states H (rows = points).
 
-    Equivalent to streaming H through :class:`StreamingCovariance` and calling ``spectral()``.
-    ``groups`` (a label per row, e.g. :func:`tl_geometry.metrics.jackknife.group_labels` of each
+    Equivalent to streaming H through [`StreamingCovariance`][tl_geometry.metrics.spectral.StreamingCovariance] and calling ``spectral()``.
+    ``groups`` (a label per row, e.g. [`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels] of each
     row's sequence): also delete-a-group jackknife standard errors (``stderr``) over those groups.
 
     Raises:

@@ -1,5 +1,5 @@
-"""SAE widths against the host's capacity bound: :func:`compare`, the registered ``"sae"`` metric
-and its figure (:func:`plot_sae_widths`)."""
+"""SAE widths against the host's capacity bound: [`compare`][tl_geometry.sae.comparison.compare], the registered ``"sae"`` metric
+and its figure ([`plot_sae_widths`][tl_geometry.sae.comparison.plot_sae_widths])."""
 
 from __future__ import annotations
 
@@ -60,11 +60,11 @@ def compare(
     config: Literal["cache", "hub", "none"] = "cache",
     decoder_stats: bool = True,
 ) -> GeometryReport:
-    """SAE widths against the host model's capacity bound, as a :class:`GeometryReport`.
+    """SAE widths against the host model's capacity bound, as a [`GeometryReport`][tl_geometry.report.GeometryReport].
 
     For a host with embedding ε (measured from a loaded model's W_E, or the paper's published
     value for a name) and width d_model, the capacity bound k = capacity(d_model, ε, form)
-    (full form by default) as the paper reports it (:func:`tl_geometry.capacity_estimate`).
+    (full form by default) as the paper reports it ([`tl_geometry.capacity_estimate`][tl_geometry.metrics.capacity.capacity_estimate]).
     Per SAE: d_sae, d_sae / k, and the shared ratio (2V + d_sae) / k for an untied host or
     (V + d_sae) / k for a tied one (capacity paper, Eq. 2: embedding and unembedding each take
     V directions unless they are one matrix). A host without a count (boundary or Class 1,
@@ -88,10 +88,10 @@ def compare(
             model host.
         form: capacity form (``"full"``, ``"adjusted"``, ``"jl"``, ``"jl_random"``).
         preset: the rule for count vs indeterminate (``"paper"``), recorded in every row.
-        d_vocab: override the vocabulary size (default: the model's, or :data:`D_VOCAB`).
+        d_vocab: override the vocabulary size (default: the model's, or [`D_VOCAB`][tl_geometry.sae.directory.D_VOCAB]).
         tied: whether the host ties embedding and unembedding (default: the published table,
             else the zoo checkpoint, else unknown and the shared ratio is NaN).
-        config: passed to :func:`widths`.
+        config: passed to [`widths`][tl_geometry.sae.directory.widths].
         decoder_stats: compute decoder ε rows for SAEs given in ``saes``.
 
     Raises:
@@ -308,7 +308,7 @@ def decoder_table(report: GeometryReport) -> str | None:
     """One line per measured SAE (``--sae``): its decoder ε, that ε's class and the capacity status.
 
     Reads the ``sae.decoder_epsilon`` / ``sae.decoder_capacity`` / ``sae.frac_above_host_epsilon`` /
-    ``sae.d_sae`` rows of :func:`compare`; ``None`` when no SAE was measured. The capacity column is
+    ``sae.d_sae`` rows of [`compare`][tl_geometry.sae.comparison.compare]; ``None`` when no SAE was measured. The capacity column is
     k(d_in, ε_decoder) when the decoder's ε is below 0.1 (Class 2) and "indeterminate" otherwise (the
     capacity paper's rule, as for the host's ε), with d_sae / k beside a count.
     """
@@ -352,7 +352,7 @@ def decoder_table(report: GeometryReport) -> str | None:
 def sae_metric(
     model, tokens=None, *, hooks=None, releases=None, saes=None, form="full", preset="paper", config="cache"
 ):
-    """SAE widths vs the capacity bound (:func:`compare`); only ``sae.*`` rows (ε and capacity
+    """SAE widths vs the capacity bound ([`compare`][tl_geometry.sae.comparison.compare]); only ``sae.*`` rows (ε and capacity
     rows come from the capacity family). Empty, with a log message, when sae_lens is missing."""
     try:
         rep = compare(model, releases=releases, saes=saes, form=form, preset=preset, config=config)
@@ -434,7 +434,7 @@ def plot_sae_widths(report_or_rows: Any, *, ax=None, path: str | os.PathLike | N
     """Figure: SAE widths by release (log scale) against the capacity bound, vocabulary marked.
 
     Args:
-        report_or_rows: a :func:`compare` report, or a list of :class:`SAEWidth` (then no bound
+        report_or_rows: a [`compare`][tl_geometry.sae.comparison.compare] report, or a list of [`SAEWidth`][tl_geometry.sae.directory.SAEWidth] (then no bound
             is drawn).
         ax: a matplotlib Axes to draw on (default: a new figure).
         path: also save the figure there.

@@ -1,4 +1,4 @@
-"""ε of an SAE's decoder rows against its host's ε (the SAE side of :mod:`tl_geometry.metrics.sae`)."""
+"""ε of an SAE's decoder rows against its host's ε (the SAE side of [`tl_geometry.metrics.sae`][tl_geometry.metrics.sae])."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def decoder_epsilon(
         block_size: rows per block of the exact pair count.
 
     Returns:
-        :class:`DecoderEpsilon`.
+        [`DecoderEpsilon`][tl_geometry.metrics.sae.DecoderEpsilon].
 
     Raises:
         TypeError: not an SAE or tensor.

@@ -1,9 +1,9 @@
-"""sae_lens's directory of pretrained releases: one :class:`SAEWidth` per SAE, and the published hosts.
+"""sae_lens's directory of pretrained releases: one [`SAEWidth`][tl_geometry.sae.directory.SAEWidth] per SAE, and the published hosts.
 
-:func:`widths` lists every SAE of the packaged directory with its width (from its config when
-it is cached or ``config="hub"``, else parsed from its id, :mod:`tl_geometry.sae.ids`);
-:func:`published_host` maps a sae_lens model name to the capacity paper's Table 1
-(:mod:`tl_geometry.hosts`).
+[`widths`][tl_geometry.sae.directory.widths] lists every SAE of the packaged directory with its width (from its config when
+it is cached or ``config="hub"``, else parsed from its id, [`tl_geometry.sae.ids`][tl_geometry.sae.ids]);
+[`published_host`][tl_geometry.sae.directory.published_host] maps a sae_lens model name to the capacity paper's Table 1
+([`tl_geometry.hosts`][tl_geometry.hosts]).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ WidthSource = Literal["config", "id", "unknown"]
 
 
 D_VOCAB: dict[str, int] = {h.name: h.d_vocab for h in published_hosts().values() if h.d_vocab is not None}
-"""Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) of the published-table models that have SAEs in sae_lens's directory; used by :func:`compare` when only a name is given. Our column ``d_vocab`` of the published-hosts data file, not the paper's."""
+"""Vocabulary sizes (tokenizer ``vocab_size`` of each model's Hugging Face config) of the published-table models that have SAEs in sae_lens's directory; used by [`compare`][tl_geometry.sae.comparison.compare] when only a name is given. Our column ``d_vocab`` of the published-hosts data file, not the paper's."""
 
 
 def _directory() -> dict:
@@ -56,7 +56,7 @@ class SAEWidth(Tabular):
         layer: layer, when the hook, id or config gives one.
         d_sae: number of features, or None when unknown.
         width_source: ``"config"``, ``"id"`` or ``"unknown"``.
-        rule: the :data:`WIDTH_RULES` name that parsed the width (``"config"`` for configs).
+        rule: the [`WIDTH_RULES`][tl_geometry.sae.ids.WIDTH_RULES] name that parsed the width (``"config"`` for configs).
         d_in: input dimension from the config (None unless ``width_source="config"``).
     """
 
@@ -77,7 +77,7 @@ class SAEWidth(Tabular):
 
 
 def _norm_model(name: str) -> str:
-    """Key of a sae_lens model name: :func:`tl_geometry.hosts.normalize_name` without a
+    """Key of a sae_lens model name: [`tl_geometry.hosts.normalize_name`][tl_geometry.hosts.normalize_name] without a
     ``-pt``/``-base``/``-hf`` suffix (``google/gemma-3-4b-pt`` and ``gemma-3-4b`` match)."""
     s = str(name).split("/")[-1]
     for suffix in ("-pt", "-base", "-hf"):
@@ -151,7 +151,7 @@ def widths(
     config: Literal["cache", "hub", "none"] = "cache",
     d_model: int | None = None,
 ) -> list[SAEWidth]:
-    """One :class:`SAEWidth` per SAE in sae_lens's packaged pretrained directory.
+    """One [`SAEWidth`][tl_geometry.sae.directory.SAEWidth] per SAE in sae_lens's packaged pretrained directory.
 
     Args:
         model: keep only SAEs of this model: a sae_lens model name (``"gemma-2-2b"``,
@@ -168,7 +168,7 @@ def widths(
             the published table's d_model of the SAE's model, when it has one.
 
     Returns:
-        list of :class:`SAEWidth` in directory order.
+        list of [`SAEWidth`][tl_geometry.sae.directory.SAEWidth] in directory order.
 
     Raises:
         SAELensNotInstalledError: sae_lens missing.
@@ -259,7 +259,7 @@ def published_host(name: str) -> tuple[str, int, float] | None:
     """(table name, d_model, ε) of the capacity paper's Table 1 for a (sae_lens) model name.
 
     ``google/gemma-3-1b-pt`` → ("Gemma-3-1B", 1152, 0.20164); None when the table has no entry
-    (:func:`tl_geometry.hosts.find_host`).
+    ([`tl_geometry.hosts.find_host`][tl_geometry.hosts.find_host]).
     """
     hit = find_host(name)
     return None if hit is None else (hit.name, hit.d_model, hit.epsilon)

@@ -1,8 +1,8 @@
 """What an SAE's id says: its width d_sae and its hook (pure string parsing, no sae_lens).
 
-sae_lens's directory has no width field; :func:`parse_width` reads it from the id, the
+sae_lens's directory has no width field; [`parse_width`][tl_geometry.sae.ids.parse_width] reads it from the id, the
 repository path, the release name or the repo id by the first matching rule of
-:data:`WIDTH_RULES`; :func:`parse_hook` reads the TransformerLens hook and the layer.
+[`WIDTH_RULES`][tl_geometry.sae.ids.WIDTH_RULES]; [`parse_hook`][tl_geometry.sae.ids.parse_hook] reads the TransformerLens hook and the layer.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ WIDTH_RULES: tuple[tuple[str, re.Pattern, Callable[[re.Match, int | None], int |
 def parse_width(*texts: str | None, d_model: int | None = None) -> tuple[int | None, str | None]:
     """d_sae parsed from the first text (id, path, release, repo id) that a rule matches.
 
-    Rules (:data:`WIDTH_RULES`, first match wins): ``width_16k``/``width-1m`` (k, m as described
+    Rules ([`WIDTH_RULES`][tl_geometry.sae.ids.WIDTH_RULES], first match wins): ``width_16k``/``width-1m`` (k, m as described
     in the module docstring), ``2pow14`` → 16384, ``w32k``/``W80K``/``w-32k``, ``v5_32k``,
     ``ds24576``, a number after a hook name (``hook_resid_pre_768``, ``hook_mlp_out_24576:v1``),
     and an expansion factor ``8x`` × ``d_model`` (when ``d_model`` is given).

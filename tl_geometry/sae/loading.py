@@ -1,8 +1,8 @@
 """Loading one SAE: a sae_lens release, a Hugging Face repository in the local cache, or a saved folder.
 
-Offline behaviour (:mod:`tl_geometry.hub`): with ``HF_HUB_OFFLINE`` set, or when the hub does not
+Offline behaviour ([`tl_geometry.hub`][tl_geometry.hub]): with ``HF_HUB_OFFLINE`` set, or when the hub does not
 answer within the timeout, the SAE is read from the local cache only, and a repository that is
-not cached fails at once with :class:`~tl_geometry.hub.HubUnavailableError`.
+not cached fails at once with [`HubUnavailableError`][tl_geometry.hub.HubUnavailableError].
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ def load(
 
     Offline behaviour: with ``HF_HUB_OFFLINE`` set, or when the hub does not answer within
     ``timeout`` seconds, the SAE is read from the local Hugging Face cache only; if its
-    repository is not cached, :class:`HubUnavailableError` is raised at once (no 20-second DNS
+    repository is not cached, [`HubUnavailableError`][tl_geometry.hub.HubUnavailableError] is raised at once (no 20-second DNS
     retry loop). A custom ``converter`` (sae_lens's loader hook) skips these checks.
 
     Args:
         release, sae_id: sae_lens pretrained release and id; or a Hugging Face repository id
             (``"ORG/NAME"``, not a sae_lens release) and the SAE's folder in it, read the same way
             (e.g. a repository laid out by
-            :func:`tl_geometry.experiments.sae_training.publish_to_cache`).
+            [`tl_geometry.experiments.sae_training.publish_to_cache`][tl_geometry.experiments.sae_training.publish_to_cache]).
         path: a directory written by ``sae.save_model`` (cfg.json + sae_weights.safetensors).
         device, dtype: passed to sae_lens.
         converter: sae_lens ``PretrainedSaeHuggingfaceLoader`` (``from_pretrained`` only).
