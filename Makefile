@@ -76,7 +76,7 @@ docs: install-dev
 tl4:
 	bash ci/tl4/run.sh
 
-## wheel: third lane — build the wheel, install it (not editable) into .venv-wheel, run reproduce --tiny,
+## wheel: third lane — build the wheel, install it (not editable) into .venv-wheel, run reproduce capacity sae --tiny,
 ## report --fast, capacity --published from outside the repository, then report/render without matplotlib
 wheel:
 	bash ci/wheel/run.sh
