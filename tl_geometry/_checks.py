@@ -246,6 +246,19 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def reject_meta(x: Any, name: str) -> None:
+    """Raise for a tensor that holds no data (``meta`` device).
+
+    A meta tensor has a shape but no values; every metric would otherwise fail deep inside with
+    a RuntimeError from ``.item()``.
+    """
+    if isinstance(x, Tensor) and x.is_meta:
+        raise InputError(
+            f"{name} is on the 'meta' device (a shape without data); move it to a real device "
+            "first, e.g. x.to('cpu') or x.to('cuda')"
+        )
+
+
 def float_matrix(
     x: Any,
     name: str,
@@ -270,11 +283,7 @@ def float_matrix(
         x = torch.from_numpy(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("=")))  # native byte order
     elif not isinstance(x, Tensor):
         raise ArgumentError(f"{name} must be {accepted}; got {describe(x)}")
-    if x.is_meta:
-        raise InputError(
-            f"{name} is on the 'meta' device (a shape without data); move it to a real device "
-            "first, e.g. x.to('cpu') or x.to('cuda')"
-        )
+    reject_meta(x, name)
     if not x.dtype.is_floating_point or x.ndim != ndim:
         raise ArgumentError(f"{name} must be {accepted}; got {describe(x)}")
     x = x.detach()

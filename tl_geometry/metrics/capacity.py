@@ -61,7 +61,6 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     model_class_of,
     sensitivity,
 )
-from tl_geometry.metrics._validate import reject_meta
 from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.tables import Tabular
 
@@ -157,7 +156,7 @@ def _as_matrix(vectors: Any) -> Tensor:
         vectors = torch.from_numpy(np.ascontiguousarray(vectors))
     if not isinstance(vectors, Tensor):
         raise InputTypeError(f"vectors must be a torch tensor or numpy array, got {type(vectors).__name__}")
-    reject_meta(vectors, "vectors")
+    _checks.reject_meta(vectors, "vectors")
     if vectors.ndim != 2:
         raise InputError(f"expected 2-D vectors (n, d) with one vector per row, got shape {tuple(vectors.shape)}")
     if not vectors.dtype.is_floating_point:
