@@ -6,7 +6,7 @@ one shared seeded sample of points, the same null bases at every hook) at a subs
 ``blocks.L.hook_resid_post`` hooks, once per option set ``n_null:max_points`` (CCR levels from
 ``--ccr``). Prints wall and CPU seconds per option set (and per hook), extrapolated to all 30
 layers, and z per hook and CCR level; ``--json`` writes everything, so that the same script run
-on another checkout (``PYTHONPATH=/work/main python benchmarks/bench_pga_smollm2.py ...``) can be
+on another checkout (``PYTHONPATH=/path/to/other/checkout python benchmarks/bench_pga_smollm2.py ...``) can be
 compared with ``--compare OTHER.json`` (max |Δz|, |Δρ| per option set present in both).
 
 Usage:
