@@ -45,7 +45,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeats < 3:
         ap.error("--repeats must be >= 3")
-    from tl_geometry.weights_reader import Timeline, embedding_capacity, find_embedding, iter_embedding_rows
+    from tl_geometry.families.capacity.weights_reader import (
+        Timeline,
+        embedding_capacity,
+        find_embedding,
+        iter_embedding_rows,
+    )
 
     _util.print_environment("capacity from a weights file: read + dequantize overlapping the Gram")
     files = [(Path(f).name, Path(f)) for f in args.files] if args.files else default_files()

@@ -77,8 +77,8 @@ def load_matrix(source: str):
     import torch
 
     if source == "gemma":
+        from tl_geometry.families.capacity.weights_reader import read_embedding
         from tl_geometry.models import weights_file
-        from tl_geometry.weights_reader import read_embedding
 
         path = weights_file("gemma-3-270m")
         return read_embedding(path).contiguous(), f"Gemma-3-270M token_embd ({path.name}, dequantized)"

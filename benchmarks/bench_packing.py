@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-import tl_geometry.packing as packing
+import tl_geometry.families.capacity.packing as packing
 
 
 def autograd_packing(k, d, steps, seed, lr, p):

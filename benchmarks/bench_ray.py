@@ -67,7 +67,7 @@ def main() -> None:
     import torch
 
     from tl_geometry.jobs import read_records
-    from tl_geometry.sweep import sweep
+    from tl_geometry.sweeps import sweep
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_ray_"))
     log = tmp / "loads.log"

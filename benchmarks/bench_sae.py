@@ -1,4 +1,4 @@
-"""Benchmark tl_geometry.sae against the naive ways.
+"""Benchmark tl_geometry.families.sae against the naive ways.
 
 1. Decoder-pair exceedance (fraction of |cos| > ε_host): blockwise ``cosine_exceedance`` vs the
    naive full n×n cosine matrix. Same count; peak extra memory block² vs n².
@@ -49,7 +49,7 @@ def main():
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
-    from tl_geometry import sae as S
+    from tl_geometry.families import sae as S
     from tl_geometry.metrics.capacity import similarity_stats
 
     W = torch.randn(args.n, args.d, generator=torch.Generator().manual_seed(0))

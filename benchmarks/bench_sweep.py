@@ -78,7 +78,7 @@ def bench_resume(n: int = 2000) -> None:
 
 
 def bench_executors(n_jobs: int = 4) -> None:
-    from tl_geometry.sweep import sweep
+    from tl_geometry.sweeps import sweep
 
     jobs = [
         dict(model=f"tiny-L2-d64-{i}", corpus="random", n_seqs=4, seq_len=16, loader="tests.helpers:tiny_loader")

@@ -208,8 +208,8 @@ def table(out: Path, args, data) -> None:
 def figures(out: Path, args, data, fig_dir: Path) -> None:
     """The doc figures: z and PC1 overlap by layer for each profile; a layer × model heatmap."""
     import tl_geometry as tg
-    from tl_geometry.convergence import plot_trajectory
-    from tl_geometry.plotting import plot_pga
+    from tl_geometry.families.pga.convergence import plot_trajectory
+    from tl_geometry.families.pga.figures import plot_pga
 
     recs = records(out)
     name = {

@@ -263,7 +263,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "import tempfile, os\n"
-            "from tl_geometry.experiments import shape_sweep as ss\n"
+            "from tl_geometry.families.interaction import shape_sweep as ss\n"
             "cfg = ss.SweepConfig(budgets=(2e4,), depths=(1, 3), steps=4, batch_size=4, n_ctx=16,\n"
             '                     eval_seqs=4, n_agop_seqs=1, source="pydoc")\n'
             'records = ss.shape_sweep(cfg, os.path.join(tempfile.mkdtemp(), "sweep.jsonl"), progress=False)\n'
@@ -334,7 +334,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "import logging\n"
-            "from tl_geometry.experiments import sae_training\n\n"
+            "from tl_geometry.families.sae import training as sae_training\n\n"
             "logging.getLogger(\"sae_lens\").setLevel(logging.ERROR)         # its 'override' notices\n"
             'warnings.filterwarnings("ignore", category=UserWarning, module="sae_lens.*")   # epoch notices\n'
             'path = sae_training.train_sae(model, tokens, hook=hook, out="sae", d_sae=1152, k=16,\n'

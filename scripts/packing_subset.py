@@ -6,8 +6,8 @@
     python scripts/packing_subset.py write out/packing/*.jsonl   # → tl_geometry/data/packing_subset.json
     python scripts/packing_subset.py table                       # the shipped cells vs the authors' (markdown)
 
-``run`` calls :func:`tl_geometry.packing.sweep` (the paper schedule of
-:func:`tl_geometry.packing.paper_schedule`: Adam, 5,000 steps, lr 0.005 for d ≤ 1024,
+``run`` calls :func:`tl_geometry.families.capacity.packing.sweep` (the paper schedule of
+:func:`tl_geometry.families.capacity.packing.paper_schedule`: Adam, 5,000 steps, lr 0.005 for d ≤ 1024,
 p = min(int(m / ln d), 20) with m = 40 for k ≤ 4000) once per seed; each finished (cell, seed)
 is appended at once to ``OUT/packing_subset.jsonl``, so a killed run continues where it stopped.
 ``--p`` overrides the penalty exponent (recorded in the cell's key; such runs are kept apart as
@@ -35,8 +35,8 @@ def _cell(text: str) -> tuple[int, int]:
 def run(args) -> int:
     import torch
 
-    from tl_geometry import packing
-    from tl_geometry.reproduce import PACKING_SUBSET_CELLS, PACKING_SUBSET_SEEDS
+    from tl_geometry.families.capacity import packing
+    from tl_geometry.reproduction import PACKING_SUBSET_CELLS, PACKING_SUBSET_SEEDS
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -53,7 +53,7 @@ def payload(records: list[dict], *, git_commit: str | None, threads: int | None,
     """The shipped JSON from sweep records (paper schedule → "cells", a p override → "variants")."""
     import torch
 
-    from tl_geometry import packing
+    from tl_geometry.families.capacity import packing
 
     cells: dict[tuple, dict] = {}
     for r in records:
@@ -81,10 +81,10 @@ def payload(records: list[dict], *, git_commit: str | None, threads: int | None,
         c["eps"] = dict(sorted(c["eps"].items(), key=lambda kv: int(kv[0])))
         c["seconds"] = dict(sorted(c["seconds"].items(), key=lambda kv: int(kv[0])))
     return {
-        "description": "ε* = max |cos| of k unit vectors in R^d after tl_geometry.packing.optimized_packing at the "
-        "capacity paper's schedule (tl_geometry.packing.paper_schedule), one entry per seed; cells of the "
+        "description": "ε* = max |cos| of k unit vectors in R^d after tl_geometry.families.capacity.packing.optimized_packing at the "
+        "capacity paper's schedule (tl_geometry.families.capacity.packing.paper_schedule), one entry per seed; cells of the "
         "authors' optimized-packing grid. 'variants' override the penalty exponent p.",
-        "generator": "scripts/packing_subset.py (tl_geometry.packing.sweep)",
+        "generator": "scripts/packing_subset.py (tl_geometry.families.capacity.packing.sweep)",
         "git_commit": git_commit,
         "torch": torch.__version__,
         "device": "cpu",
@@ -109,8 +109,8 @@ def write(args) -> int:
 
 def table(args) -> int:
     """Print the shipped subset as a markdown table: ours (mean ± sd, seeds) next to the authors' cell."""
-    from tl_geometry import packing
-    from tl_geometry.reproduce import (
+    from tl_geometry.families.capacity import packing
+    from tl_geometry.reproduction import (
         _packing_data,
         _packing_subset_rows,
         _packing_variant_rows,

@@ -35,8 +35,8 @@ def main(argv=None) -> int:
     from huggingface_hub import constants
 
     import tl_geometry as tg
-    from tl_geometry import sae as tsae
-    from tl_geometry.experiments import sae_training
+    from tl_geometry.families import sae as tsae
+    from tl_geometry.families.sae import training as sae_training
 
     out = Path(args.out)
     t0 = time.perf_counter()

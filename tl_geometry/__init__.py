@@ -20,106 +20,113 @@ Errors a caller can fix are [`tl_geometry.errors.TLGeometryError`][tl_geometry.e
 ``ValueError``). The exact definitions are in docs/definitions.md.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from tl_geometry.errors import InputError, InputTypeError, TLGeometryError, UnknownNameError  # noqa: E402
-from tl_geometry.report import GeometryReport, Row  # noqa: E402
-from tl_geometry.registry import (  # noqa: E402
-    FamilySpec,
-    FigureSpec,
-    RowSpec,
-    get_family,
-    get_metric,
-    list_families,
-    list_metrics,
-    load_plugins,
-    register_family,
-    register_metric,
-    unregister_family,
-    unregister_metric,
-)
-from tl_geometry import capture, corpus, models  # noqa: E402
-
-# tier 1: pure functions and their results
-from tl_geometry.metrics.capacity import (  # noqa: E402
-    FORMS,
-    PRESETS,
-    CapacityEstimate,
-    CapacityWarning,
-    PublishedEpsilon,
-    PublishedRow,
-    SimilarityAccumulator,
-    SimilarityStats,
-    ZeroRowsWarning,
-    capacity,
-    capacity_epsilon,
-    capacity_estimate,
-    log10_capacity,
-    min_n,
-    model_class_of,
-    published,
-    published_epsilon,
-    published_rows,
-    sensitivity,
-    similarity_stats,
-)
-from tl_geometry.metrics.pga import (  # noqa: E402
-    DEFAULT_MAX_PAIRS,
-    MIN_POINTS,
-    PC1Overlap,
-    PGAScore,
-    check_n_points,
-    haar_bases,
-    min_points,
-    pc1_overlap,
-    pga_layer,
-    pga_profile,
-    pga_score,
-    readout_basis,
-)
-from tl_geometry.metrics.spectral import (  # noqa: E402
-    REPTRIX_FIT_RANGE,
-    SpectralMetrics,
-    StreamingCovariance,
-    power_law_fit,
-    spectral_from_covariance,
-    spectral_metrics,
-)
-from tl_geometry.metrics.interaction import (  # noqa: E402
-    AOFE,
-    EFFICIENT_INTERVAL,
-    AGOPAccumulator,
-    AGOPResult,
-    HookAGOP,
-    LossCorrelation,
-    NFACorrelation,
-    aofe,
-    depth_width_ratio,
-    in_efficient_interval,
-    loss_correlations,
-    nfa_correlation,
-    offdiag_pearson,
-    projection_matrix,
-    weighted_mean_cos2,
-    wtw_aofe,
-)
-
-# tier 2: model-facing calls (importing the families registers the built-in metrics)
-from tl_geometry import families  # noqa: E402
-from tl_geometry.families.capacity import embedding_epsilon  # noqa: E402
-from tl_geometry.families.pga import pga, spectral  # noqa: E402
-from tl_geometry.families.interaction import agop, agop_report, nfa  # noqa: E402
-
-# tier 3: reports
-from tl_geometry.analysis import analyze  # noqa: E402
-from tl_geometry import convergence, html, jobs, packing, plotting, sae, threads, weights_reader  # noqa: E402  (optional deps load lazily)
-from tl_geometry.sweep import SweepJob, SweepSummary, sweep, sweep_report  # noqa: E402
-from tl_geometry.reproduce import reproduce  # noqa: E402  (the module stays importable as tl_geometry.reproduce via from-imports)
-from tl_geometry.tables import to_pandas  # noqa: E402  (a DataFrame of a result, or a dict / list of results)
-
-from tl_geometry import registry as _registry  # noqa: E402
-
-_registry._end_builtin_phase()  # metrics registered from here on are not built-ins
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "InputError": ("tl_geometry.errors", "InputError"),
+    "InputTypeError": ("tl_geometry.errors", "InputTypeError"),
+    "TLGeometryError": ("tl_geometry.errors", "TLGeometryError"),
+    "UnknownNameError": ("tl_geometry.errors", "UnknownNameError"),
+    "GeometryReport": ("tl_geometry.report", "GeometryReport"),
+    "Row": ("tl_geometry.report", "Row"),
+    "FamilySpec": ("tl_geometry.registry", "FamilySpec"),
+    "FigureSpec": ("tl_geometry.registry", "FigureSpec"),
+    "RowSpec": ("tl_geometry.registry", "RowSpec"),
+    "get_family": ("tl_geometry.registry", "get_family"),
+    "get_metric": ("tl_geometry.registry", "get_metric"),
+    "list_families": ("tl_geometry.registry", "list_families"),
+    "list_metrics": ("tl_geometry.registry", "list_metrics"),
+    "load_plugins": ("tl_geometry.registry", "load_plugins"),
+    "register_family": ("tl_geometry.registry", "register_family"),
+    "register_metric": ("tl_geometry.registry", "register_metric"),
+    "unregister_family": ("tl_geometry.registry", "unregister_family"),
+    "unregister_metric": ("tl_geometry.registry", "unregister_metric"),
+    "capture": ("tl_geometry.capture", None),
+    "corpus": ("tl_geometry.corpus", None),
+    "models": ("tl_geometry.models", None),
+    "FORMS": ("tl_geometry.metrics.capacity", "FORMS"),
+    "PRESETS": ("tl_geometry.metrics.capacity", "PRESETS"),
+    "CapacityEstimate": ("tl_geometry.metrics.capacity", "CapacityEstimate"),
+    "CapacityWarning": ("tl_geometry.metrics.capacity", "CapacityWarning"),
+    "PublishedEpsilon": ("tl_geometry.families.capacity.hosts", "PublishedEpsilon"),
+    "PublishedRow": ("tl_geometry.families.capacity.hosts", "PublishedRow"),
+    "SimilarityAccumulator": ("tl_geometry.metrics.capacity", "SimilarityAccumulator"),
+    "SimilarityStats": ("tl_geometry.metrics.capacity", "SimilarityStats"),
+    "ZeroRowsWarning": ("tl_geometry.metrics.capacity", "ZeroRowsWarning"),
+    "capacity": ("tl_geometry.metrics.capacity", "capacity"),
+    "capacity_epsilon": ("tl_geometry.metrics.capacity", "capacity_epsilon"),
+    "capacity_estimate": ("tl_geometry.metrics.capacity", "capacity_estimate"),
+    "log10_capacity": ("tl_geometry.metrics.capacity", "log10_capacity"),
+    "min_n": ("tl_geometry.metrics.capacity", "min_n"),
+    "model_class_of": ("tl_geometry.metrics.capacity", "model_class_of"),
+    "published": ("tl_geometry.families.capacity.hosts", "published"),
+    "published_epsilon": ("tl_geometry.families.capacity.hosts", "published_epsilon"),
+    "published_rows": ("tl_geometry.families.capacity.hosts", "published_rows"),
+    "sensitivity": ("tl_geometry.metrics.capacity", "sensitivity"),
+    "similarity_stats": ("tl_geometry.metrics.capacity", "similarity_stats"),
+    "DEFAULT_MAX_PAIRS": ("tl_geometry.metrics.pga", "DEFAULT_MAX_PAIRS"),
+    "MIN_POINTS": ("tl_geometry.metrics.pga", "MIN_POINTS"),
+    "PC1Overlap": ("tl_geometry.metrics.pga", "PC1Overlap"),
+    "PGAScore": ("tl_geometry.metrics.pga", "PGAScore"),
+    "check_n_points": ("tl_geometry.metrics.pga", "check_n_points"),
+    "haar_bases": ("tl_geometry.metrics.pga", "haar_bases"),
+    "min_points": ("tl_geometry.metrics.pga", "min_points"),
+    "pc1_overlap": ("tl_geometry.metrics.pga", "pc1_overlap"),
+    "pga_layer": ("tl_geometry.metrics.pga", "pga_layer"),
+    "pga_profile": ("tl_geometry.metrics.pga", "pga_profile"),
+    "pga_score": ("tl_geometry.metrics.pga", "pga_score"),
+    "readout_basis": ("tl_geometry.metrics.pga", "readout_basis"),
+    "REPTRIX_FIT_RANGE": ("tl_geometry.metrics.spectral", "REPTRIX_FIT_RANGE"),
+    "SpectralMetrics": ("tl_geometry.metrics.spectral", "SpectralMetrics"),
+    "StreamingCovariance": ("tl_geometry.metrics.spectral", "StreamingCovariance"),
+    "power_law_fit": ("tl_geometry.metrics.spectral", "power_law_fit"),
+    "spectral_from_covariance": ("tl_geometry.metrics.spectral", "spectral_from_covariance"),
+    "spectral_metrics": ("tl_geometry.metrics.spectral", "spectral_metrics"),
+    "AOFE": ("tl_geometry.metrics.interaction", "AOFE"),
+    "EFFICIENT_INTERVAL": ("tl_geometry.metrics.interaction", "EFFICIENT_INTERVAL"),
+    "AGOPAccumulator": ("tl_geometry.metrics.interaction", "AGOPAccumulator"),
+    "AGOPResult": ("tl_geometry.metrics.interaction", "AGOPResult"),
+    "HookAGOP": ("tl_geometry.metrics.interaction", "HookAGOP"),
+    "LossCorrelation": ("tl_geometry.metrics.interaction", "LossCorrelation"),
+    "NFACorrelation": ("tl_geometry.metrics.interaction", "NFACorrelation"),
+    "aofe": ("tl_geometry.metrics.interaction", "aofe"),
+    "depth_width_ratio": ("tl_geometry.metrics.interaction", "depth_width_ratio"),
+    "in_efficient_interval": ("tl_geometry.metrics.interaction", "in_efficient_interval"),
+    "loss_correlations": ("tl_geometry.metrics.interaction", "loss_correlations"),
+    "nfa_correlation": ("tl_geometry.metrics.interaction", "nfa_correlation"),
+    "offdiag_pearson": ("tl_geometry.metrics.interaction", "offdiag_pearson"),
+    "projection_matrix": ("tl_geometry.metrics.interaction", "projection_matrix"),
+    "weighted_mean_cos2": ("tl_geometry.metrics.interaction", "weighted_mean_cos2"),
+    "wtw_aofe": ("tl_geometry.metrics.interaction", "wtw_aofe"),
+    "families": ("tl_geometry.families", None),
+    "embedding_epsilon": ("tl_geometry.families.capacity", "embedding_epsilon"),
+    "pga": ("tl_geometry.families.pga", "pga"),
+    "spectral": ("tl_geometry.families.pga", "spectral"),
+    "agop": ("tl_geometry.families.interaction", "agop"),
+    "agop_report": ("tl_geometry.families.interaction", "agop_report"),
+    "nfa": ("tl_geometry.families.interaction", "nfa"),
+    "analyze": ("tl_geometry.analysis", "analyze"),
+    "html": ("tl_geometry.html", None),
+    "jobs": ("tl_geometry.jobs", None),
+    "plotting": ("tl_geometry.plotting", None),
+    "threads": ("tl_geometry.threads", None),
+    "convergence": ("tl_geometry.families.pga.convergence", None),
+    "packing": ("tl_geometry.families.capacity.packing", None),
+    "sae": ("tl_geometry.families.sae", None),
+    "weights_reader": ("tl_geometry.families.capacity.weights_reader", None),
+    "SweepJob": ("tl_geometry.sweeps", "SweepJob"),
+    "SweepSummary": ("tl_geometry.sweeps", "SweepSummary"),
+    "sweep": ("tl_geometry.sweeps", "sweep"),
+    "sweep_report": ("tl_geometry.sweeps", "sweep_report"),
+    "reproduce": ("tl_geometry.reproduction", "reproduce"),
+    "to_pandas": ("tl_geometry.tables", "to_pandas"),
+}
+"""Where each public name lives: ``name -> (module, attribute)`` (attribute None: the module itself). Imported on first access (PEP 562), so ``import tl_geometry`` loads no model, capture, rendering or thread-control code, and ``import tl_geometry.metrics.pga`` loads only the math."""
 
 __all__ = [
     # errors a caller can fix (input errors are also ValueError / TypeError / KeyError)
@@ -229,3 +236,121 @@ __all__ = [
     "threads",
     "weights_reader",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tl_geometry' has no attribute {name!r}") from None
+    obj = importlib.import_module(module)
+    if attr is not None:
+        obj = getattr(obj, attr)
+    globals()[name] = obj  # cached: the next access is a plain attribute
+    return obj
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
+    from tl_geometry.errors import InputError, InputTypeError, TLGeometryError, UnknownNameError
+    from tl_geometry.report import GeometryReport, Row
+    from tl_geometry.registry import (
+        FamilySpec,
+        FigureSpec,
+        RowSpec,
+        get_family,
+        get_metric,
+        list_families,
+        list_metrics,
+        load_plugins,
+        register_family,
+        register_metric,
+        unregister_family,
+        unregister_metric,
+    )
+    from tl_geometry.metrics.capacity import (
+        FORMS,
+        PRESETS,
+        CapacityEstimate,
+        CapacityWarning,
+        SimilarityAccumulator,
+        SimilarityStats,
+        ZeroRowsWarning,
+        capacity,
+        capacity_epsilon,
+        capacity_estimate,
+        log10_capacity,
+        min_n,
+        model_class_of,
+        sensitivity,
+        similarity_stats,
+    )
+    from tl_geometry.families.capacity.hosts import (
+        PublishedEpsilon,
+        PublishedRow,
+        published,
+        published_epsilon,
+        published_rows,
+    )
+    from tl_geometry.metrics.pga import (
+        DEFAULT_MAX_PAIRS,
+        MIN_POINTS,
+        PC1Overlap,
+        PGAScore,
+        check_n_points,
+        haar_bases,
+        min_points,
+        pc1_overlap,
+        pga_layer,
+        pga_profile,
+        pga_score,
+        readout_basis,
+    )
+    from tl_geometry.metrics.spectral import (
+        REPTRIX_FIT_RANGE,
+        SpectralMetrics,
+        StreamingCovariance,
+        power_law_fit,
+        spectral_from_covariance,
+        spectral_metrics,
+    )
+    from tl_geometry.metrics.interaction import (
+        AOFE,
+        EFFICIENT_INTERVAL,
+        AGOPAccumulator,
+        AGOPResult,
+        HookAGOP,
+        LossCorrelation,
+        NFACorrelation,
+        aofe,
+        depth_width_ratio,
+        in_efficient_interval,
+        loss_correlations,
+        nfa_correlation,
+        offdiag_pearson,
+        projection_matrix,
+        weighted_mean_cos2,
+        wtw_aofe,
+    )
+    from tl_geometry.families.capacity import embedding_epsilon
+    from tl_geometry.families.pga import pga, spectral
+    from tl_geometry.families.interaction import agop, agop_report, nfa
+    from tl_geometry.analysis import analyze
+    from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
+    from tl_geometry.reproduction import reproduce
+    from tl_geometry.tables import to_pandas
+    from tl_geometry import capture
+    from tl_geometry import corpus
+    from tl_geometry import models
+    from tl_geometry import families
+    from tl_geometry import html
+    from tl_geometry import jobs
+    from tl_geometry import plotting
+    from tl_geometry import threads
+    from tl_geometry.families.pga import convergence
+    from tl_geometry.families.capacity import packing
+    from tl_geometry.families import sae
+    from tl_geometry.families.capacity import weights_reader

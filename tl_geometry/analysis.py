@@ -7,7 +7,7 @@ import inspect
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tl_geometry import _checks
@@ -318,18 +318,10 @@ def iter_metrics(
 
 
 # ---------------------------------------------------------------- option validation
-# Metrics whose registered function forwards ``**options`` to another function: its signature
-# says which options are accepted.
-def _forwarded() -> dict[str, Callable]:
-    from tl_geometry.families.interaction import agop, nfa
-
-    return {"agop": agop, "nfa": nfa}
-
-
 def _option_params(name: str) -> dict[str, inspect.Parameter] | None:
     """The keyword options metric ``name`` accepts (None: it takes any ``**options``)."""
-    fn = get_metric(name).fn
-    target = _forwarded().get(name, fn) if get_metric(name).builtin else fn
+    spec = get_metric(name)
+    target = spec.options_of or spec.fn  # a metric forwarding **options declares where they go
     try:
         params = dict(inspect.signature(target).parameters)
     except (TypeError, ValueError):  # no signature to read: cannot tell, let the metric decide

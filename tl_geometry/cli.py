@@ -1,7 +1,9 @@
 """``tl-geometry`` command line.
 
-Sub-commands live in [`tl_geometry.commands`][tl_geometry.commands] (one module each, ``add_parser(subparsers)``)
-and are discovered here, so a metric family adds its command without touching this file.
+Shared sub-commands live in [`tl_geometry.commands`][tl_geometry.commands] (one module each, ``add_parser(subparsers)``);
+a family's own command lives in its folder and is declared (``FamilySpec.command``, e.g.
+``tl_geometry.families.capacity.cli``). Both are discovered here, so a family (a plugin too) adds its
+command without touching this file.
 Bad arguments (a [`TLGeometryError`][tl_geometry.errors.TLGeometryError], or a path that is missing, exists
 or cannot be written) exit with status 2 and a one-line reason; any other exception is a bug and
 propagates with its traceback.
@@ -37,11 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tl-geometry {tl_geometry.__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
+    from tl_geometry import registry
+
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+    found = {info.name: f"tl_geometry.commands.{info.name}" for info in pkgutil.iter_modules(commands.__path__)}
+    found.update({fam.name: fam.command for fam in registry.families() if fam.command})  # declared by a family
+    for name in sorted(found):
+        if name.startswith("_"):
             continue
-        module = importlib.import_module(f"tl_geometry.commands.{info.name}")
+        module = importlib.import_module(found[name])
         if hasattr(module, "add_parser"):
             module.add_parser(sub)
     return parser

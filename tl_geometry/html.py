@@ -142,11 +142,11 @@ def figure_data_uris(report: GeometryReport, *, dpi: int = 110) -> dict[str, str
     """``{figure name: PNG data URI}`` of every figure the report has rows for, drawn in memory."""
     import io
 
-    from tl_geometry.plotting import _plt, available, figures
+    from tl_geometry.plotting import available, figures, pyplot
 
     if not available():  # no plot extra: the report shows without figures
         return {}
-    plt = _plt()
+    plt = pyplot()
     out = {}
     for name, fig in figures(report).items():
         buf = io.BytesIO()

@@ -8,7 +8,7 @@
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
   one (see [`is_path`][tl_geometry.models.is_path]) loads it offline; a truncated file fails with its expected and
-  actual size ([`tl_geometry.weights_reader.CorruptFileError`][tl_geometry.weights_reader.CorruptFileError]).
+  actual size ([`tl_geometry.weight_files.CorruptFileError`][tl_geometry.weight_files.CorruptFileError]).
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
   Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
   hub client's retry warnings, with a message saying so).
@@ -257,7 +257,7 @@ def weights_file(name: str) -> Path:
         try:
             pkg.assemble(tmp, overwrite=True)  # concatenates the chunks; ValueError if the sha256 differs
         except ValueError as exc:
-            from tl_geometry.weights_reader import CorruptFileError
+            from tl_geometry.weight_files import CorruptFileError
 
             raise CorruptFileError(
                 f"the chunk files of {entry['package']!r} do not assemble to the published file ({exc}); "
@@ -313,7 +313,7 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from tl_geometry.weights_reader import check_weights_file
+    from tl_geometry.weight_files import check_weights_file
 
     path = Path(path)
     if not path.is_file():
@@ -396,7 +396,7 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     if p.is_file() and p.suffix.lower() == ".gguf":
         return load_hf_gguf(p, dtype=dtype)
     if p.is_file() and p.suffix.lower() == ".safetensors":
-        from tl_geometry.weights_reader import check_weights_file
+        from tl_geometry.weight_files import check_weights_file
 
         check_weights_file(p)
         if not (p.parent / "config.json").is_file():
@@ -412,7 +412,7 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
             )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from tl_geometry.weights_reader import check_weights_file
+        from tl_geometry.weight_files import check_weights_file
 
         for f in sorted(p.glob("*.safetensors")):
             check_weights_file(f)
@@ -785,10 +785,10 @@ def _gguf_shape(path: Path) -> ModelShape:
 def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
     import re
 
-    from tl_geometry.weights_reader import _gguf_layout
+    from tl_geometry.weight_files import gguf_layout
 
     path = Path(path_str)
-    _, _, tensors = _gguf_layout(path, size)
+    _, _, tensors = gguf_layout(path, size)
     n_params, blocks, d_model = 0, set(), None
     for name, dims, _, _ in tensors:
         n = 1
@@ -903,6 +903,11 @@ def random_like(model: Any, *, seed: int = 0):
 
 
 def model_name_of(model: Any) -> str:
-    from tl_geometry.report import model_name
-
-    return model_name(model)
+    """A display name for a model (a string passes through)."""
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "_tl_geometry_name", None)
+    if name:
+        return name
+    cfg = getattr(model, "cfg", None)
+    return str(getattr(cfg, "model_name", None) or type(model).__name__)

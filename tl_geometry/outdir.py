@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -345,8 +346,6 @@ def promote(work: Path, out: Path, *, owned_figures: Iterable[str] = ()) -> list
 
     Returns the names moved.
     """
-    from tl_geometry.report import atomic_write_text
-
     names = sorted(p.name for p in work.iterdir() if p.is_file() and not p.name.startswith("."))
     order = [n for n in names if n not in _LAST] + [n for n in _LAST if n in names]
     stale = sorted(n for n in set(owned_figures) - set(names) if (out / n).is_file())
@@ -473,8 +472,6 @@ def _temp_for(path: Path):
     """A new empty temporary file beside ``path`` whose name ends in ``path.name`` (so its suffix,
     which matplotlib reads as the format, is the same); mode as ``open(path, "w")`` would give."""
     import tempfile
-
-    from tl_geometry.report import current_umask
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tl-geometry-tmp.", suffix=f".{path.name}")
     os.chmod(tmp, 0o666 & ~current_umask())
@@ -614,3 +611,38 @@ def write_files(folder: str | os.PathLike, draw, *, force: bool = False, force_h
         return final
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a unique temp file in the same folder, then rename.
+
+    A reader (or a crash) sees the old file or the new one, never half of one. Shared by the
+    report, the HTML/markdown outputs and the results-file repair. The file gets the mode a
+    plain ``open(path, "w")`` would give (0666 less the umask), not the temp file's 0600.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~current_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read it by setting it, then put it back at once
+    os.umask(mask)
+    return mask

@@ -19,35 +19,47 @@ from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
 
-REPORT_OPTIONS: dict[str, dict[str, Any]] = {
-    # 30 nulls: at this size the stderr of z is dominated by the text sample (median stderr_null
-    # 0.15–0.24 against stderr_points 0.40–1.1 at 50 nulls on SmolLM2), so 50 → 30 nulls widens it
-    # by < 8 % and pays for the jackknife's re-estimated CCR directions (docs/pga.md).
-    "pga": {"ccr": [0, 1, 5], "n_null": 30, "max_points": 1024},
-    "epsilon_activations": {"max_points": 2048},
-    "agop": {"n_probes": 16},
-    "nfa": {"n_probes": 8},
-}
-"""Defaults per metric for the report; ``fast=True`` uses the second set. Our choices, sized so that the SmolLM2-135M report stays within minutes on a 2-core CPU (benchmarks/bench_report.py). The functions' own defaults stay the papers' (e.g. ``tg.pga``: 2048 points, 100 nulls): PGA cost grows with points² × nulls × CCR levels × layers, so the report halves points and nulls."""
-FAST_OPTIONS: dict[str, dict[str, Any]] = {
-    "pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512},
-    "epsilon_activations": {"max_points": 512},
-    "agop": {"n_probes": 4},
-    "nfa": {"n_probes": 2},
-}
 
-NOT_IN_DEFAULT_REPORT: dict[str, str] = {
-    "nfa": "no reading or figure, no published value to compare with, probe-noise-attenuated at report "
-    "probe counts, and a second AGOP pass per layer; run it with --metrics ... nfa or `tl-geometry agop --nfa`",
-}
-"""Registered metrics the report runs only when named in ``metrics=`` / ``--metrics`` (our choice). NFA: no reading, figure or published language-model value to set it against (the authors check it on their toy model only), its correlations at report-sized probe counts are attenuated by probe noise, and it costs a second AGOP pass at every layer. ``tl-geometry agop --nfa`` runs it."""
+def report_options(*, fast: bool = False) -> dict[str, dict[str, Any]]:
+    """Options per metric for the report (``fast``: ``report --fast``), as each family declares them
+    (``FamilySpec.report_options`` / ``fast_options``). Our choices, sized so that the SmolLM2-135M report
+    stays within minutes on a 2-core CPU (benchmarks/bench_report.py). The functions' own defaults stay
+    the papers' (e.g. ``tg.pga``: 2048 points, 100 nulls): PGA cost grows with points² × nulls × CCR
+    levels × layers, so the report halves points and nulls."""
+    from tl_geometry import registry
+
+    out: dict[str, dict[str, Any]] = {}
+    for fam in registry.families():
+        for metric, opts in (fam.fast_options if fast else fam.report_options).items():
+            out[metric] = dict(opts)
+    return out
+
+
+def not_in_default_report() -> dict[str, str]:
+    """``{metric: why}``: registered metrics the report runs only when named in ``metrics=`` /
+    ``--metrics``, as each family declares them (``FamilySpec.not_in_default_report``; our choice)."""
+    from tl_geometry import registry
+
+    return {m: why for fam in registry.families() for m, why in fam.not_in_default_report.items()}
+
+
+def __getattr__(name: str) -> Any:
+    # Views of the families' declarations (read-only; edit the declaration, not these).
+    if name == "REPORT_OPTIONS":
+        return report_options()
+    if name == "FAST_OPTIONS":
+        return report_options(fast=True)
+    if name == "NOT_IN_DEFAULT_REPORT":
+        return not_in_default_report()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_metrics() -> list[str]:
-    """The metrics a report runs by default: every registered one except [`NOT_IN_DEFAULT_REPORT`][tl_geometry.pipeline.NOT_IN_DEFAULT_REPORT]."""
+    """The metrics a report runs by default: every registered one except those of [`not_in_default_report`][tl_geometry.pipeline.not_in_default_report]."""
     from tl_geometry.registry import list_metrics
 
-    return [n for n in list_metrics() if n not in NOT_IN_DEFAULT_REPORT]
+    left_out = not_in_default_report()
+    return [n for n in list_metrics() if n not in left_out]
 
 
 def available_memory_bytes() -> int | None:
@@ -212,7 +224,7 @@ def run_report(
         corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens]).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
         metrics: registry names (default: [`default_metrics`][tl_geometry.pipeline.default_metrics], every registered metric but
-            those in [`NOT_IN_DEFAULT_REPORT`][tl_geometry.pipeline.NOT_IN_DEFAULT_REPORT], recorded in ``provenance["left_out"]``).
+            those in [`not_in_default_report`][tl_geometry.pipeline.not_in_default_report], recorded in ``provenance["left_out"]``).
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
@@ -259,7 +271,7 @@ def run_report(
         max_memory_gb=max_memory_gb,
         corpus_encoding=corpus_encoding,
     )
-    base = FAST_OPTIONS if fast else REPORT_OPTIONS
+    base = report_options(fast=fast)
     run_options: dict[str, dict[str, Any]] = {}
     for name in names:
         opts = dict(base.get(name, {}))
@@ -297,7 +309,7 @@ def run_report(
             "seed": seed,
             "fast": fast,
             "load_s": round(load_s, 2),
-            "left_out": {n: why for n, why in NOT_IN_DEFAULT_REPORT.items() if n not in names},
+            "left_out": {n: why for n, why in not_in_default_report().items() if n not in names},
         }
         parts: list[GeometryReport] = []
         errors: dict[str, str] = {}

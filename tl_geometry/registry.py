@@ -25,7 +25,7 @@ import logging
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -93,6 +93,8 @@ class MetricSpec:
         plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` (same
             options as ``fn``): lets [`tl_geometry.analyze`][tl_geometry.analysis.analyze] feed this metric from a forward
             pass shared with the other activation metrics.
+        options_of: for a metric that forwards ``**options`` to another function, that function:
+            its keyword arguments are the options the metric accepts (checked before any work).
     """
 
     name: str
@@ -102,6 +104,7 @@ class MetricSpec:
     builtin: bool
     source: str
     plan: Callable | None = None
+    options_of: Callable | None = None
 
     def __call__(self, model, tokens=None, *, hooks=None, **options):
         return self.checked(self.fn(model, tokens, hooks=hooks, **options))
@@ -110,9 +113,9 @@ class MetricSpec:
         """``result`` if it is a [`GeometryReport`][tl_geometry.report.GeometryReport], else an error naming
         this metric, where it was registered and what it returned (a plugin returning ``None`` or a
         dict would otherwise fail later, far from its cause)."""
-        from tl_geometry.report import GeometryReport
-
-        if not isinstance(result, GeometryReport):
+        # GeometryReport says what it is (a class attribute): the registry, below the report in the
+        # layering, does not import it.
+        if not getattr(type(result), "is_geometry_report", False):
             kind = "a plugin" if not self.builtin else "a built-in"
             raise MetricResultError(
                 f"metric {self.name!r} ({kind} from {self.source}) {what} {type(result).__name__}"
@@ -138,14 +141,27 @@ class MetricResultError(TLGeometryError):
 _REGISTRY: dict[str, MetricSpec] = {}
 _PLUGINS_LOADED = False
 _LOADING_PLUGIN: str | None = None  # name of the entry point being loaded, if any
-# True while `import tl_geometry` registers the built-ins; the package __init__ ends it. Anything
-# registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
+# True until tl_geometry.families (the built-ins) finished registering; its __init__ ends it.
+# Anything registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
 _BUILTIN_PHASE = True
+
+BUILTIN_FAMILIES = "tl_geometry.families"
+"""The package whose import registers the built-in metrics and families. It is imported on the first lookup (or the first registration from outside tl_geometry), not by ``import tl_geometry``: the package root is lazy, so importing the math loads no model-facing code. This string is the registry's one reference to the families (a discovery, like the plugins' entry points; the import-rule test allows exactly this one)."""
 
 
 def _end_builtin_phase() -> None:
     global _BUILTIN_PHASE
     _BUILTIN_PHASE = False
+
+
+def load_builtins() -> None:
+    """Register the built-in families (import ``BUILTIN_FAMILIES``, ``"tl_geometry.families"``) unless done or under way."""
+    if _BUILTIN_PHASE and BUILTIN_FAMILIES not in sys.modules:
+        importlib.import_module(BUILTIN_FAMILIES)
+
+
+def _is_ours(module: str) -> bool:
+    return module == "tl_geometry" or module.startswith("tl_geometry.")
 
 
 def register_metric(
@@ -155,6 +171,7 @@ def register_metric(
     description: str = "",
     overwrite: bool = False,
     plan: Callable | None = None,
+    options_of: Callable | None = None,
 ):
     """Decorator registering ``fn(model, tokens, *, hooks=None, **options) -> GeometryReport``.
 
@@ -168,6 +185,8 @@ def register_metric(
         plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` taking the
             same options as the metric: an activation metric that gives one shares the report's
             single forward pass instead of running its own (see [`MetricPlan`][tl_geometry.registry.MetricPlan]).
+        options_of: when the metric forwards ``**options`` to another function, that function
+            (its keyword arguments are the options checked by [`tl_geometry.analyze`][tl_geometry.analysis.analyze]).
 
     Raises:
         ValueError: empty name, unknown ``needs``, or a duplicate name without ``overwrite``.
@@ -190,11 +209,9 @@ def register_metric(
 
     def decorator(fn: Callable) -> Callable:
         module = getattr(fn, "__module__", "") or ""
-        builtin = (
-            _BUILTIN_PHASE
-            and _LOADING_PLUGIN is None
-            and (module == "tl_geometry" or module.startswith("tl_geometry."))
-        )
+        if not _is_ours(module):
+            load_builtins()  # a user's metric never takes a built-in's name before the built-ins exist
+        builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and _is_ours(module)
         existing = _REGISTRY.get(name)
         if existing is not None:
             if existing.builtin and not builtin:
@@ -214,6 +231,7 @@ def register_metric(
             builtin=builtin,
             source=_LOADING_PLUGIN or str(getattr(fn, "__module__", None) or "?"),
             plan=plan,
+            options_of=options_of,
         )
         return fn
 
@@ -236,6 +254,7 @@ def load_plugins(*, force: bool = False) -> list[str]:
     Returns the names of the entry points that loaded. Failures are warned about and skipped.
     """
     global _PLUGINS_LOADED, _LOADING_PLUGIN
+    load_builtins()
     if _PLUGINS_LOADED and not force:
         return []
     _PLUGINS_LOADED = True
@@ -420,6 +439,20 @@ class FamilySpec:
         plot: the figure [`plot`][tl_geometry.report.GeometryReport.plot] draws for the family's name
             (default: the first).
         order: position of the section among the families (lower first; built-ins 10–60).
+        checks: the module holding the family's reproduce checks (imported by
+            [`tl_geometry.reproduction`][tl_geometry.reproduction] when the family is reproduced; each check registers itself).
+        command: the module of the family's CLI sub-command (its ``add_parser(subparsers)`` is
+            called by ``tl-geometry``'s parser).
+        explain: ``explain(row) -> str``: why one of the family's rows is NaN, in words ("" when the
+            family has nothing to say), or a ``"module:function"`` string; the summary table uses it.
+        note: ``note(report) -> str | None``: a line for the summary when the family's metric ran
+            but has no rows to show (the SAE comparison without SAEs), or a ``"module:function"``.
+        labels: ``{row name: short label}`` the summary table shows instead of the description.
+        report_options: ``{metric: options}`` the report passes to the family's metrics
+            (our sizes for a report, where the functions' own defaults are the papers').
+        fast_options: the same for ``report --fast``.
+        not_in_default_report: ``{metric: why}`` for the family's metrics the report runs only
+            when named in ``--metrics``.
         builtin, source: filled in by [`register_family`][tl_geometry.registry.register_family].
 
     The accumulator side of the contract is the metrics' own: an activation metric registered
@@ -436,6 +469,14 @@ class FamilySpec:
     read: Callable[[Any], list[str]] | str | None = None  # a str becomes a Lazy in __post_init__
     plot: str | None = None
     order: float = 100.0
+    checks: str | None = None
+    command: str | None = None
+    explain: Callable[[Any], str] | str | None = None  # a str becomes a Lazy in __post_init__
+    note: Callable[[Any], str | None] | str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    report_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    fast_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    not_in_default_report: Mapping[str, str] = field(default_factory=dict, hash=False)
     builtin: bool = False
     source: str = ""
 
@@ -466,6 +507,24 @@ class FamilySpec:
         object.__setattr__(self, "figures", figures)
         if self.read is not None:
             object.__setattr__(self, "read", _callable(self.read, f"family {self.name!r}: read"))
+        for what in ("explain", "note"):
+            if getattr(self, what) is not None:
+                object.__setattr__(self, what, _callable(getattr(self, what), f"family {self.name!r}: {what}"))
+        for what in ("checks", "command"):
+            mod = getattr(self, what)
+            if mod is not None and (not isinstance(mod, str) or not mod or ":" in mod):
+                raise InputError(f"family {self.name!r}: {what} must be a module name ('package.module'), got {mod!r}")
+        for what in ("report_options", "fast_options"):
+            opts = getattr(self, what)
+            bad = [m for m in opts if m not in metrics]
+            if bad:
+                raise InputError(f"family {self.name!r}: {what} name {bad}, which are not its metrics {metrics}")
+            object.__setattr__(self, what, {m: dict(o) for m, o in opts.items()})
+        bad = [m for m in self.not_in_default_report if m not in metrics]
+        if bad:
+            raise InputError(f"family {self.name!r}: not_in_default_report names {bad}, not its metrics {metrics}")
+        object.__setattr__(self, "labels", dict(self.labels))
+        object.__setattr__(self, "not_in_default_report", dict(self.not_in_default_report))
         if self.plot is not None and self.plot not in {f.name for f in figures}:
             raise InputError(f"family {self.name!r}: plot={self.plot!r} is not one of its figures")
 
@@ -545,9 +604,9 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     if not isinstance(spec, FamilySpec):
         raise InputError(f"register_family takes a FamilySpec, got {type(spec).__name__}")
     module = _caller_module()
-    builtin = (
-        _BUILTIN_PHASE and _LOADING_PLUGIN is None and (module == "tl_geometry" or module.startswith("tl_geometry."))
-    )
+    if not _is_ours(module):
+        load_builtins()
+    builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and _is_ours(module)
     existing = _FAMILIES.get(spec.name)
     if existing is not None:
         if existing.builtin and not builtin:

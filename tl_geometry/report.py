@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError, UnknownNameError
+from tl_geometry.outdir import atomic_write_text, current_umask  # noqa: F401  (defined once, there)
 
 SCHEMA_VERSION = 1
 
@@ -98,27 +98,6 @@ class Row:
         )
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a unique temp file in the same folder, then rename.
-
-    A reader (or a crash) sees the old file or the new one, never half of one. Shared by the
-    report, the HTML/markdown outputs and the results-file repair. The file gets the mode a
-    plain ``open(path, "w")`` would give (0666 less the umask), not the temp file's 0600.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~current_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def check_schema_version(version: Any) -> int:
     """``version`` when this code reads reports of that schema version, else [`InputError`][tl_geometry.errors.InputError].
 
@@ -134,20 +113,6 @@ def check_schema_version(version: Any) -> int:
             "upgrade tl-geometry to read it"
         )
     return version
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where Linux allows (``/proc/self/status``)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: read it by setting it, then put it back at once
-    os.umask(mask)
-    return mask
 
 
 def layer_of(hook: str | None) -> int | None:
@@ -169,6 +134,9 @@ class GeometryReport:
         provenance: where the numbers came from (model name, TL version, weight processing,
             dtype, corpus, number of tokens, seed, package version, ...).
     """
+
+    is_geometry_report = True
+    """Marks the class for the registry's check of what a metric returned (``MetricSpec.checked``, which does not import this module)."""
 
     rows: tuple[Row, ...] = ()
     provenance: Mapping[str, Any] = field(default_factory=dict)
@@ -423,14 +391,10 @@ def _fmt(v: float, digits: int) -> str:
 
 
 def model_name(model: Any) -> str:
-    """A display name for a model (a string passes through)."""
-    if isinstance(model, str):
-        return model
-    name = getattr(model, "_tl_geometry_name", None)
-    if name:
-        return name
-    cfg = getattr(model, "cfg", None)
-    return str(getattr(cfg, "model_name", None) or type(model).__name__)
+    """A display name for a model (a string passes through); [`tl_geometry.models.model_name_of`][tl_geometry.models.model_name_of]."""
+    from tl_geometry.models import model_name_of
+
+    return model_name_of(model)
 
 
 def transformer_lens_version(module: Any = None) -> str:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry.weights_reader import embedding_capacity, read_embedding
+from tl_geometry.families.capacity.weights_reader import embedding_capacity, read_embedding
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.integration
 
 def test_gguf_path_loads_the_file():
     import tl_geometry as tg
-    from tl_geometry.weights_reader import read_embedding
+    from tl_geometry.families.capacity.weights_reader import read_embedding
 
     path = tg.models.zoo_file()
     raw = tg.models.load(str(path), processing="none")  # a path string, never a hub name

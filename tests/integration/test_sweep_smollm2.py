@@ -3,7 +3,7 @@
 import pytest
 
 from tl_geometry.jobs import read_records
-from tl_geometry.sweep import sweep, sweep_report
+from tl_geometry.sweeps import sweep, sweep_report
 
 pytestmark = pytest.mark.integration
 

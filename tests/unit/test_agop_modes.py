@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import tl_geometry as tg
-from tl_geometry.experiments.shape_sweep import build_model
 from tl_geometry.families.interaction import SPACES
+from tl_geometry.families.interaction.shape_sweep import build_model
 from tl_geometry.metrics.interaction import projection_matrix
 
 pytestmark = pytest.mark.usefixtures("one_thread")

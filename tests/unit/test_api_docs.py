@@ -37,8 +37,14 @@ def test_public_modules_found():
 
 
 def test_documented_reads_targets_and_prefixes():
-    text = "::: tl_geometry.report.Row\n\n:::tl_geometry.sae\nnot ::: tl_geometry.hub\n"
-    assert documented(text) == {"tl_geometry", "tl_geometry.report", "tl_geometry.report.Row", "tl_geometry.sae"}
+    text = "::: tl_geometry.report.Row\n\n:::tl_geometry.families.sae\nnot ::: tl_geometry.hub\n"
+    assert documented(text) == {
+        "tl_geometry",
+        "tl_geometry.report",
+        "tl_geometry.report.Row",
+        "tl_geometry.families",
+        "tl_geometry.families.sae",
+    }
 
 
 def test_every_public_module_is_in_api_md():

@@ -254,8 +254,8 @@ def test_constants_are_the_authors():
 
 
 def test_constants_defined_once():
-    """No module that computes capacities carries its own copy of the constants (reproduce.py
-    only quotes the published values as text, to compare the refit with them)."""
+    """No module that computes capacities carries its own copy of the constants (the capacity
+    family's checks.py only quotes the published values as text, to compare the refit with them)."""
     from pathlib import Path
 
     root = Path(tg.__file__).parent
@@ -263,7 +263,7 @@ def test_constants_defined_once():
     hits = [
         p.relative_to(root).as_posix()
         for p in root.rglob("*.py")
-        if any(c in p.read_text() for c in copies) and p.name != "reproduce.py"
+        if any(c in p.read_text() for c in copies) and p.name != "checks.py"
     ]
     assert hits == ["metrics/_capacity_forms.py"]
 
@@ -525,7 +525,7 @@ def test_epsilon_metric_histogram(tiny_model):
     sampled = tg.get_metric("epsilon")(tiny_model, matrices="W_E", histogram_rows=20, seed=3).rows[0].extras
     assert sampled["histogram_rows"] == 20 and sum(sampled["histogram"]["counts"]) == 20 * 19
     assert "histogram" not in tg.get_metric("epsilon")(tiny_model, histogram_rows=0).rows[0].extras
-    from tl_geometry.plotting import histogram_of
+    from tl_geometry.families.capacity.figures import histogram_of
 
     counts, edges = histogram_of(dict(full.rows[0].extras))
     assert counts.sum() == 101 * 100

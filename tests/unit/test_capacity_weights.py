@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry.weights_reader import embedding_capacity, find_embedding, read_embedding
+from tl_geometry.families.capacity.weights_reader import embedding_capacity, find_embedding, read_embedding
 
 
 def reference_eps(x: np.ndarray) -> float:
@@ -210,7 +210,7 @@ def _reference_expected_size(path) -> int:
 
 @pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
 def test_whole_files_pass_the_header_check(tmp_path, fmt):
-    from tl_geometry.weights_reader import check_weights_file
+    from tl_geometry.weight_files import check_weights_file
 
     g, s = _small_files(tmp_path)
     path = g if fmt == "gguf" else s
@@ -221,7 +221,7 @@ def test_whole_files_pass_the_header_check(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
 @pytest.mark.parametrize("keep", ["all-but-100", "half", "header-part", "none"])
 def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     g, s = _small_files(tmp_path)
     whole = g if fmt == "gguf" else s
@@ -255,7 +255,7 @@ def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
     ],
 )
 def test_corrupt_files_are_named(tmp_path, fmt, content, match):
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     p = tmp_path / f"bad.{fmt}"
     p.write_bytes(content)
@@ -264,7 +264,7 @@ def test_corrupt_files_are_named(tmp_path, fmt, content, match):
 
 
 def test_safetensors_with_trailing_bytes_is_corrupt(tmp_path):
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     _, s = _small_files(tmp_path)
     size = s.stat().st_size
@@ -289,7 +289,7 @@ def test_gguf_tensor_index_equals_gguf_readers(tmp_path):
     """Our header walk + memory map lists the same tensors, types, shapes and bytes as gguf.GGUFReader."""
     import gguf
 
-    from tl_geometry.weights_reader import _gguf_tensors
+    from tl_geometry.families.capacity.weights_reader import _gguf_tensors
 
     g = np.random.default_rng(5)
     path = tmp_path / "mixed.gguf"
@@ -318,7 +318,7 @@ def test_gguf_tensor_index_equals_gguf_readers(tmp_path):
 
 # ----------------------------------------------------------------------------- streaming (issue 24), damage (issue 23)
 def test_prefetched_stream_equals_serial_and_records_a_timeline(tmp_path):
-    from tl_geometry.weights_reader import Timeline
+    from tl_geometry.families.capacity.weights_reader import Timeline
 
     x = _emb(vocab=5000, d=24, seed=3)
     write_gguf(tmp_path / "m.gguf", {"token_embd.weight": x})
@@ -333,7 +333,7 @@ def test_prefetched_stream_equals_serial_and_records_a_timeline(tmp_path):
 
 
 def test_reader_thread_errors_reach_the_caller(tmp_path):
-    from tl_geometry.weights_reader import _prefetch
+    from tl_geometry.families.capacity.weights_reader import _prefetch
 
     def blocks():
         yield torch.zeros(2, 2)
@@ -346,7 +346,7 @@ def test_reader_thread_errors_reach_the_caller(tmp_path):
 
 
 def test_reader_thread_stops_when_the_caller_stops():
-    from tl_geometry.weights_reader import _prefetch
+    from tl_geometry.families.capacity.weights_reader import _prefetch
 
     produced = []
 
@@ -363,7 +363,7 @@ def test_reader_thread_stops_when_the_caller_stops():
 
 @pytest.mark.parametrize("prefetch", [True, False])
 def test_weights_that_dequantize_to_nan_are_refused_with_the_tensor_name(tmp_path, prefetch):
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     x = _emb(vocab=3000, d=32, seed=4)
     x[2100, 7] = np.nan
@@ -377,7 +377,7 @@ def test_weights_that_dequantize_to_nan_are_refused_with_the_tensor_name(tmp_pat
 def test_corrupt_gguf_key_value_length_is_named_not_a_huge_size(tmp_path):
     import struct
 
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     g, _ = _small_files(tmp_path)
     data = bytearray(g.read_bytes())

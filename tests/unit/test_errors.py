@@ -22,10 +22,10 @@ def test_unknown_name_str_is_the_plain_message():
 
 def _named_errors():
     from tl_geometry.corpus import CorpusDecodeError
+    from tl_geometry.families.sae import HubUnavailableError, SAELensNotInstalledError
     from tl_geometry.models import ModelNotAvailableError
     from tl_geometry.outdir import OutputExistsError, OutputLockedError, OutputNotWritableError
-    from tl_geometry.sae import HubUnavailableError, SAELensNotInstalledError
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     return [
         (ModelNotAvailableError, (RuntimeError,)),
@@ -70,16 +70,18 @@ def test_every_exception_class_in_the_package_is_a_tl_geometry_error():
 # ------------------------------------------------- a bad input from each family
 def _pure_cases():
     import tl_geometry.metrics.capacity as cap
-    from tl_geometry import packing, registry, sae
+    from tl_geometry import registry
+    from tl_geometry.families import sae
+    from tl_geometry.families.capacity import hosts, packing
     from tl_geometry.metrics import interaction, pga, spectral
     from tl_geometry.report import GeometryReport
-    from tl_geometry.sweep import SweepJob
+    from tl_geometry.sweeps import SweepJob
 
     return [
         ("capacity", lambda: cap.capacity_estimate(64, 1.5), InputError, r"epsilon must be < 1"),
         ("capacity-type", lambda: cap.capacity(64, "0.1"), InputTypeError, r"eps must be"),
         ("capacity-vectors", lambda: cap.similarity_stats(torch.ones(3)), InputError, r"expected 2-D vectors"),
-        ("published", lambda: cap.published_epsilon("no-such-model-xyz"), UnknownNameError, r"no published ε"),
+        ("published", lambda: hosts.published_epsilon("no-such-model-xyz"), UnknownNameError, r"no published ε"),
         ("pga", lambda: pga.readout_basis(torch.randn(8, 20), 0), InputError, r"k must satisfy 1 <= k < d_model=8"),
         ("spectral", lambda: spectral.spectral_from_covariance(torch.ones(3, 4)), InputError, r"square 2-D"),
         ("interaction", lambda: interaction.aofe(torch.ones(3, 4)), InputError, r"must be a square 2-D matrix"),

@@ -81,11 +81,11 @@ def test_bad_declarations(make, match):
 
 
 def test_lazy_references_resolve_on_call(monkeypatch):
-    fig = tg.FigureSpec("x", "tl_geometry.plotting:plot_pga")
+    fig = tg.FigureSpec("x", "tl_geometry.families.pga.figures:plot_pga")
     assert isinstance(fig.draw, registry.Lazy) and fig.file == "x.png"
-    from tl_geometry import plotting
+    from tl_geometry.families.pga import figures
 
-    monkeypatch.setattr(plotting, "plot_pga", lambda report: "patched")
+    monkeypatch.setattr(figures, "plot_pga", lambda report: "patched")
     assert fig.draw(None) == "patched"
     assert tg.get_family("pga").figures[0].draw(None) == "patched"
 

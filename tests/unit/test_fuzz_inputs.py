@@ -402,7 +402,7 @@ TEXT = st.one_of(
 @pytest.fixture
 def no_work(monkeypatch):
     from tl_geometry import models
-    from tl_geometry.experiments import shape_sweep, toy_superposition
+    from tl_geometry.families.interaction import shape_sweep, toy_superposition
 
     def loaded(*a, **k):
         raise _Loaded()

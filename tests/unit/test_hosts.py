@@ -1,4 +1,4 @@
-"""tl_geometry.hosts: one data file for the published hosts, one name resolver, one ε resolver,
+"""tl_geometry.families.capacity.hosts: one data file for the published hosts, one name resolver, one ε resolver,
 and every shared constant (ε classes, efficient interval, the table) defined in exactly one module."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tl_geometry as tg
-from tl_geometry import hosts
+from tl_geometry.families.capacity import hosts
 
 PACKAGE = Path(tg.__file__).parent
 
@@ -135,7 +135,7 @@ def test_published_table_is_read_from_one_module():
             for n in ast.walk(tree)
         )
     )
-    assert hits == ["hosts.py"]
+    assert hits == ["families/capacity/hosts.py"]
     # no copy of a table row (name with its ε) as code anywhere but the data file
     copies = sorted(
         mod

@@ -7,11 +7,21 @@
   ``families``, the registry, the report, plotting, readings or html.
 * nothing outside ``families/`` registers a built-in metric of the three papers, and the old
   modules (``capture_agop``, ``metrics/_*_registered``) stay gone.
+* the rooms are ranked (``ROOMS``: base < metrics < machinery < rendering < families < commands)
+  and the rank holds **transitively**: the closure of every module's imports — module level,
+  inside functions, and the ``"module:function"`` / module-name strings of declarations (a
+  family's ``read=``, ``draw=``, ``checks=``, ``command=``) — reaches no module of a higher room.
+  Importing ``a.b.c`` runs ``a`` and ``a.b`` too, so a parent package's imports count. The one
+  allowed upward reference is the registry's discovery of the built-in families
+  (``registry.BUILTIN_FAMILIES``, like a plugin's entry point). Cycles inside one room are allowed.
+* ``import tl_geometry`` loads nothing else (the root is lazy, PEP 562), and importing the math
+  (``tl_geometry.metrics.*``) loads no model, capture, registry, report, rendering or family code.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -37,8 +47,8 @@ PURE_FORBIDDEN = (
     "hub",
     "weights_reader",
     "convergence",
-    "reproduce",
-    "sweep",
+    "reproduction",
+    "sweeps",
     "experiments",
     "outdir",
 )
@@ -56,8 +66,8 @@ CAPTURE_FORBIDDEN = (
     "sae",
     "cli",
     "commands",
-    "reproduce",
-    "sweep",
+    "reproduction",
+    "sweeps",
     "experiments",
 )
 
@@ -144,3 +154,181 @@ def test_the_rule_fails_on_a_violation(tmp_path, folder, source, forbidden):
     (root / folder / "planted.py").write_text(source)
     found = violations(folder, forbidden, root=root)
     assert len(found) == 1 and "planted.py" in found[0]
+
+
+# ----------------------------------------------------------------------------- ranked rooms
+ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "tables", "_checks", "threads")),
+    ("metrics", ("metrics",)),
+    ("machinery", ("capture", "corpus", "hub", "jobs", "outdir", "registry", "models", "ray_executor", "weight_files")),
+    (
+        "rendering",
+        ("report", "plotting", "readings", "html", "analysis", "pipeline", "reproduction", "sweeps", "cli_args"),
+    ),
+    ("families", ("families",)),
+    ("commands", ("commands", "cli")),
+)
+#: (module, module it may reach although higher): the registry finds the built-in families by name.
+ALLOWED_UP = {("tl_geometry.registry", "tl_geometry.families")}
+_LAZY_REF = re.compile(r"^(tl_geometry(?:\.\w+)+):[\w.]+$")
+_MODULE_REF = re.compile(r"^tl_geometry(?:\.\w+)+$")
+
+
+def module_name(path: Path, root: Path = PKG) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def room_of(module: str) -> tuple[int, str]:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(ROOMS), "root"
+    for rank, (name, tops) in enumerate(ROOMS):
+        if parts[1] in tops:
+            return rank, name
+    raise AssertionError(f"{module}: no room; add its top-level name to ROOMS")
+
+
+def _type_checking_only(node: ast.AST, parents: dict) -> bool:
+    p = parents.get(node)
+    while p is not None:
+        if isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test):
+            return True
+        p = parents.get(p)
+    return False
+
+
+def import_graph(root: Path = PKG) -> dict[str, list[tuple[str, int]]]:
+    """``{module: [(module it runs, line), ...]}``: imports anywhere in the file (not under
+    ``if TYPE_CHECKING``), the parents of every imported module, and declaration strings."""
+    mods = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph = {}
+    for me, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        out: list[tuple[str, int]] = []
+
+        def add(target: str, line: int, me: str = me) -> None:
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):
+                m = ".".join(parts[:i])
+                if m in mods and m != me:
+                    out.append((m, line))  # noqa: B023  (out is this module's list)
+
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and _type_checking_only(node, parents):
+                continue
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    add(a.name, node.lineno)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                add(mod, node.lineno)
+                for a in node.names:
+                    add(f"{mod}.{a.name}", node.lineno)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                lazy = _LAZY_REF.match(node.value)
+                if lazy:
+                    add(lazy.group(1), node.lineno)
+                elif _MODULE_REF.match(node.value):
+                    add(node.value, node.lineno)
+        graph[me] = out
+    return graph
+
+
+def rank_violations(root: Path = PKG) -> list[str]:
+    """Every module whose import closure reaches a higher room, with the chain that does."""
+    graph = import_graph(root)
+    bad = []
+    for start in sorted(graph):
+        rank, name = room_of(start)
+        if name == "root":
+            continue
+        seen = {start: [start]}
+        todo = [start]
+        while todo:
+            m = todo.pop()
+            for nxt, line in graph[m]:
+                if nxt in seen or (m, nxt) in ALLOWED_UP:
+                    continue
+                seen[nxt] = seen[m] + [f"{nxt} (line {line} of {m})"]
+                r, n = room_of(nxt)
+                if r > rank:
+                    bad.append(f"{start} [{name}] reaches {nxt} [{n}]: " + " -> ".join(seen[nxt]))
+                    continue
+                todo.append(nxt)
+    return bad
+
+
+def test_rooms_hold_transitively():
+    assert rank_violations() == []
+
+
+@pytest.mark.parametrize(
+    "file, source, reached",
+    [
+        # a function-level import in the math
+        ("metrics/jackknife.py", "def _f():\n    from tl_geometry.families.pga import pga\n", "tl_geometry.families"),
+        # a declaration string pointing upward
+        ("metrics/jackknife.py", "_X = 'tl_geometry.plotting:figures'\n", "tl_geometry.plotting"),
+        # two hops: a machinery module importing rendering, reached from the capture layer
+        ("corpus.py", "def _f():\n    import tl_geometry.html\n", "tl_geometry.html"),
+        # a shared module reaching into a family's folder
+        ("readings.py", "def _f():\n    from tl_geometry.families.capacity import reading\n", "tl_geometry.families"),
+    ],
+)
+def test_the_transitive_rule_fails_on_a_planted_import(tmp_path, file, source, reached):
+    import shutil
+
+    copy = tmp_path / "tl_geometry"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    with open(copy / file, "a", encoding="utf-8") as f:
+        f.write("\n" + source)
+    bad = rank_violations(copy)
+    assert bad, "the planted import was not caught"
+    assert any(f"reaches {reached}" in b for b in bad), bad
+
+
+def test_registry_reaches_families_only_by_its_one_declared_name():
+    graph = import_graph()
+    up = [(m, line) for m, line in graph["tl_geometry.registry"] if room_of(m)[1] == "families"]
+    assert {m for m, _ in up} == {"tl_geometry.families"} and len(up) == 1, up
+
+
+def _loaded_after(code: str) -> set[str]:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code + "\nimport sys\nprint('\\n'.join(m for m in sys.modules if m.startswith('tl_geometry')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=PKG.parent,
+    ).stdout
+    return set(out.split())
+
+
+def test_the_package_root_is_lazy():
+    assert _loaded_after("import tl_geometry") == {"tl_geometry"}
+    # a public name loads where it lives, not the rest
+    loaded = _loaded_after("import tl_geometry as tg\ntg.similarity_stats")
+    assert "tl_geometry.metrics.capacity" in loaded
+    assert not any(m.startswith(("tl_geometry.families", "tl_geometry.capture", "tl_geometry.models")) for m in loaded)
+
+
+def test_importing_the_math_loads_no_model_code():
+    loaded = _loaded_after(
+        "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction"
+    )
+    for other in ("capture", "models", "families", "registry", "report", "plotting", "readings", "html", "analysis"):
+        assert not any(m == f"tl_geometry.{other}" or m.startswith(f"tl_geometry.{other}.") for m in loaded), other

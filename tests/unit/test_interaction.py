@@ -10,6 +10,7 @@ import torch
 
 import tl_geometry as tg
 from tests.helpers import make_tiny_model
+from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
 from tl_geometry.metrics.interaction import AGOPAccumulator, projection_matrix
 
 HOOKS = ["blocks.1.hook_resid_pre", "blocks.2.hook_resid_pre"]
@@ -608,7 +609,6 @@ def test_loss_correlations_bad(kw, match):
 
 
 def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
-    from tl_geometry import readings
 
     res = tg.agop(tiny_model, tiny_tokens[:2], hooks=HOOKS, n_probes=4, seed=1, progress=False)
     rep = tg.agop_report(res, tiny_model)
@@ -617,9 +617,9 @@ def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
         s = res[h]
         assert row.value == s.ratio_debiased and row.value != s.ratio
         assert row.extras["ratio_plugin"] == s.ratio and row.extras["estimator"] == "jackknife"
-    line = next(s for s in readings.read_interaction(rep) if s.startswith("AGOP AOFE ratio"))
+    line = next(s for s in interaction_reading.read_interaction(rep) if s.startswith("AGOP AOFE ratio"))
     assert "bias-corrected" in line and "plug-in ratio in extras" in line
     ex = tg.agop_report(tg.agop(tiny_model, tiny_tokens[:1, :6], hooks=HOOKS[:1], exact=True, progress=False))
     (row,) = [r for r in ex.rows if r.metric == "agop.aofe_ratio"]
     assert row.extras["estimator"] == "exact" and row.value == row.extras["ratio_plugin"]
-    assert "exact AGOP" in readings.read_interaction(ex)[0]
+    assert "exact AGOP" in interaction_reading.read_interaction(ex)[0]

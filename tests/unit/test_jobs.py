@@ -164,12 +164,12 @@ def test_every_long_job_uses_run_jobs():
 
     pkg = Path(tl_geometry.__file__).parent
     for mod in (
-        "sweep.py",
-        "convergence.py",
-        "packing.py",
-        "reproduce.py",
-        "experiments/shape_sweep.py",
-        "experiments/toy_superposition.py",
+        "sweeps.py",
+        "families/pga/convergence.py",
+        "families/capacity/packing.py",
+        "reproduction.py",
+        "families/interaction/shape_sweep.py",
+        "families/interaction/toy_superposition.py",
     ):
         tree = ast.parse((pkg / mod).read_text())
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

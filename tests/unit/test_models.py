@@ -190,7 +190,7 @@ def test_unloadable_paths_say_what_is_accepted(hf_dir, tmp_path):
 def test_truncated_safetensors_in_a_model_directory(hf_dir, tmp_path):
     import shutil
 
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     d, _ = hf_dir
     bad = tmp_path / "cut"
@@ -205,7 +205,7 @@ def test_truncated_safetensors_in_a_model_directory(hf_dir, tmp_path):
 
 def test_truncated_gguf_is_refused_before_transformers(tmp_path, monkeypatch):
     """A cut copy of the real SmolLM2 GGUF: refused from a header read (transformers never runs)."""
-    from tl_geometry.weights_reader import CorruptFileError
+    from tl_geometry.weight_files import CorruptFileError
 
     src = models.zoo_file()
     size = src.stat().st_size

@@ -174,7 +174,7 @@ def test_sweep_refuses_a_file_it_did_not_write_and_leaves_it_byte_identical(
     p.write_text(text)
     assert len(NOTES.splitlines()) == 126
     before = p.read_bytes()
-    from tl_geometry.experiments import toy_superposition
+    from tl_geometry.families.interaction import toy_superposition
 
     monkeypatch.setattr(toy_superposition, "run", lambda *a, **k: pytest.fail("work started"))
     assert main(argv + ["--out", str(p)]) == 2
@@ -226,8 +226,8 @@ def _check_refused(argv, capsys, *must):
 @pytest.fixture
 def no_work(monkeypatch):
     _no_load(monkeypatch)
-    from tl_geometry import sae
-    from tl_geometry.experiments import toy_superposition
+    from tl_geometry.families import sae
+    from tl_geometry.families.interaction import toy_superposition
 
     monkeypatch.setattr(toy_superposition, "run", lambda *a, **k: pytest.fail("work started"))
     monkeypatch.setattr(sae, "widths", lambda *a, **k: pytest.fail("work started"))

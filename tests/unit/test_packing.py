@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-import tl_geometry.packing as packing
+import tl_geometry.families.capacity.packing as packing
 from tl_geometry.errors import InputError
 
 # The authors' packing sweep is package data (reproduce reads it from an installed wheel too).
@@ -274,7 +274,7 @@ def test_seed_helpers_bad_input(call, match):
 
 # ----------------------------------------------------------------------------- the paper's cell
 def _shipped(k, d):
-    from tl_geometry.reproduce import shipped_packing_subset
+    from tl_geometry.families.capacity.checks import shipped_packing_subset
 
     cells = shipped_packing_subset()
     if (k, d) not in cells:
@@ -287,7 +287,7 @@ def test_paper_cell_2000x32_is_outside_our_seed_spread():
 
     The tolerance is the one `reproduce` uses: 3 sd of (one run − our n-seed mean).
     """
-    from tl_geometry.reproduce import PACKING_N_SD
+    from tl_geometry.families.capacity.checks import PACKING_N_SD
 
     paper = {(k, d): e for k, d, e in json.loads((DATA / "optimized_packing.json").read_text())}[(2000, 32)]
     assert paper == pytest.approx(0.3859, abs=1e-4)
@@ -300,7 +300,7 @@ def test_paper_cell_2000x32_is_outside_our_seed_spread():
 def test_optimized_packing_2000x32_reproduces_our_shipped_seeds():
     """The paper's schedule (Adam, 5,000 steps, lr 0.005, p = 11) on k = 2000, d = 32, seed 0, against
     the shipped seeds with the tolerance `reproduce` uses (3 sd of one run − the mean of n)."""
-    from tl_geometry.reproduce import PACKING_N_SD
+    from tl_geometry.families.capacity.checks import PACKING_N_SD
 
     s = _shipped(2000, 32)
     eps = packing.optimized_packing(2000, 32, seed=0, device="cpu")

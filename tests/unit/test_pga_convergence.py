@@ -1,4 +1,4 @@
-"""Convergence, pooling, probes and trajectories (tl_geometry.convergence) on tiny models."""
+"""Convergence, pooling, probes and trajectories (tl_geometry.families.pga.convergence) on tiny models."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from scipy.spatial.distance import pdist
 from scipy.stats import spearmanr
 
 import tl_geometry as tg
-from tl_geometry import convergence as cv
+from tl_geometry.families.pga import convergence as cv
 
 
 # ----------------------------------------------------------------------------- pooling

@@ -12,6 +12,13 @@ pytest.importorskip("matplotlib")
 
 from tests.helpers import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
 from tl_geometry import plotting, readings  # noqa: E402
+from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
+from tl_geometry.families.capacity import reading as capacity_reading  # noqa: E402
+from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
+from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
+from tl_geometry.families.pga import figures as pga_figures  # noqa: E402
+from tl_geometry.families.pga import reading as pga_reading  # noqa: E402
+from tl_geometry.families.sae import figures as sae_figures  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -50,7 +57,7 @@ def test_save_figures_writes_pngs(tmp_path, full_report):
 
 
 def test_cosine_histogram_marks_mu_and_epsilon(full_report):
-    fig = plotting.plot_cosine_histogram(full_report)
+    fig = capacity_figures.plot_cosine_histogram(full_report)
     assert len(fig.axes) == 2
     for ax, mat in zip(fig.axes, ("W_E", "W_U")):
         row = next(r for r in full_report.rows if r.metric == f"epsilon.{mat}")
@@ -60,7 +67,7 @@ def test_cosine_histogram_marks_mu_and_epsilon(full_report):
 
 
 def test_pga_one_line_per_ccr_in_layer_order(full_report):
-    fig = plotting.plot_pga(full_report)
+    fig = pga_figures.plot_pga(full_report)
     ax = fig.axes[0]
     labelled = {line.get_label().split()[0]: line for line in ax.lines if line.get_label().startswith("CCR")}
     assert set(labelled) == {"CCR-0", "CCR-1", "CCR-5"}
@@ -79,7 +86,7 @@ def test_pga_one_line_per_ccr_in_layer_order(full_report):
 
 def test_spectral_panels_only_for_present_metrics():
     rows = [{"metric": "spectral.rankme", "hook": f"blocks.{l}.hook_resid_post", "value": 1.0 + l} for l in range(3)]
-    fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
+    fig = pga_figures.plot_spectral(GeometryReport.from_rows(rows, model="m"))
     visible = [ax for ax in fig.axes if ax.axison]
     assert len(visible) == 1 and "RankMe" in visible[0].get_title()
     assert len(visible[0].lines) == 1 and visible[0].get_legend() is None
@@ -96,7 +103,7 @@ def test_spectral_draws_both_definitions_when_present():
             ("spectral.alpha_req_reptrix", 0.9),
         )
     ]
-    fig = plotting.plot_spectral(GeometryReport.from_rows(rows, model="m"))
+    fig = pga_figures.plot_spectral(GeometryReport.from_rows(rows, model="m"))
     rank_ax, alpha_ax = [ax for ax in fig.axes if ax.axison]
     assert [list(line.get_ydata()) for line in rank_ax.lines] == [[10.0, 11.0, 12.0], [4.0, 5.0, 6.0]]
     assert [list(line.get_ydata()) for line in alpha_ax.lines] == [[1.5, 2.5, 3.5], [0.9, 1.9, 2.9]]
@@ -104,7 +111,7 @@ def test_spectral_draws_both_definitions_when_present():
 
 
 def test_aofe_title_names_depth_width(full_report):
-    fig = plotting.plot_aofe(full_report)
+    fig = interaction_figures.plot_aofe(full_report)
     assert "R_D/W" in fig.axes[0].get_title()
     assert fig.axes[0].get_ylim() == (0, 1.05)
 
@@ -114,7 +121,7 @@ def test_sae_widths_bound_off_chart():
         {"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
         {"metric": "capacity.W_E", "value": 1e40, "extras": {"d": 64, "form": "full", "epsilon": 0.05}},
     ]
-    fig = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m"))
+    fig = sae_figures.plot_sae_widths(GeometryReport.from_rows(rows, model="m"))
     ax = fig.axes[0]
     assert any("off the chart" in t.get_text() for t in ax.texts)
     assert np.allclose(ax.collections[0].get_offsets()[:, 0], 1.0, atol=0.5)
@@ -127,7 +134,7 @@ def test_sae_widths_no_count_outside_class2(eps):
         {"metric": "sae.d_sae", "value": 2048.0, "extras": {"release": "r", "hook_name": "blocks.1.hook_resid_post"}},
         {"metric": "capacity.W_E", "value": 3000.0, "extras": {"d": 64, "form": "full", "epsilon": eps}},
     ]
-    ax = plotting.plot_sae_widths(GeometryReport.from_rows(rows, model="m")).axes[0]
+    ax = sae_figures.plot_sae_widths(GeometryReport.from_rows(rows, model="m")).axes[0]
     assert any("indeterminate" in t.get_text() for t in ax.texts)
     assert not any("capacity from" in line.get_label() for line in ax.lines)
 
@@ -136,7 +143,7 @@ def test_broken_figure_is_skipped(monkeypatch, caplog, full_report):
     def boom(report):
         raise RuntimeError("bad rows")
 
-    monkeypatch.setattr(plotting, "plot_pga", boom)  # the pga family's figure names it (resolved on each call)
+    monkeypatch.setattr(pga_figures, "plot_pga", boom)  # the pga family's figure names it (resolved on each call)
     with caplog.at_level(logging.ERROR, logger="tl_geometry.plotting"):
         figs = plotting.figures(full_report)
     assert "pga_z" not in figs and "capacity_curve" in figs
@@ -152,7 +159,9 @@ def _slow_log10_capacity(d, eps, C=0.45809143, a=1.0668005, b=1.44738666, c=0.97
 
 @pytest.mark.parametrize("d,eps", [(16, 0.1), (64, 0.3), (128, 0.5), (576, 0.2)])
 def test_log10_capacity_matches_formula(d, eps):
-    assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(_slow_log10_capacity(d, eps), rel=1e-12)
+    assert capacity_figures._log10_capacity(d, np.array([eps]))[0] == pytest.approx(
+        _slow_log10_capacity(d, eps), rel=1e-12
+    )
 
 
 def test_log10_capacity_matches_package_capacity():
@@ -161,14 +170,14 @@ def test_log10_capacity_matches_package_capacity():
     for d, eps in [(64, 0.3), (576, 0.15)]:
         k = cap.capacity(d, eps, form="full")
         # the package rounds up (ceil); compare in log space
-        assert plotting._log10_capacity(d, np.array([eps]))[0] == pytest.approx(
+        assert capacity_figures._log10_capacity(d, np.array([eps]))[0] == pytest.approx(
             math.log10(k), abs=1e-6 + math.log10(1 + 1 / k)
         )
 
 
 def test_capacity_curve_too_wide_for_float_stays_finite():
     big = GeometryReport.from_rows(epsilon_rows(mean=0.85, std=0.05, d=16384), model="huge")
-    fig = plotting.plot_capacity_curve(big)
+    fig = capacity_figures.plot_capacity_curve(big)
     ys = np.concatenate([line.get_ydata() for line in fig.axes[0].lines])
     assert np.isfinite(ys).all()
 
@@ -176,14 +185,14 @@ def test_capacity_curve_too_wide_for_float_stays_finite():
 def test_capacity_curve_epsilon_at_least_one():
     """ε = μ + 2σ can reach 1; the bound is undefined there: a vertical line, no crash."""
     rep = GeometryReport.from_rows(epsilon_rows(mean=0.9, std=0.06, d=64), model="m")
-    fig = plotting.plot_capacity_curve(rep)
+    fig = capacity_figures.plot_capacity_curve(rep)
     labels = [l.get_label() for l in fig.axes[0].lines]
     assert any("indeterminate" in l for l in labels)
-    assert np.isnan(plotting._log10_capacity(64, np.array([1.0, 1.2, 0.0]))).all()
+    assert np.isnan(capacity_figures._log10_capacity(64, np.array([1.0, 1.2, 0.0]))).all()
 
 
 def test_histogram_of_reads_what_the_epsilon_metric_writes():
-    counts, edges = plotting.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 0.5, 1]}})
+    counts, edges = capacity_figures.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 0.5, 1]}})
     np.testing.assert_array_equal(counts, [1, 2])
     np.testing.assert_array_equal(edges, [0, 0.5, 1])
 
@@ -197,24 +206,24 @@ def test_histogram_of_reads_what_the_epsilon_metric_writes():
     ],
 )
 def test_histogram_of_ignores_other_shapes(extras):
-    assert plotting.histogram_of(extras) is None
+    assert capacity_figures.histogram_of(extras) is None
 
 
 def test_histogram_of_rejects_inconsistent(caplog):
     with caplog.at_level(logging.WARNING, logger="tl_geometry.plotting"):
-        assert plotting.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 1]}}) is None
+        assert capacity_figures.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 1]}}) is None
     assert "ignoring a histogram" in caplog.text
-    assert plotting.histogram_of({"mean": 0.1}) is None
+    assert capacity_figures.histogram_of({"mean": 0.1}) is None
 
 
 # ----------------------------------------------------------------------------- readings
 @pytest.mark.parametrize("eps,cls", [(0.25, "Class 1"), (0.2, "boundary"), (0.1, "boundary"), (0.05, "Class 2")])
 def test_epsilon_class(eps, cls):
-    assert readings.epsilon_class(eps) == cls
+    assert capacity_reading.epsilon_class(eps) == cls
 
 
 def test_published_table():
-    models = readings.published_models()
+    models = capacity_reading.published_models()
     assert len(models) == 45
     by_name = {m.name: m for m in models}
     assert (by_name["Gemma-3-270M"].d_model, by_name["Gemma-3-270M"].epsilon) == (640, 0.41554)
@@ -222,24 +231,26 @@ def test_published_table():
 
 
 def test_readings_use_the_one_table():
-    """The readings' published models are the package's one table (tl_geometry.hosts), in order."""
-    from tl_geometry.hosts import published_hosts
+    """The readings' published models are the package's one table (tl_geometry.families.capacity.hosts), in order."""
+    from tl_geometry.families.capacity.hosts import published_hosts
 
-    assert readings.published_models() == list(published_hosts().values())
+    assert capacity_reading.published_models() == list(published_hosts().values())
 
 
 def test_closest_published_brute_force():
-    models = readings.published_models()
+    models = capacity_reading.published_models()
     for eps in np.linspace(0.01, 0.99, 23):
-        got = readings.closest_published(float(eps), models)
-        same = [m for m in models if readings.epsilon_class(m.epsilon) == readings.epsilon_class(float(eps))] or models
+        got = capacity_reading.closest_published(float(eps), models)
+        same = [
+            m for m in models if capacity_reading.epsilon_class(m.epsilon) == capacity_reading.epsilon_class(float(eps))
+        ] or models
         best = min(abs(m.epsilon - eps) for m in same)
         assert abs(got.epsilon - eps) == best
 
 
 def test_capacity_reading_names_class_and_published_model():
     rows = epsilon_rows(mean=0.45 - 2 * 0.0, std=0.0)  # ε = 0.45 for W_E
-    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "ε = 0.45" in text and "Class 1" in text and "Gemma-3-270M (0.416" in text
 
 
@@ -271,17 +282,17 @@ def test_pga_reading_calls_only_significant_hooks():
     # 12 ± 1: positive; 1.73 ± 0.3: inside the chance band (never a peak); −8 ± 1: negative;
     # −4 ± 2.5: significant against random subspaces but within 2 stderr of 0, so inside.
     rep = GeometryReport.from_rows(_zrows([12.0, 1.73, -8.0, -4.0], [1.0, 0.3, 1.0, 2.5]), model="m")
-    line = next(s for s in readings.read_pga(rep) if s.startswith("PGA CCR-0"))
+    line = next(s for s in pga_reading.read_pga(rep) if s.startswith("PGA CCR-0"))
     assert "significantly positive at 1 of 4 hooks, peak z = 12 ± 1" in line
     assert "significantly negative at 1 of 4 hooks (lowest z = -8 ± 1" in line
     assert "1.73" not in line
-    calls = [c for _, c, _ in readings.pga_calls(rep.rows)[0]]
+    calls = [c for _, c, _ in pga_reading.pga_calls(rep.rows)[0]]
     assert calls == ["positive", "inside", "negative", "inside"]
 
 
 def test_pga_reading_never_calls_chance_a_peak():
     rep = GeometryReport.from_rows(_zrows([1.73, 0.4, -1.1], [0.2, 0.2, 0.2]), model="m")
-    text = " ".join(readings.read_pga(rep))
+    text = " ".join(pga_reading.read_pga(rep))
     assert (
         "no hook is significantly positive (the largest, z = 1.73 ± 0.2 at layer 0, lies inside the chance band)"
         in text
@@ -292,11 +303,11 @@ def test_pga_reading_never_calls_chance_a_peak():
 
 def test_pga_reading_of_reports_without_stderr_uses_the_chance_band_alone():
     bare = GeometryReport.from_rows(_zrows([30.0, 0.5], [float("nan"), float("nan")]), model="m")
-    assert [c for _, c, _ in readings.pga_calls(bare.rows)[0]] == ["positive", "inside"]
+    assert [c for _, c, _ in pga_reading.pga_calls(bare.rows)[0]] == ["positive", "inside"]
 
 
 def test_plot_pga_draws_error_bars_and_the_chance_band():
-    fig = plotting.plot_pga(GeometryReport.from_rows(_zrows([12.0, 1.73, -8.0], [1.0, 0.3, 1.0]), model="m"))
+    fig = pga_figures.plot_pga(GeometryReport.from_rows(_zrows([12.0, 1.73, -8.0], [1.0, 0.3, 1.0]), model="m"))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(lab.startswith("chance band: random subspace, 95 %") for lab in labels)
@@ -308,7 +319,7 @@ def test_depth_width_reading():
     rows = [
         {"metric": "depth_width.ratio", "value": 30 / 576, "extras": {"in_interval": False, "interval": [0.023, 0.047]}}
     ]
-    (line,) = readings.read_interaction(GeometryReport.from_rows(rows, model="m"))
+    (line,) = interaction_reading.read_interaction(GeometryReport.from_rows(rows, model="m"))
     assert "0.0521" in line and "above" in line
 
 
@@ -322,10 +333,12 @@ def test_summary_table(full_report):
 
 
 def test_closest_width_brute_force():
-    models = readings.published_models()
+    models = capacity_reading.published_models()
     for eps, d in [(0.73, 576), (0.05, 4096), (0.3, 2048), (0.15, 900)]:
-        got = readings.closest_width(eps, d, models)
-        same = [m for m in models if readings.epsilon_class(m.epsilon) == readings.epsilon_class(eps)] or models
+        got = capacity_reading.closest_width(eps, d, models)
+        same = [
+            m for m in models if capacity_reading.epsilon_class(m.epsilon) == capacity_reading.epsilon_class(eps)
+        ] or models
         assert abs(math.log(got.d_model / d)) == min(abs(math.log(m.d_model / d)) for m in same)
 
 
@@ -335,7 +348,7 @@ def test_reading_smollm2_like_example():
         {"metric": "epsilon.W_E", "value": 0.729, "extras": {"mean": 0.442, "std": 0.1435, "d": 576}},
         {"metric": "capacity.W_E", "value": 6.5e34, "extras": {"form": "full", "epsilon": 0.729, "d": 576}},
     ]
-    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "ε = 0.729" in text and "Class 1, like Gemma-3-270M (0.416, d = 640)" in text
     assert "capacity indeterminate, not a count" in text and "6.5" not in text  # the number is not read out
     assert 'preset "paper"' in text
@@ -357,7 +370,7 @@ def test_reading_compares_only_raw_w_e_with_the_table():
             },
         },
     ]
-    lines = readings.read_capacity(GeometryReport.from_rows(rows, model="m"))
+    lines = capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m"))
     we = next(t for t in lines if t.startswith("W_E"))
     wu = next(t for t in lines if t.startswith("W_U"))
     assert "raw W_E, the paper's matrix" in we and "capacity paper" in we
@@ -382,7 +395,7 @@ def test_reading_count_says_preset_and_three_sigma():
             },
         },
     ]
-    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "capacity k ≈ 3.99e+07" in text and 'preset "paper"' in text and "μ + 3σ" in text
 
 
@@ -397,14 +410,14 @@ def test_reading_count_says_preset_and_three_sigma():
 )
 def test_sae_layer_sources(row, layer):
     (r,) = GeometryReport.from_rows([row], model="m").rows
-    assert plotting._sae_layer(r) == layer
+    assert sae_figures._sae_layer(r) == layer
 
 
 def test_sae_layer_unknown_is_nan():
     (r,) = GeometryReport.from_rows(
         [{"metric": "sae.d_sae", "value": 1.0, "extras": {"sae_id": "final"}}], model="m"
     ).rows
-    assert math.isnan(plotting._sae_layer(r))
+    assert math.isnan(sae_figures._sae_layer(r))
 
 
 def test_model_line():

@@ -426,7 +426,7 @@ def _ref_max_abs_cos(x: torch.Tensor) -> float:
 @FAST
 @given(k=st.integers(-1, 7), d=st.integers(-1, 5), trials=st.integers(0, 3), seed=st.integers(0, 100))
 def test_random_packing(k, d, trials, seed):
-    from tl_geometry import packing
+    from tl_geometry.families.capacity import packing
 
     if k < 2 or d < 1 or trials < 1:
         with pytest.raises(ValueError, match="must be"):

@@ -12,6 +12,12 @@ pytest.importorskip("matplotlib")
 
 from tests.helpers import D_MODEL, make_report  # noqa: E402
 from tl_geometry import plotting, readings, registry  # noqa: E402
+from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
+from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
+from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
+from tl_geometry.families.pga import figures as pga_figures  # noqa: E402
+from tl_geometry.families.pga import reading as pga_reading  # noqa: E402
+from tl_geometry.families.sae import reading as sae_reading  # noqa: E402
 from tl_geometry.html import render_html, render_markdown  # noqa: E402
 from tl_geometry.report import GeometryReport, Row, format_value, provenance_markdown  # noqa: E402
 
@@ -47,7 +53,7 @@ def _ticks(ax) -> list[str]:
 
 # ----------------------------------------------------------------------------- AOFE axis
 def test_aofe_figure_has_no_final_point_and_does_not_promise_one():
-    fig = plotting.plot_aofe(agop_report())
+    fig = interaction_figures.plot_aofe(agop_report())
     ax = fig.axes[0]
     ticks = _ticks(ax)
     assert "embed" in ticks and "final" not in ticks
@@ -59,8 +65,8 @@ def test_aofe_figure_has_no_final_point_and_does_not_promise_one():
 
 def test_aofe_reading_names_only_points_the_figure_has():
     rep = agop_report()
-    ticks = set(_ticks(plotting.plot_aofe(rep).axes[0]))
-    lines = readings.read_interaction(rep)
+    ticks = set(_ticks(interaction_figures.plot_aofe(rep).axes[0]))
+    lines = interaction_reading.read_interaction(rep)
     text = " ".join(lines)
     # every place the reading names is a tick of the figure: "embed" or "layer L"
     places = re.findall(r"\((embed|final|layer \d+), blocks\.\d+\.hook_resid_pre\)", text)
@@ -121,14 +127,14 @@ def test_axis_label_explains_only_the_ticks_present():
         model="m",
         provenance={"n_layers": 3},
     )
-    ax = plotting.plot_epsilon_by_layer(embed_only).axes[0]
+    ax = capacity_figures.plot_epsilon_by_layer(embed_only).axes[0]
     assert "final" not in _ticks(ax) and ax.get_xlabel() == "layer (embed = embeddings)"
     no_ends = GeometryReport.from_rows(
         [{"metric": "epsilon_activations", "hook": f"blocks.{l}.hook_resid_post", "value": 0.5} for l in range(3)],
         model="m",
         provenance={"n_layers": 3},
     )
-    assert plotting.plot_epsilon_by_layer(no_ends).axes[0].get_xlabel() == "layer"
+    assert capacity_figures.plot_epsilon_by_layer(no_ends).axes[0].get_xlabel() == "layer"
 
 
 # ----------------------------------------------------------------------------- W_EᵀW_E
@@ -150,9 +156,11 @@ def test_wtw_row_is_the_matrix_the_reading_names(tiny_model):
     (u,) = wtw_aofe_metric(tiny_model, matrix="W_U").rows
     assert u.value == pytest.approx(_aofe_ratio_reference(W_U @ W_U.T), rel=1e-9)
     d = tiny_model.cfg.d_model
-    (line,) = [s for s in readings.read_interaction(rep) if "AOFE ratio of" in s]
+    (line,) = [s for s in interaction_reading.read_interaction(rep) if "AOFE ratio of" in s]
     assert f"AOFE ratio of W_EᵀW_E, {d} × {d}" in line and f"{row.value:.3g}" in line
-    (uline,) = [s for s in readings.read_interaction(GeometryReport(rows=(u,), provenance={})) if "AOFE" in s]
+    (uline,) = [
+        s for s in interaction_reading.read_interaction(GeometryReport(rows=(u,), provenance={})) if "AOFE" in s
+    ]
     assert "W_U W_Uᵀ, d_model × d_model" in uline
 
 
@@ -162,7 +170,7 @@ def test_no_bare_wtw_label_anywhere():
         model="m",
         provenance={"d_model": D_MODEL},
     )
-    text = " ".join(readings.read_interaction(rep)) + readings.summary_table(rep)
+    text = " ".join(interaction_reading.read_interaction(rep)) + readings.summary_table(rep)
     assert "WᵀW" not in text and "W_EᵀW_E" in text
     assert "W_EᵀW_E" in registry.declared_rows()["wtw.aofe_ratio"][1].description
     assert "W_EᵀW_E" in registry.get_metric("wtw_aofe").description
@@ -182,7 +190,7 @@ def spectral_report():
 
 def test_rankme_variants_named_for_what_they_are():
     rep = spectral_report()
-    lines = readings.read_spectral(rep)
+    lines = pga_reading.read_spectral(rep)
     rankme = next(s for s in lines if "10" in s)
     eig = next(s for s in lines if "4" in s and s is not rankme)
     assert rankme.startswith("RankMe (Garrido et al.") and "p = s/Σs" in rankme and "√λ" in rankme
@@ -192,7 +200,7 @@ def test_rankme_variants_named_for_what_they_are():
     assert descriptions["spectral.rankme_eig"].startswith("von Neumann effective rank")
     table = readings.summary_table(rep)
     assert "von Neumann effective rank" in next(l for l in table.splitlines() if l.startswith("spectral.rankme_eig"))
-    ax = plotting.plot_spectral(rep).axes[0]
+    ax = pga_figures.plot_spectral(rep).axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0].startswith("RankMe (Garrido et al.)") and "p = s/Σs" in legend[0]
     assert legend[1].startswith("von Neumann effective rank") and "p = λ/Σλ" in legend[1]
@@ -211,20 +219,20 @@ def test_sae_section_says_none_exists():
     assert "No published SAE exists" in render_markdown(rep) and "No published SAE exists" in render_html(rep, {})
     assert "sae: No published SAE exists" in readings.summary_table(rep)
     unknown = GeometryReport(rows=(), provenance={"model": "x", "sae_n": 0, "sae_n_unknown_width": 3})
-    assert "lists 3 SAE(s) for x, none with a known width" in readings.read_sae(unknown)[0]
+    assert "lists 3 SAE(s) for x, none with a known width" in sae_reading.read_sae(unknown)[0]
     skipped = GeometryReport(rows=(), provenance={"sae_skipped": "sae_lens is not installed"})
-    assert readings.read_sae(skipped) == ["No SAE comparison: sae_lens is not installed"]
-    assert readings.read_sae(GeometryReport(rows=(), provenance={"model": "x"})) == []  # the metric did not run
+    assert sae_reading.read_sae(skipped) == ["No SAE comparison: sae_lens is not installed"]
+    assert sae_reading.read_sae(GeometryReport(rows=(), provenance={"model": "x"})) == []  # the metric did not run
 
 
 @pytest.mark.needs_hooked
 def test_sae_metric_on_a_model_without_saes_reads_none_exists(tiny_model):
     pytest.importorskip("sae_lens")
-    from tl_geometry.sae.comparison import sae_metric
+    from tl_geometry.families.sae.comparison import sae_metric
 
     rep = sae_metric(tiny_model, config="none")
     assert not rep.rows and rep.provenance["sae_n"] == 0 and rep.provenance["sae_lens_version"]
-    (line,) = readings.read_sae(rep)
+    (line,) = sae_reading.read_sae(rep)
     assert line.startswith("No published SAE exists for ")
     assert f"sae_lens {rep.provenance['sae_lens_version']}'s directory" in line
 

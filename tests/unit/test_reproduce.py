@@ -10,7 +10,8 @@ import pytest
 import tl_geometry as tg
 from tl_geometry.cli import main
 from tl_geometry.errors import InputError
-from tl_geometry.reproduce import (
+from tl_geometry.families.capacity import checks as capacity_checks
+from tl_geometry.reproduction import (
     CHECKS,
     EVIDENCE,
     STATUSES,
@@ -21,7 +22,7 @@ from tl_geometry.reproduce import (
     published_tolerance,
 )
 
-repro_mod = sys.modules["tl_geometry.reproduce"]  # tg.reproduce is the function
+repro_mod = sys.modules["tl_geometry.reproduction"]  # tg.reproduce is the function
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_row_rejects_bad_evidence(paper, status, evidence, match):
 
 def test_check_registration_rejects_unknown_evidence():
     with pytest.raises(InputError, match="evidence must be one of"):
-        repro_mod._check("capacity.x", "t", evidence="strong")
+        repro_mod.check("capacity.x", "t", evidence="strong")
 
 
 def _r(id, status, evidence, paper=1.0):
@@ -267,7 +268,7 @@ OPT = {(2000, 32): 0.3859, (2000, 64): 0.2363}
 
 def test_packing_subset_rows_compare_the_seed_mean_with_a_seed_sd_tolerance():
     cells = {(2000, 32): {0: 0.40, 1: 0.41, 2: 0.42}, (2000, 64): {2: 0.249, 0: 0.25, 1: 0.251}}
-    rows = {r.id: r for r in repro_mod._packing_subset_rows(cells, OPT, "test data")}
+    rows = {r.id: r for r in capacity_checks._packing_subset_rows(cells, OPT, "test data")}
     r32, r64 = rows["capacity.packing.subset.k2000_d32"], rows["capacity.packing.subset.k2000_d64"]
     assert r32.evidence == r64.evidence == "independent"
     assert r32.ours == pytest.approx(0.41) and r32.paper == 0.3859
@@ -289,13 +290,13 @@ def test_packing_subset_rows_compare_the_seed_mean_with_a_seed_sd_tolerance():
 
 def test_packing_subset_rows_skip_cells_without_a_paper_value_or_a_spread():
     cells = {(2000, 32): {0: 0.40}, (300, 7): {0: 0.5, 1: 0.6}}
-    assert repro_mod._packing_subset_rows(cells, OPT, "x") == []
+    assert capacity_checks._packing_subset_rows(cells, OPT, "x") == []
 
 
 def test_shipped_packing_subset_is_the_paper_schedule_on_the_authors_cells():
-    data = repro_mod._shipped_subset()
+    data = capacity_checks._shipped_subset()
     assert data is not None, "tl_geometry/data/packing_subset.json is shipped"
-    authors = {(int(k), int(d)) for k, d, _ in repro_mod._packing_data("optimized")}
+    authors = {(int(k), int(d)) for k, d, _ in capacity_checks._packing_data("optimized")}
     assert data["git_commit"] and data["torch"] and data["cells"]
     for c in data["cells"]:
         assert (c["k"], c["d"]) in authors
@@ -309,7 +310,7 @@ def test_shipped_packing_subset_is_the_paper_schedule_on_the_authors_cells():
 
 def test_tiny_run_shows_the_shipped_packing_subset(tiny_run):
     rows = _by_id(tiny_run)
-    shipped = repro_mod.shipped_packing_subset()
+    shipped = capacity_checks.shipped_packing_subset()
     for (k, d), by_seed in shipped.items():
         r = rows[f"capacity.packing.subset.k{k}_d{d}"]
         eps = list(by_seed.values())
@@ -347,7 +348,7 @@ def test_given_model_runs_model_rows(tmp_path, tiny_model):
 
 
 def test_pga_claims_speak_only_beyond_two_stderr():
-    from tl_geometry.reproduce import _pga_claims
+    from tl_geometry.families.pga.checks import _pga_claims
 
     hooks = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(9)]
     z1 = dict(
@@ -381,7 +382,7 @@ def _counting(monkeypatch):
             return _c.fn(ctx)
 
         new.append(dataclasses.replace(c, fn=fn))
-    monkeypatch.setattr(repro_mod, "CHECKS", new)
+    monkeypatch.setattr(repro_mod, "_CHECKS", new)
     return calls
 
 
@@ -415,7 +416,7 @@ def test_failing_check_is_an_error_row_and_retried(tmp_path, monkeypatch):
             raise RuntimeError("boom")
         return good.fn(ctx)
 
-    monkeypatch.setattr(repro_mod, "CHECKS", [dataclasses.replace(good, fn=flaky)])
+    monkeypatch.setattr(repro_mod, "_CHECKS", [dataclasses.replace(good, fn=flaky)])
     res = tg.reproduce("capacity", size="tiny", out=tmp_path, progress=False)
     assert [r.status for r in res.rows] == ["error"] and "boom" in res.rows[0].note
     assert res.n_errors == 1
@@ -441,7 +442,7 @@ def test_cli_exit_1_when_a_check_fails(tmp_path, monkeypatch, capsys):
     def boom(ctx):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(repro_mod, "CHECKS", [dataclasses.replace(good, fn=boom)])
+    monkeypatch.setattr(repro_mod, "_CHECKS", [dataclasses.replace(good, fn=boom)])
     assert main(["reproduce", "capacity", "--tiny", "--out", str(tmp_path), "--no-progress"]) == 1
     assert "capacity.hub" in capsys.readouterr().err
 

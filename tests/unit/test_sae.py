@@ -1,4 +1,4 @@
-"""tl_geometry.sae: width parsing on sae_lens's real packaged directory, local SAEs, decoder ε,
+"""tl_geometry.families.sae: width parsing on sae_lens's real packaged directory, local SAEs, decoder ε,
 compare against the capacity bound, the from_pretrained path through a fake HF cache, bad input.
 
 No network: the directory is package data; SAEs are built locally from sae_lens configs.
@@ -16,8 +16,9 @@ import torch
 
 pytest.importorskip("sae_lens")
 
-from tl_geometry import sae as S  # noqa: E402
-from tl_geometry.metrics.capacity import capacity, published  # noqa: E402
+from tl_geometry.families import sae as S  # noqa: E402
+from tl_geometry.families.capacity.hosts import published  # noqa: E402
+from tl_geometry.metrics.capacity import capacity  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -15,8 +15,8 @@ MODEL_FACING = (
     "tl_geometry.registry",
     "tl_geometry.report",
     "tl_geometry.plotting",
-    "tl_geometry.sae",
-    "tl_geometry.hosts",
+    "tl_geometry.families.sae",
+    "tl_geometry.families.capacity.hosts",
     "tl_geometry.analysis",
 )
 

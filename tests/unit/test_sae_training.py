@@ -11,8 +11,8 @@ import torch
 
 pytest.importorskip("sae_lens")
 
-from tl_geometry import sae as S  # noqa: E402
-from tl_geometry.experiments import sae_training as T  # noqa: E402
+from tl_geometry.families import sae as S  # noqa: E402
+from tl_geometry.families.sae import training as T  # noqa: E402
 
 HOOK = "blocks.1.hook_resid_post"
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tl_geometry.experiments import shape_sweep as ss
+from tl_geometry.families.interaction import shape_sweep as ss
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
 

@@ -23,6 +23,11 @@ import torch
 from tests.helpers import make_tiny_model
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
+from tl_geometry.families.capacity import reading as capacity_reading  # noqa: E402
+from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
+from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
+from tl_geometry.families.pga import reading as pga_reading  # noqa: E402
 from tl_geometry.metrics.capacity import similarity_jackknife, similarity_stats
 from tl_geometry.metrics.interaction import (
     AGOPAccumulator,
@@ -390,7 +395,6 @@ def _layer_rows(metric: str, values: list[float], se: float, method: str = "jack
 def test_readings_claim_a_difference_between_hooks_only_beyond_the_noise():
     from statistics import NormalDist
 
-    from tl_geometry import readings
     from tl_geometry.report import GeometryReport
 
     vals = [0.30, 0.32, 0.35, 0.31]
@@ -399,33 +403,31 @@ def test_readings_claim_a_difference_between_hooks_only_beyond_the_noise():
     # just inside / just outside z · √2 · se
     inside, outside = gap / (z * math.sqrt(2)) * 1.01, gap / (z * math.sqrt(2)) * 0.99
     for metric, read in (
-        ("epsilon_activations", readings.read_capacity),
-        ("spectral.isotropy", readings.read_spectral),
-        ("agop.aofe_ratio", readings.read_interaction),
+        ("epsilon_activations", capacity_reading.read_capacity),
+        ("spectral.isotropy", pga_reading.read_spectral),
+        ("agop.aofe_ratio", interaction_reading.read_interaction),
     ):
         quiet = " ".join(read(GeometryReport.from_rows(_layer_rows(metric, vals, inside), model="m")))
         assert "no difference between hooks is claimed" in quiet and "6 pairs of hooks" in quiet, quiet
         loud = " ".join(read(GeometryReport.from_rows(_layer_rows(metric, vals, outside), model="m")))
         assert "combined standard errors; jackknife over 8 point groups" in loud and "no difference" not in loud
     # exact rows (or rows without a stderr) get no clause
-    exact = readings.read_spectral(
+    exact = pga_reading.read_spectral(
         GeometryReport.from_rows(_layer_rows("spectral.isotropy", vals, 0.0, "exact"), model="m")
     )
     assert "standard error" not in " ".join(exact)
 
 
 def test_class1_count_says_how_many_are_clear_of_the_boundary():
-    from tl_geometry import readings
     from tl_geometry.report import GeometryReport
 
     rows = _layer_rows("epsilon_activations", [0.21, 0.40, 0.05], 0.02)
-    text = " ".join(readings.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
     assert "2 of 3 hooks are Class 1 (ε > 0.2) (1 of them by more than 2 standard errors)" in text
 
 
 def test_epsilon_and_aofe_figures_draw_one_standard_error():
     pytest.importorskip("matplotlib")
-    from tl_geometry import plotting
     from tl_geometry.report import GeometryReport
 
     rep = GeometryReport.from_rows(
@@ -433,13 +435,13 @@ def test_epsilon_and_aofe_figures_draw_one_standard_error():
         + _layer_rows("agop.aofe_ratio", [0.5, 0.55, 0.6], 0.02, "jackknife over 8 probe groups"),
         model="m",
     )
-    fig = plotting.plot_epsilon_by_layer(rep)
+    fig = capacity_figures.plot_epsilon_by_layer(rep)
     (ax,) = fig.axes
     assert "ε ± 1 standard error" in [t.get_text() for t in ax.get_legend().get_texts()]
     segs = [c for c in ax.collections if hasattr(c, "get_segments") and c.get_segments()]
     lengths = sorted(round(float(s[1][1] - s[0][1]), 6) for c in segs for s in c.get_segments())
     assert lengths == [0.02, 0.02, 0.02]  # ±1 se
-    fig2 = plotting.plot_aofe(rep)
+    fig2 = interaction_figures.plot_aofe(rep)
     labels = [t.get_text() for t in fig2.axes[0].get_legend().get_texts()]
     assert "± 1 standard error (jackknife over probes)" in labels
     import matplotlib.pyplot as plt

@@ -1,4 +1,4 @@
-"""``tl-geometry sweep models``: the CLI over tl_geometry.sweep."""
+"""``tl-geometry sweep models``: the CLI over tl_geometry.sweeps."""
 
 import pytest
 

@@ -21,7 +21,7 @@ NOT_RESULTS = {"Captured", "EmbeddingSource", "FamilySpec", "MetricSpec"}
 
 def _public_result_types() -> dict[str, type]:
     """Every tl_geometry dataclass / NamedTuple named in the return annotation of a public function."""
-    import tl_geometry.hosts as hosts
+    import tl_geometry.families.capacity.hosts as hosts
 
     mods = [tg, hosts] + [getattr(tg, m) for m in ("sae", "packing", "convergence", "weights_reader", "capture")]
     found: dict[str, type] = {}

@@ -25,7 +25,7 @@ def bridge():
 
 
 def test_core_imports_without_sae_lens(monkeypatch):
-    """``import tl_geometry`` must not need sae_lens (it is imported lazily by tl_geometry.sae)."""
+    """``import tl_geometry`` must not need sae_lens (it is imported lazily by tl_geometry.families.sae)."""
     import subprocess
 
     code = "import sys; sys.modules['sae_lens'] = None; import tl_geometry; assert 'sae_lens' not in sys.modules or sys.modules['sae_lens'] is None"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tl_geometry.experiments import toy_superposition as toy
+from tl_geometry.families.interaction import toy_superposition as toy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
 

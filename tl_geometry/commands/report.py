@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from tl_geometry import cli_args
 from tl_geometry.errors import InputError
 
 
@@ -45,14 +46,7 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="skip the PNG figures (report.json, report.md and index.html are still written)",
     )
-    p.add_argument("--device", default="cpu")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
-        "library runs its sort-bound kernels on one of them",
-    )
+    cli_args.add_device_threads(p)
     p.add_argument(
         "--capture",
         choices=("shared", "separate"),

@@ -47,7 +47,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from tl_geometry.reproduce import fmt, list_checks, reproduce
+    from tl_geometry.reproduction import fmt, list_checks, reproduce
 
     if args.list:
         for c in list_checks(args.families):
@@ -58,7 +58,7 @@ def run(args) -> int:
 
     from tl_geometry import outdir
     from tl_geometry.jobs import check_results_file
-    from tl_geometry.reproduce import RESULTS_NAME
+    from tl_geometry.reproduction import RESULTS_NAME
 
     out = Path(args.out)  # checked before any work: a folder (created), writable, its resume file ours
     if out.exists() and not out.is_dir():

@@ -82,7 +82,7 @@ def _build_shape(sub) -> None:
 
 
 def _shape_config(args):
-    from tl_geometry.experiments import shape_sweep as ss
+    from tl_geometry.families.interaction import shape_sweep as ss
 
     cfg = ss.PAPER_SWEEP if args.paper else ss.SweepConfig()
     kw: dict = dict(source=args.source, seed=args.seed, device=args.device)
@@ -127,7 +127,7 @@ def _print_plan(rows) -> None:
 
 
 def _run_shape(args) -> int:
-    from tl_geometry.experiments import shape_sweep as ss
+    from tl_geometry.families.interaction import shape_sweep as ss
 
     cfg = _shape_config(args)
     check_outputs(args, "figure")
@@ -180,7 +180,7 @@ def _build_toy(sub) -> None:
 def _run_toy(args) -> int:
     import math
 
-    from tl_geometry.experiments import toy_superposition as toy
+    from tl_geometry.families.interaction import toy_superposition as toy
 
     preset = "paper" if args.paper else args.preset
     check_outputs(args, "figure")

@@ -10,4 +10,7 @@ named ``<family>.<quantity>``. Importing this package registers the built-in met
 * [`shape`][tl_geometry.families.shape] — "shape"
 """
 
-from tl_geometry.families import capacity, interaction, pga, shape  # noqa: F401  (register the metrics)
+from tl_geometry import registry as _registry
+from tl_geometry.families import capacity, interaction, pga, sae, shape  # noqa: F401  (register the metrics)
+
+_registry._end_builtin_phase()  # metrics registered from here on are not built-ins

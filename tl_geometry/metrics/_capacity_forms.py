@@ -1,7 +1,7 @@
 """Capacity bounds k(d, ε) of the capacity paper (Guha, arXiv 2606.02765), their inverse, and
 the paper's ε classes.
 
-The paper's published table (Table 1) is data, read by [`tl_geometry.hosts`][tl_geometry.hosts].
+The paper's published table (Table 1) is data, read by [`tl_geometry.families.capacity.hosts`][tl_geometry.families.capacity.hosts].
 
 The paper fits ε*(k, d), the smallest achievable worst-case |cos| of k unit vectors in R^d,
 with three forms (its Eq. for JL, the "adjusted" and the "full" form)::

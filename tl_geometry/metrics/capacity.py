@@ -36,15 +36,6 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError, InputTypeError
-
-# the published table is data, not math: it lives in tl_geometry.hosts; re-exported for tg.published()
-from tl_geometry.hosts import (  # noqa: F401  (re-exported)
-    PublishedEpsilon,
-    PublishedRow,
-    published,
-    published_epsilon,
-    published_rows,
-)
 from tl_geometry.metrics import _gram
 from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     CLASS1_ABOVE,
@@ -82,11 +73,6 @@ __all__ = [
     "capacity_epsilon",
     "log10_capacity",
     "sensitivity",
-    "published",
-    "published_epsilon",
-    "PublishedEpsilon",
-    "PublishedRow",
-    "published_rows",
     "CapacityWarning",
 ]
 
@@ -199,7 +185,7 @@ class SimilarityAccumulator:
     """Streaming Gram moments of unit rows: ``update(block)`` any number of times, then ``compute()``.
 
     Holds O(d²) float64 state whatever the number of rows, so an embedding can be read
-    block by block from disk ([`tl_geometry.weights_reader`][tl_geometry.weights_reader]). ``similarity_stats(x)`` equals
+    block by block from disk ([`tl_geometry.families.capacity.weights_reader`][tl_geometry.families.capacity.weights_reader]). ``similarity_stats(x)`` equals
     one accumulator fed x in any split (tested).
 
     Precision (``precision=``): ``"float64"`` forms everything in float64. ``"mixed"`` (our choice
@@ -212,7 +198,7 @@ class SimilarityAccumulator:
     ``compute()``, ``needs_float64`` is True when mixed blocks were used and σ² = E[cos²] − μ²
     cancels too much for 1e-7 (rows nearly parallel, σ ≪ |μ|): feed the rows again to an
     accumulator with ``precision="float64"`` ([`similarity_stats`][tl_geometry.metrics.capacity.similarity_stats] and
-    [`tl_geometry.weights_reader.embedding_capacity`][tl_geometry.weights_reader.embedding_capacity] do).
+    [`tl_geometry.families.capacity.weights_reader.embedding_capacity`][tl_geometry.families.capacity.weights_reader.embedding_capacity] do).
 
     Examples:
         >>> import torch, tl_geometry as tg

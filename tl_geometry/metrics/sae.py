@@ -5,7 +5,7 @@
 pool (capacity paper, Eq. 2).
 
 Pure: tensors in, numbers out; nothing here imports sae_lens, a model, capture, the registry or
-reports. The model-facing side is [`tl_geometry.sae`][tl_geometry.sae].
+reports. The model-facing side is [`tl_geometry.families.sae`][tl_geometry.families.sae].
 
 Our choice: exceedance counts unordered pairs i < j of non-zero rows with |cos| > threshold
 (strictly greater), exactly, in float32 blocks.

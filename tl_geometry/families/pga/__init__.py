@@ -1,0 +1,496 @@
+"""The PGA family (Xu, arXiv 2605.17084), model-facing: ``tg.pga`` and the registered "pga" and "spectral".
+
+Activations through the capture layer (a [`tl_geometry.capture.Sample`][tl_geometry.capture.activations.Sample] for PGA, a
+streaming covariance for the spectral metrics; one shared forward pass in a report), W_U through
+[`tl_geometry.capture.weight`][tl_geometry.capture.activations.weight]; the math is in [`tl_geometry.metrics.pga`][tl_geometry.metrics.pga] and
+[`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from tl_geometry import capture
+from tl_geometry.errors import InputError
+from tl_geometry.families.pga.reading import RANK_NAMES
+from tl_geometry.metrics.jackknife import group_labels
+from tl_geometry.metrics.pga import (
+    DEFAULT_MAX_PAIRS,
+    DEFAULT_N_GROUPS,
+    STDERR_METHOD,
+    check_n_points,
+    haar_bases,
+    pga_layer,
+    readout_basis,
+)
+from tl_geometry.metrics.spectral import StreamingCovariance
+from tl_geometry.models import processing_name, processing_of
+from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
+from tl_geometry.report import GeometryReport
+
+logger = logging.getLogger(__name__)
+
+
+def _ccr_list(ccr: int | Sequence[int]) -> list[int]:
+    ccrs = [ccr] if isinstance(ccr, int) else list(ccr)
+    if not ccrs or not all(isinstance(c, int) and c >= 0 for c in ccrs):
+        raise InputError(f"ccr must be a non-negative int or a list of them, got {ccr!r}")
+    return sorted(set(ccrs))
+
+
+PRESETS: dict[str, dict[str, str | None]] = {
+    "paper": {"processing": "none", "hooks": "hidden_states"},
+    "library": {"processing": None, "hooks": "resid_post"},
+}
+"""PGA presets. "paper": what the Subspace PGA paper works on (Xu, arXiv 2605.17084) — the unprocessed model (raw hidden states, raw W_U) at the hooks of Hugging Face's ``hidden_states`` (embeddings, each block's output, the last entry after the final norm). "library" (default): the model as loaded (TransformerLens's processing by default) at every ``blocks.{l}.hook_resid_post``."""
+
+_WHAT_DIFFERS = {
+    "fold_ln": "fold_ln multiplied the final norm's weight into W_U (the readout subspace differs)",
+    "center_unembed": "center_unembed removed W_U's mean over the vocabulary (the readout subspace differs)",
+    "center_writing_weights": "center_writing_weights centered every write to the residual stream "
+    "(LayerNorm models: the hidden states themselves differ)",
+}
+
+
+def check_paper_model(model: Any) -> None:
+    """Warn when a model handed to the paper preset is not the unprocessed model, naming what differs."""
+    flags = processing_of(model)
+    how = "load it with tg.models.load(name, processing='none') (or TransformerLens's from_pretrained_no_processing)"
+    if flags is None and getattr(model, "_weights_processed", None) is True:
+        warnings.warn(
+            "PGA preset 'paper' expects the unprocessed model, but this TransformerBridge's weights were processed "
+            "(process_weights / enable_compatibility_mode: by default fold_ln, center_writing_weights, "
+            "center_unembed), so the readout subspace differs from the raw W_U and z can change sign; boot a fresh "
+            "bridge and use enable_compatibility_mode(no_processing=True), or tg.models.load(name, processing='none')",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    if flags is None:
+        warnings.warn(
+            f"PGA preset 'paper' expects the unprocessed model (raw hidden states and raw W_U); the weight "
+            f"processing of this {type(model).__name__} is unknown (not recorded by tl_geometry), so the "
+            f"readout subspace may differ from the paper's and z can change sign; {how}",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    on = [k for k in ("fold_ln", "center_unembed", "center_writing_weights") if flags.get(k)]
+    if on:
+        warnings.warn(
+            "PGA preset 'paper' expects the unprocessed model, but this one was processed: "
+            + "; ".join(_WHAT_DIFFERS[k] for k in on)
+            + f". On SmolLM2-135M this moves the top-100 readout subspace (overlap 0.80) and flips z at CCR-1 in "
+            f"layers 2–8 from about −1.5 (raw) to about +0.4 (processed); {how}",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def pga_plan(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    k: int = 100,
+    n_null: int = 100,
+    ccr: int | Sequence[int] = 1,
+    max_points: int = 2048,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    batch_size: int = 8,
+    memory_mb: float = 512,
+    progress: bool = True,
+) -> MetricPlan:
+    """The "pga" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a seeded sample of positions at
+    every hook (capture), then the profile per hook (``finish``). Arguments as [`pga`][tl_geometry.families.pga.pga]."""
+    if preset not in PRESETS:
+        raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if isinstance(model, str):
+        from tl_geometry import models
+
+        model = models.load(model, processing=PRESETS[preset]["processing"] or "tl")
+    capture.check_model(model)
+    if preset == "paper":
+        check_paper_model(model)
+    d = int(model.cfg.d_model)
+    if not isinstance(k, int) or not 1 <= k < d:
+        raise InputError(f"k must satisfy 1 <= k < d_model={d}, got k={k!r}")
+    ccrs = _ccr_list(ccr)
+    if hooks is None:
+        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
+    hooks = capture.validate_hooks(model, hooks)
+    processing = processing_name(model)
+    readout = readout_basis(capture.weight(model, "W_U"), k)
+    sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
+    check_n_points(int(sample.positions.sum()), k)
+
+    def finish() -> GeometryReport:
+        from tqdm.auto import tqdm
+
+        cap = sample.result()
+        bases = haar_bases(d, k, n_null, seed=seed)
+        # jackknife groups of whole sequences (a sequence's positions share a context)
+        labels = group_labels(cap.positions[:, 0], DEFAULT_N_GROUPS)
+        rows = []
+        tag = {"preset": preset, "processing": processing}
+        for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
+            H = cap.acts[h]
+            prof, pc = pga_layer(  # the profile and the PC1 overlap from one SVD of H
+                H,
+                readout,
+                ccrs=ccrs,
+                null_bases=bases,
+                seed=seed,
+                max_pairs=max_pairs,
+                memory_mb=memory_mb,
+                groups=labels,
+            )
+            for c, s in prof.items():
+                extras = {
+                    **tag,
+                    "ccr": c,
+                    "k": k,
+                    "rho_read": s.rho_read,
+                    "null_mean": s.null_mean,
+                    "null_std": s.null_std,
+                    "n_points": s.n_points,
+                    "n_pairs": s.n_pairs,
+                    "n_null": s.n_null,
+                    "pairs_subsampled": s.pairs_subsampled,
+                    "seed": seed,
+                    "n_groups": s.n_groups,
+                    "stderr_method": STDERR_METHOD,
+                }
+                z_extras = {
+                    **extras,
+                    "stderr": s.stderr,
+                    "stderr_null": s.stderr_null,
+                    "stderr_points": s.stderr_points,
+                    "p_value": s.p_value,
+                }
+                rows.append({"metric": "pga.z", "value": s.z, "hook": h, "extras": z_extras})
+                rows.append(
+                    {
+                        "metric": "pga.rho_read",
+                        "value": s.rho_read,
+                        "hook": h,
+                        "extras": {**extras, "stderr": s.stderr_rho},
+                    }
+                )
+            rows.append(
+                {
+                    "metric": "pga.pc1_overlap",
+                    "value": pc.overlap,
+                    "hook": h,
+                    "extras": {
+                        **tag,
+                        "expected": pc.expected,
+                        "ratio": pc.ratio,
+                        "explained_variance": pc.explained_variance,
+                        "k": k,
+                    },
+                }
+            )
+        return GeometryReport.from_rows(
+            rows,
+            model=model,
+            pga={
+                "preset": preset,
+                "processing": processing,
+                "k": k,
+                "n_null": n_null,
+                "ccr": ccrs,
+                "max_points": max_points,
+                "seed": seed,
+                "readout": "top-k left singular vectors of W_U",
+                "n_points": cap.n_points,
+                "stderr": STDERR_METHOD,
+            },
+        )
+
+    return MetricPlan("pga", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
+
+
+@register_metric(
+    "pga",
+    needs="activations",
+    description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap",
+    plan=pga_plan,
+)
+def pga(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    k: int = 100,
+    n_null: int = 100,
+    ccr: int | Sequence[int] = 1,
+    max_points: int = 2048,
+    seed: int = 0,
+    max_pairs: int | None = DEFAULT_MAX_PAIRS,
+    batch_size: int = 8,
+    memory_mb: float = 512,
+    progress: bool = True,
+) -> GeometryReport:
+    """Subspace PGA profile: z of the readout subspace at every hook, for one or several CCR levels.
+
+    Activations at ``hooks`` are gathered for one seeded sample of at most ``max_points``
+    positions shared by all hooks (BOS and padding dropped); the readout basis is the top-``k``
+    left singular vectors of ``W_U``; the same ``n_null`` Haar-random bases (from ``seed``) serve
+    every hook and CCR level. See [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score] for the score.
+
+    Args:
+        model: a TransformerLens model, or a model name (loaded with the preset's processing:
+            ``"none"`` for ``preset="paper"``, TransformerLens's for ``"library"``).
+        tokens: (batch, pos) token ids.
+        preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
+            W_U; a processed model gets a warning naming what differs) and, by default, the hooks
+            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]:
+            embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
+            model as it is, every ``blocks.{l}.hook_resid_post``.
+        hooks: explicit hook names (override the preset's).
+        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see [`tl_geometry.pga_profile`][tl_geometry.metrics.pga.pga_profile].
+
+    Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
+    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
+    standard error: ``stderr`` in the units of the value, ``stderr_method``, ``n_groups``; on
+    ``pga.z`` also ``stderr_null`` and ``stderr_points``, its two parts, and ``p_value``, the
+    uncorrected two-sided p of z against random subspaces) and
+    ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
+    explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
+    ``"custom"`` or ``"unknown"``).
+
+    Raises:
+        ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
+            than [`tl_geometry.min_points`][tl_geometry.metrics.pga.min_points] (k), or any error of [`pga_score`][tl_geometry.metrics.pga.pga_score].
+    """
+    return pga_plan(
+        model,
+        tokens,
+        preset=preset,
+        hooks=hooks,
+        k=k,
+        n_null=n_null,
+        ccr=ccr,
+        max_points=max_points,
+        seed=seed,
+        max_pairs=max_pairs,
+        batch_size=batch_size,
+        memory_mb=memory_mb,
+        progress=progress,
+    ).run()
+
+
+def spectral_plan(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    fit_range: tuple[int, int] | None = None,
+    n_groups: int = 10,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> MetricPlan:
+    """The "spectral" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a streaming covariance at
+    every hook over every valid position (capture), then the spectrum (``finish``). Arguments as
+    [`spectral`][tl_geometry.families.pga.spectral]."""
+    if preset not in PRESETS:
+        raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
+        raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
+    capture.check_model(model)
+    if hooks is None:
+        hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
+    hooks = capture.validate_hooks(model, hooks)
+    tokens = capture.check_tokens(model, tokens)
+
+    # jackknife groups of whole sequences, in the (batch, pos) order the rows stream in
+    owners = capture.valid_mask(model, tokens).nonzero()[:, 0]
+    sizes = group_labels(owners, n_groups).bincount().tolist() if owners.numel() >= 2 else None
+    accs = {h: StreamingCovariance(sizes if sizes and len(sizes) >= 2 else None) for h in hooks}
+
+    def finish() -> GeometryReport:
+        processing = processing_name(model)
+        rows = []
+        for h in hooks:
+            m = accs[h].spectral(fit_range)
+            extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
+            r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
+            for name in SPECTRAL_ROWS:
+                ex = {**extras, "r2": r2[name]} if name in r2 else dict(extras)
+                ex["stderr"] = m.stderr.get(name, float("nan"))
+                ex["stderr_method"] = m.stderr_method if m.stderr else "none: fewer than 2 point groups"
+                rows.append({"metric": f"spectral.{name}", "value": getattr(m, name), "hook": h, "extras": ex})
+        return GeometryReport.from_rows(rows, model=model)
+
+    covariance = capture.FnPass(hooks, lambda h, a: accs[h].update(a))
+    return MetricPlan("spectral", model, tokens, [covariance], finish, batch_size=batch_size, progress=progress)
+
+
+@register_metric(
+    "spectral",
+    needs="activations",
+    description="RankMe, alpha-ReQ, isotropy, condition number per hook",
+    plan=spectral_plan,
+)
+def spectral(
+    model: Any,
+    tokens: Any,
+    *,
+    preset: str = "library",
+    hooks: Sequence[str] | None = None,
+    fit_range: tuple[int, int] | None = None,
+    n_groups: int = 10,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> GeometryReport:
+    """Spectral metrics of the activations at every hook, streamed over all (non-BOS) tokens.
+
+    Rows per hook: ``spectral.rankme`` (Garrido et al.: singular values), ``spectral.rankme_eig``
+    (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
+    ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
+    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
+    ``preset`` and the model's weight ``processing``, ``stderr`` (in the row's units) and
+    ``stderr_method``. See [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
+
+    Standard errors: a delete-a-group jackknife over ``n_groups`` groups of whole sequences (fewer
+    with fewer sequences), each replicate from the covariance downdate. Our choice: the sequence
+    is the resampling unit (its positions share a context), so the error covers a fresh draw of
+    text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
+
+    ``preset`` picks the default hooks as in [`pga`][tl_geometry.families.pga.pga]: ``"paper"`` Hugging Face's
+    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]), ``"library"`` every
+    ``blocks.{l}.hook_resid_post``.
+
+    Raises:
+        ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
+    """
+    return spectral_plan(
+        model,
+        tokens,
+        preset=preset,
+        hooks=hooks,
+        fit_range=fit_range,
+        n_groups=n_groups,
+        batch_size=batch_size,
+        progress=progress,
+    ).run()
+
+
+SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
+"""The per-hook rows of the "spectral" metric, in order."""
+
+
+_TAG = ("preset", "processing")
+
+_SPECTRAL_WHAT = {
+    "rankme": "RankMe (Garrido et al.): exp of the entropy of p = s/Σs, singular values s = √λ",
+    "rankme_eig": "von Neumann effective rank: exp of the entropy of p = λ/Σλ (eigenvalues; not RankMe)",
+}
+"""What the two entropy ranks are (row descriptions; only the first is RankMe)."""
+
+register_family(
+    FamilySpec(
+        "pga",
+        title="Subspace PGA",
+        paper="Xu, arXiv 2605.17084",
+        metrics=("pga",),
+        rows=tuple(
+            RowSpec(
+                name,
+                per="hook",
+                extras=_TAG
+                + (
+                    "ccr",
+                    "k",
+                    "rho_read",
+                    "null_mean",
+                    "null_std",
+                    "n_points",
+                    "n_pairs",
+                    "n_null",
+                    "pairs_subsampled",
+                    "seed",
+                    "n_groups",
+                    "stderr_method",
+                    "stderr",
+                )
+                + more,
+                description=what,
+            )
+            for name, what, more in (
+                (
+                    "pga.z",
+                    "z of the readout subspace per hook and CCR level, with its standard error",
+                    ("stderr_null", "stderr_points", "p_value"),
+                ),
+                ("pga.rho_read", "ρ_read of the readout subspace per hook and CCR level, with its standard error", ()),
+            )
+        )
+        + (
+            RowSpec(
+                "pga.pc1_overlap",
+                per="hook",
+                extras=_TAG + ("expected", "ratio", "explained_variance", "k"),
+                description="‖V_kᵀ PC1‖²: PC1 of the activations in the readout subspace (random: k/d)",
+            ),
+        ),
+        figures=(
+            FigureSpec(
+                "pga_z",
+                "tl_geometry.families.pga.figures:plot_pga",
+                "Subspace PGA z by layer, one line per CCR",
+                rows=("pga.z", "pga.pc1_overlap"),
+            ),
+        ),
+        read="tl_geometry.families.pga.reading:read_pga",
+        checks="tl_geometry.families.pga.checks",
+        command="tl_geometry.families.pga.cli",
+        # 30 nulls: at this size the stderr of z is dominated by the text sample (median stderr_null
+        # 0.15–0.24 against stderr_points 0.40–1.1 at 50 nulls on SmolLM2), so 50 → 30 nulls widens it
+        # by < 8 % and pays for the jackknife's re-estimated CCR directions (docs/pga.md).
+        report_options={"pga": {"ccr": [0, 1, 5], "n_null": 30, "max_points": 1024}},
+        fast_options={"pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512}},
+        order=20,
+    )
+)
+
+register_family(
+    FamilySpec(
+        "spectral",
+        title="Spectral",
+        paper="beside Subspace PGA (arXiv 2605.17084): RankMe (Garrido et al., ICML 2023), "
+        "α-ReQ (Agrawal et al., NeurIPS 2022)",
+        metrics=("spectral",),
+        rows=tuple(
+            RowSpec(
+                f"spectral.{name}",
+                per="hook",
+                extras=("n_points", "d", "n_kept")
+                + _TAG
+                + (("r2",) if name.startswith("alpha_req") else ())
+                + ("stderr", "stderr_method"),
+                description=_SPECTRAL_WHAT.get(name, f"{name} of the activation covariance"),
+            )
+            for name in SPECTRAL_ROWS
+        ),
+        figures=(
+            FigureSpec(
+                "spectral",
+                "tl_geometry.families.pga.figures:plot_spectral",
+                "Spectral metrics by layer",
+                rows=tuple(f"spectral.{n}" for n in SPECTRAL_ROWS),
+            ),
+        ),
+        read="tl_geometry.families.pga.reading:read_spectral",
+        labels=RANK_NAMES,
+        order=30,
+    )
+)

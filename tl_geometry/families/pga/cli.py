@@ -1,0 +1,181 @@
+"""``tl-geometry pga``: Subspace PGA z by layer (several CCR levels) and spectral metrics.
+
+```text
+    tl-geometry pga [--preset library|paper] [--processing tl|none]
+                    [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
+                    [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
+                    [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
+                    [--out report.json] [--figures DIR] [--force]
+
+``--out`` and ``--figures`` are checked before the model is loaded (an existing file is refused
+without ``--force``) and written atomically.
+```
+"""
+
+from __future__ import annotations
+
+from tl_geometry import _checks, cli_args
+from tl_geometry.errors import InputError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("pga", help="Subspace PGA z by layer, PC1 migration, spectral metrics (PGA paper)")
+    p.add_argument(
+        "--preset",
+        choices=("library", "paper"),
+        default="library",
+        help="'paper': the unprocessed model (raw hidden states, raw W_U) at Hugging Face's hidden_states "
+        "(embeddings, blocks 0..n-2, final normalized state), as the PGA paper; 'library' (default): "
+        "TransformerLens's weight processing, every blocks.L.hook_resid_post",
+    )
+    p.add_argument(
+        "--processing",
+        choices=("tl", "none"),
+        default=None,
+        help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)",
+    )
+    p.add_argument(
+        "--model",
+        default="smollm2-135m",
+        help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name",
+    )
+    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument(
+        "--corpus-encoding",
+        default="utf-8",
+        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
+    )
+    p.add_argument("--n-seqs", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument(
+        "--layers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="layers for blocks.{l}.hook_resid_post (default: all, or the preset's hooks)",
+    )
+    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    p.add_argument(
+        "--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)"
+    )
+    p.add_argument("--k", type=int, default=100, help="readout subspace dimension (< d_model)")
+    p.add_argument("--n-null", type=int, default=100, help="random null subspaces (>= 2)")
+    p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
+    p.add_argument("--max-pairs", type=int, default=None, help="subsample pairs above this many (default 4,194,304)")
+    p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    cli_args.add_device_threads(p)
+    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
+    p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
+    p.add_argument(
+        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import tl_geometry as tg
+    from tl_geometry import capture
+    from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS
+
+    check_args(args)  # every flag, the corpus, the device, --layers / --k against the model's files
+    from tl_geometry import outdir
+    from tl_geometry.html import figure_files
+
+    if args.out:  # the destinations are checked before the model is loaded
+        outdir.check_out_file(args.out, force=args.force, what="report file")
+    if args.figures:
+        outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
+    processing = args.processing or ("none" if args.preset == "paper" else "tl")
+    model = tg.models.load(args.model, device=args.device, processing=processing)
+    if not 1 <= args.k < model.cfg.d_model:
+        raise InputError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
+    tokens = tg.corpus.tokens(
+        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
+    )
+    if args.hooks:
+        hooks = args.hooks
+    elif args.layers is not None:
+        hooks = capture.resid_hooks(model, "post", args.layers)
+    else:
+        hooks = capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
+    rep = tg.pga(
+        model,
+        tokens,
+        preset=args.preset,
+        hooks=hooks,
+        k=args.k,
+        n_null=args.n_null,
+        ccr=args.ccr,
+        max_points=args.max_points,
+        seed=args.seed,
+        max_pairs=DEFAULT_MAX_PAIRS if args.max_pairs is None else args.max_pairs,
+        batch_size=args.batch_size,
+    )
+    reports = [rep]
+    if not args.no_spectral:
+        reports.append(tg.spectral(model, tokens, preset=args.preset, hooks=hooks, batch_size=args.batch_size))
+    report = tg.GeometryReport.merge(
+        *reports, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape), preset=args.preset
+    )
+    print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")
+    print(summary(report, args.ccr))
+    if args.out:
+        outdir.write_file(args.out, report.to_json(), force=args.force, what="report file")
+        print(f"wrote {args.out}")
+    if args.figures:
+        from tl_geometry.plotting import save_figures
+
+        paths = outdir.write_files(args.figures, lambda tmp: save_figures(report, tmp), force=args.force)
+        print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+FLAG_CHECKS = {
+    "n_seqs": _checks.int_at_least(1),
+    "seq_len": _checks.int_at_least(2),
+    "layers": _checks.int_at_least(0),
+    "ccr": _checks.int_at_least(0),
+    "k": _checks.int_at_least(1),
+    "n_null": _checks.int_at_least(2),
+    "max_points": _checks.int_at_least(3),
+    "max_pairs": _checks.int_at_least(1, none_ok=True),
+    "batch_size": _checks.int_at_least(1),
+    "seed": _checks.SEED,
+    "threads": _checks.int_at_least(1, none_ok=True),
+}
+"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
+
+
+def check_args(args) -> None:
+    """Every check that needs no model, before the load (as ``report``): flags, corpus, device,
+    and ``--layers`` / ``--k`` against n_layers / d_model read from the model's files."""
+    from tl_geometry import cli_args as _early
+
+    if args.hooks and args.layers is not None:
+        raise InputError("pass either --hooks or --layers, not both")
+    _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
+    _early.check_device(args.device)
+    _early.check_corpus(args.corpus, args.corpus_encoding)
+    _early.check_model_fit(args.model, layers=args.layers, k=args.k, seq_len=args.seq_len)
+
+
+def summary(report, ccrs) -> str:
+    """One line per hook: z at each CCR level, PC1 overlap (vs k/d) and RankMe when present."""
+    ccrs = sorted(set(ccrs))
+    z = {(r.hook, r.extras.get("ccr")): r.value for r in report.rows if r.metric == "pga.z"}
+    pc1 = {r.hook: r for r in report.rows if r.metric == "pga.pc1_overlap"}
+    rankme = {r.hook: r.value for r in report.rows if r.metric == "spectral.rankme"}
+    head = (
+        f"{'hook':<28}" + "".join(f"{'z CCR-' + str(c):>10}" for c in ccrs) + f"{'PC1 ovl':>9}{'k/d':>7}{'RankMe':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for h in pc1:
+        zs = "".join(f"{z.get((h, c), float('nan')):>10.2f}" for c in ccrs)
+        rm = rankme.get(h)
+        lines.append(
+            f"{h:<28}{zs}{pc1[h].value:>9.3f}{pc1[h].extras.get('expected', float('nan')):>7.3f}"
+            + (f"{rm:>9.1f}" if rm is not None else "")
+        )
+    return "\n".join(lines)

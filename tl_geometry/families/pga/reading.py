@@ -1,0 +1,139 @@
+"""The PGA and spectral families' readings (arXiv 2605.17084): per-CCR calls of each layer's z, and the spectral section."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from tl_geometry.metrics import significance
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
+from tl_geometry.readings import as_float, fmt, pm, rows_of, spread, where_of
+from tl_geometry.report import GeometryReport, Row
+
+
+def pga_calls(rows: Iterable[Row]) -> dict[int, list[tuple[Row, str, float]]]:
+    """Per CCR level, each ``pga.z`` row with its call and Holm-adjusted p.
+
+    The call is [`tl_geometry.metrics.significance.classify`][tl_geometry.metrics.significance.classify]: ``"positive"`` or
+    ``"negative"`` when z is significant against random subspaces after Holm's correction over the
+    hooks of that CCR level (family-wise α = 0.05) *and* lies more than two standard errors
+    (``extras["stderr"]``) from 0; ``"inside"`` the chance band otherwise. The p of a row is its
+    ``extras["p_value"]``, or recomputed from z and ``n_null`` (reports written before it existed).
+    """
+    by_ccr: dict[int, list[Row]] = {}
+    for r in rows:
+        by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
+    out: dict[int, list[tuple[Row, str, float]]] = {}
+    for ccr, group in sorted(by_ccr.items()):
+        ps = []
+        for r in group:
+            p = as_float(r.extras.get("p_value"))
+            n_null = r.extras.get("n_null")
+            if not math.isfinite(p) and isinstance(n_null, int) and n_null >= 2:
+                p = significance.z_p_value(float(r.value), n_null)
+            ps.append(p)
+        adj = significance.holm(ps)
+        out[ccr] = [
+            (r, significance.classify(float(r.value), as_float(r.extras.get("stderr")), float(a)), float(a))
+            for r, a in zip(group, adj, strict=True)
+        ]
+    return out
+
+
+def read_pga(report: GeometryReport) -> list[str]:
+    """Significant PGA z per CCR (Holm over hooks, beyond 2 standard errors), ρ_read, PC1 overlap vs k/d.
+
+    Never calls a value inside the chance band a peak ([`pga_calls`][tl_geometry.families.pga.reading.pga_calls])."""
+    out = []
+    zrows = rows_of(report, "pga.z")
+    for ccr, calls in pga_calls(zrows).items():
+        m = len(calls)
+        pos = [r for r, c, _ in calls if c == "positive"]
+        neg = [r for r, c, _ in calls if c == "negative"]
+        if pos:
+            best = max(pos, key=lambda r: r.value)
+            head = (
+                f"PGA CCR-{ccr}: z is significantly positive at {len(pos)} of {m} hooks, "
+                f"peak z = {pm(best)} at {where_of(best)}"
+            )
+        else:
+            top = max((r for r, _, _ in calls), key=lambda r: r.value)
+            head = (
+                f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {pm(top)} at "
+                f"{where_of(top)}, lies inside the chance band)"
+            )
+        if neg:
+            low = min(neg, key=lambda r: r.value)
+            head += f"; significantly negative at {len(neg)} of {m} hooks (lowest z = {pm(low)} at {where_of(low)})"
+        else:
+            head += "; no hook is significantly negative"
+        out.append(head + ".")
+    if zrows:
+        n_null = zrows[0].extras.get("n_null")
+        band = ""
+        if isinstance(n_null, int) and n_null >= 2:
+            m = max(len(c) for c in pga_calls(zrows).values())
+            band = (
+                f" At n_null = {n_null}, a random subspace gives |z| < "
+                f"{fmt(significance.z_threshold(0.05, n_null))} in 95 % of draws; the strictest Holm step over "
+                f"{m} hooks needs |z| > {fmt(significance.z_threshold(0.05 / m, n_null))}."
+            )
+        out.append(
+            "Significance: against random subspaces (t test of exchangeability), Holm-corrected over the hooks "
+            "of each CCR level (family-wise α = 0.05), and |z| more than 2 standard errors "
+            "(stderr: jackknife over the null subspaces and over groups of points)." + band
+        )
+    if zrows:
+        presets = sorted({str(r.extras.get("preset", "library")) for r in zrows})
+        procs = sorted({str(r.extras.get("processing", "unknown")) for r in zrows})
+        if "paper" in presets and procs == ["none"]:
+            out.append("Preset 'paper': the unprocessed model (raw hidden states and raw W_U), as the paper.")
+        else:
+            out.append(
+                f"Preset {', '.join(repr(p) for p in presets)}, weight processing {', '.join(repr(p) for p in procs)}: "
+                "the paper uses the unprocessed model (preset 'paper'); TransformerLens's processing changes the "
+                "readout subspace and can flip the sign of z."
+            )
+        out.append(
+            "Paper: intermediate layers peak at z = 9–24 (Pythia 70M–6.9B, Phi-1.5, OLMo-1B, "
+            "Gemma-2-2B); models with d ≤ 1024 can go negative at late layers (Pythia-410M down to "
+            "z ≈ −32) and removing the top 5–10 PCs restores positive z for d ≥ 768."
+        )
+    pc1 = rows_of(report, "pga.pc1_overlap")
+    if pc1:
+        exp = pc1[0].extras.get("expected")
+        hi = max(pc1, key=lambda r: r.value)
+        tail = f" (a random direction: k/d = {fmt(exp)})" if exp is not None else ""
+        out.append(f"PC1 overlap with the readout subspace peaks at {fmt(hi.value)} at {where_of(hi)}{tail}.")
+    return out
+
+
+RANK_NAMES = {
+    "spectral.rankme": "RankMe (Garrido et al.: exp of the entropy of p = s/Σs, singular values s = √λ)",
+    "spectral.rankme_eig": "von Neumann effective rank (exp of the entropy of p = λ/Σλ, covariance eigenvalues "
+    "λ; row rankme_eig, not RankMe)",
+}
+"""The two entropy ranks of the "spectral" metric, named with what each is (readings, figures, the terminal summary). Only the first is RankMe; the second is kept under the row name ``rankme_eig`` for saved reports."""
+
+
+def read_spectral(report: GeometryReport) -> list[str]:
+    """Ranges of RankMe, α-ReQ, isotropy over the hooks."""
+    out = []
+    names = {
+        "spectral.rankme": RANK_NAMES["spectral.rankme"],
+        "spectral.rankme_eig": RANK_NAMES["spectral.rankme_eig"],
+        "spectral.alpha_req": "α-ReQ (eigenvalue decay; least squares over all ranks)",
+        "spectral.alpha_req_reptrix": "α-ReQ as reptrix fits it (1/i-weighted, ranks 11–100)",
+        "spectral.isotropy": "isotropy (1 = isotropic)",
+        "spectral.condition_number": "condition number",
+    }
+    for metric, label in names.items():
+        rows = rows_of(report, metric)
+        if not rows:
+            continue
+        lo = min(rows, key=lambda r: r.value)
+        hi = max(rows, key=lambda r: r.value)
+        out.append(
+            f"{label}: {fmt(lo.value)} ({where_of(lo)}) to {fmt(hi.value)} ({where_of(hi)}){spread(rows, lo, hi)}."
+        )
+    return out

@@ -1,0 +1,751 @@
+"""The papers' published numbers next to ours: ``tl-geometry reproduce`` / [`reproduce`][tl_geometry.reproduction.reproduce].
+
+Every published figure this machine can reach is one **check**: a small function that computes
+our value and returns one or more [`ReproRow`][tl_geometry.reproduction.ReproRow] (paper value, ours, relative Δ, the row's
+tolerance, a status and a note saying why when it differs). Checks are grouped by family
+(``capacity``, ``pga``, ``interaction``, ``sae``) and sized by ``size``:
+
+* ``"tiny"``: seconds, for tests; rows that need the offline model or sae_lens are
+  ``"skipped (tiny)"`` (unless a ``model`` is passed).
+* ``"cpu"`` (default): minutes on a laptop CPU; the paper's protocol where it is affordable,
+  reduced sizes otherwise (recorded per row in ``sizes``).
+* ``"full"``: the papers' sizes (for a GPU).
+
+Evidence classes ([`EVIDENCE`][tl_geometry.reproduction.EVIDENCE]; every row has one, and the headline counts them apart):
+
+* ``independent`` — our simulation, training or measurement from weights gives the paper's
+  number (packing cells from our optimizer over several seeds, the toy double descent);
+* ``recomputed`` — a closed formula re-evaluated on the paper's printed inputs (Table 1 counts
+  from the printed ε, fits of the authors' own packing JSON, bounds from printed (d, ε), a
+  parameter count);
+* ``consistency`` — cannot fail unless our code is wrong: a rule or arithmetic applied to printed
+  numbers (the "indeterminate" Table 1 rows, α* = depth/width of printed shapes);
+* ``measured`` — ours, with no paper value for this model (``paper`` is None; a value the papers
+  give for other models may be shown as ``reference``).
+
+A row's ``paper`` is a value printed in a paper or in the authors' published data, and the row
+names where (section, figure, table or file).
+
+Statuses:
+
+* ``reproduced`` — |Δ| within the row's tolerance (by default one unit of the last digit the
+  paper printed: the published numbers are rounded);
+* ``differs`` — outside it; the note says why (a different protocol, a CPU-sized run, ...);
+* ``measured`` — our number where the paper has none for this model (e.g. SmolLM2); only
+  rows of the ``measured`` class, and always with ``paper`` None;
+* ``needs a GPU`` / ``needs the hub`` — cannot run here (the note says what it would take);
+* ``skipped (tiny)`` / ``not run (--full)`` — not run at this size;
+* ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
+
+Resumable: each finished check is appended at once to ``OUT/reproduce.jsonl``
+([`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]), and the long checks keep their own units (packing cells,
+toy sizes) in JSON-lines files under ``OUT/``; a killed run continues where it stopped.
+``OUT/reproduce.json`` and ``OUT/reproduce.md`` are rewritten at the end of every run from all
+finished rows, with the tl_geometry version, git commit, size, and wall time per check.
+
+Examples:
+    >>> import tl_geometry as tg
+    >>> res = tg.reproduce("capacity", size="tiny", out="repro", progress=False)  # doctest: +SKIP
+    >>> res.counts()["recomputed"]["reproduced"]                                  # doctest: +SKIP
+    26
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tl_geometry.errors import InputError
+from tl_geometry.tables import Tabular
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FAMILIES",  # noqa: F822  (module __getattr__)
+    "SIZES",
+    "STATUSES",
+    "EVIDENCE",
+    "ReproRow",
+    "Check",
+    "CHECKS",  # noqa: F822  (module __getattr__)
+    "ReproduceResult",
+    "reproduce",
+    "published_tolerance",
+    "list_checks",
+    "check",
+    "make_row",
+    "published_row",
+    "is_num",
+    "Context",
+]
+
+
+def families_with_checks() -> tuple[str, ...]:
+    """The registered families that declare reproduce checks (``FamilySpec.checks``), in section order."""
+    from tl_geometry import registry
+
+    return tuple(f.name for f in registry.families() if f.checks)
+
+
+def _load_checks(families: Iterable[str]) -> None:
+    """Import each family's checks module (its checks register themselves with [`check`][tl_geometry.reproduction.check])."""
+    import importlib
+
+    from tl_geometry import registry
+
+    for name in families:
+        module = registry.get_family(name).checks
+        if module:
+            importlib.import_module(module)
+
+
+def __getattr__(name: str) -> Any:
+    # Views: FAMILIES (the families with checks) and CHECKS (every registered check, all loaded).
+    if name == "FAMILIES":
+        return families_with_checks()
+    if name == "CHECKS":
+        _load_checks(families_with_checks())
+        return list(_CHECKS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+SIZES = ("tiny", "cpu", "full")
+STATUSES = (
+    "reproduced",
+    "differs",
+    "measured",
+    "needs a GPU",
+    "needs the hub",
+    "skipped (tiny)",
+    "not run (--full)",
+    "error",
+)
+EVIDENCE = ("independent", "recomputed", "consistency", "measured")
+"""What a row proves (see the module docstring)."""
+RESULTS_NAME = "reproduce.jsonl"
+ROWS_VERSION = 2
+"""Version of the row schema in the resume file: records of an older schema are run again."""
+
+
+# ----------------------------------------------------------------------------- rows
+@dataclass(frozen=True)
+class ReproRow:
+    """One published figure next to ours.
+
+    Attributes:
+        id: stable identifier (``family.check.item``).
+        family: "capacity", "pga", "interaction" or "sae".
+        figure: what the paper published, and where.
+        paper: the published value (a number, or text such as a range).
+        ours: our value (a number, text, or None when not run).
+        tolerance: relative tolerance on Δ for "reproduced" (None: not a numeric comparison).
+        status: one of `STATUSES`.
+        evidence: what the row proves, one of [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE]: "independent" (our simulation,
+            training or measurement gives the paper's number), "recomputed" (a closed formula
+            re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
+            arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
+            so ``paper`` is None).
+        note: why it differs / what was run.
+        preset: the protocol our value used ("paper", "library", ...).
+        sizes: the sizes of our run (steps, trials, points, ...).
+        seconds: wall time of the check that produced the row.
+        reference: for a "measured" row, the papers' value for other models shown for orientation
+            (never compared, never called the paper's value for this one).
+        stderr: the standard error of ``ours`` where it is a sampled number (None: exact or not given).
+    """
+
+    id: str
+    family: str
+    figure: str
+    paper: Any
+    ours: Any
+    tolerance: float | None
+    status: str
+    evidence: str
+    note: str = ""
+    preset: str = ""
+    sizes: dict = field(default_factory=dict)
+    seconds: float = float("nan")
+    reference: Any = None
+    stderr: float | None = None
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise InputError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.family not in families_with_checks():
+            raise InputError(f"family must be one of {families_with_checks()}, got {self.family!r}")
+        if self.evidence not in EVIDENCE:
+            raise InputError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r} (row {self.id!r})")
+        if self.evidence == "measured" and self.paper is not None:
+            raise InputError(
+                f"a 'measured' row has no paper value (row {self.id!r} has paper={self.paper!r}); "
+                "put the papers' value for other models in `reference`"
+            )
+        if self.evidence == "measured" and self.status in ("reproduced", "differs"):
+            raise InputError(f"a 'measured' row compares nothing: status {self.status!r} (row {self.id!r})")
+        if self.status == "measured" and self.evidence != "measured":
+            raise InputError(f"status 'measured' needs evidence 'measured', got {self.evidence!r} (row {self.id!r})")
+
+    @property
+    def delta(self) -> float | None:
+        """Relative difference (ours − paper) / |paper| when both are numbers, else None."""
+        if is_num(self.paper) and is_num(self.ours) and self.paper != 0:
+            return (float(self.ours) - float(self.paper)) / abs(float(self.paper))
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["delta"] = self.delta
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ReproRow:
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def is_num(x: Any) -> bool:
+    """Whether ``x`` is a finite real number (not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def published_tolerance(text: str) -> tuple[float, float]:
+    """(value, relative tolerance) of a number as the paper printed it: one unit of its last digit.
+
+    Published numbers are rounded (or truncated) to the digits shown, so agreement "to the
+    published precision" means |ours − value| ≤ one unit of the last printed digit.
+
+    Examples:
+        >>> v, t = published_tolerance("3.99e7"); v, round(t, 5)
+        (39900000.0, 0.00251)
+        >>> v, t = published_tolerance("277"); v, round(t, 5)
+        (277.0, 0.00361)
+    """
+    s = str(text).strip().lower()
+    mant, _, exp = s.partition("e")
+    value = float(s)
+    if value == 0:
+        raise InputError(f"cannot form a relative tolerance for a published 0 ({text!r})")
+    decimals = len(mant.split(".", 1)[1]) if "." in mant else 0
+    unit = 10.0 ** (-decimals) * 10.0 ** (int(exp) if exp else 0)
+    return value, unit / abs(value)
+
+
+def _compare(paper: float, ours: float, tol: float) -> str:
+    if not (is_num(ours) and is_num(paper)):
+        return "differs"
+    return "reproduced" if abs(float(ours) - float(paper)) <= tol * abs(float(paper)) * (1 + 1e-9) else "differs"
+
+
+# ----------------------------------------------------------------------------- context
+@dataclass
+class Context:
+    """What a check gets: the size, the output folder, the device, a shared model cache."""
+
+    size: str
+    out: Path
+    device: str = "cpu"
+    progress: bool = True
+    model: Any = None  # a user-given model replaces the offline zoo model in model rows
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def figures(self) -> Path:
+        p = self.out / "figures"
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def pick(self, tiny: Any, cpu: Any, full: Any) -> Any:
+        return {"tiny": tiny, "cpu": cpu, "full": full}[self.size]
+
+    def zoo_model(self, *, processed: bool):
+        """The offline model (cached; unprocessed = the paper's raw weights), or the given model."""
+        if self.model is not None:
+            return self.model
+        key = ("zoo", processed)
+        if key not in self._cache:
+            import tl_geometry as tg
+
+            self._cache.clear()  # one model in memory at a time
+            self._cache[key] = _load_zoo(tg, processed=processed, device=self.device)
+        return self._cache[key]
+
+
+def _load_zoo(tg, *, processed: bool, device: str):
+    """SmolLM2 with TransformerLens's processing (library) or without it (the paper's raw weights)."""
+    return tg.models.load("smollm2-135m", device=device, processing="tl" if processed else "none")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A published figure (or group of them) and the function that computes ours.
+
+    Attributes:
+        id: identifier (``family.name``).
+        family: a family that declares checks (``FamilySpec.checks``).
+        title: one line for ``--list``.
+        fn: ``fn(ctx) -> list[ReproRow]`` (``seconds`` is filled in by the runner).
+        uses_model: reads the offline model (skipped at ``tiny`` unless a model is given, which
+            then replaces it).
+        heavy: loads something slow beyond the model (sae_lens): skipped at ``tiny``.
+        evidence: the class of the row written when the check is skipped or raises (its
+            own rows carry their own).
+    """
+
+    id: str
+    family: str
+    title: str
+    fn: Callable[[Context], list[ReproRow]]
+    uses_model: bool = False
+    heavy: bool = False
+    evidence: str = "independent"
+
+    def skipped_at_tiny(self, model: Any) -> bool:
+        return self.heavy or (self.uses_model and model is None)
+
+
+_CHECKS: list[Check] = []
+
+
+def check(id: str, title: str, *, evidence: str, uses_model: bool = False, heavy: bool = False):
+    """Decorator registering ``fn(ctx) -> list[ReproRow]`` as the check ``id`` (``family.name``).
+
+    A family's checks module (``FamilySpec.checks``) uses it at import; ``evidence`` is the class of
+    the row written when the check is skipped or raises (see [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE])."""
+    if evidence not in EVIDENCE:
+        raise InputError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
+
+    def deco(fn):
+        family = id.split(".", 1)[0]
+        _CHECKS.append(
+            Check(id=id, family=family, title=title, fn=fn, uses_model=uses_model, heavy=heavy, evidence=evidence)
+        )
+        return fn
+
+    return deco
+
+
+def make_row(
+    id,
+    figure,
+    paper,
+    ours,
+    tol,
+    *,
+    evidence,
+    status=None,
+    note="",
+    preset="",
+    sizes=None,
+    why="",
+    reference=None,
+    stderr=None,
+):
+    """Build a [`ReproRow`][tl_geometry.reproduction.ReproRow]; status from the tolerance unless given; ``why`` is appended when it differs."""
+    family = id.split(".", 1)[0]
+    if status is None:
+        status = _compare(paper, ours, tol) if tol is not None else "measured"
+        if status == "differs" and why:
+            note = f"{note}; {why}" if note else why
+    return ReproRow(
+        id=id,
+        family=family,
+        figure=figure,
+        paper=paper,
+        ours=ours,
+        tolerance=tol,
+        status=status,
+        evidence=evidence,
+        note=note,
+        preset=preset,
+        sizes=dict(sizes or {}),
+        reference=reference,
+        stderr=stderr,
+    )
+
+
+def published_row(id, figure, paper_text, ours, *, evidence, note="", preset="", sizes=None, why="", tol=None):
+    """A row whose paper value and tolerance come from the printed text (see [`published_tolerance`][tl_geometry.reproduction.published_tolerance])."""
+    paper, t = published_tolerance(paper_text)
+    return make_row(
+        id,
+        figure,
+        paper,
+        ours,
+        t if tol is None else tol,
+        evidence=evidence,
+        note=note,
+        preset=preset,
+        sizes=sizes,
+        why=why,
+    )
+
+
+# ----------------------------------------------------------------------------- runner
+@dataclass(frozen=True)
+class ReproduceResult(Tabular):
+    """Rows of a reproduce run and where they were written.
+
+    Attributes:
+        rows: every row, in check order.
+        out: the output folder (``reproduce.md``, ``reproduce.json``, ``reproduce.jsonl``, figures/).
+        meta: version, commit, size, families, wall time, per-check seconds.
+    """
+
+    rows: tuple[ReproRow, ...]
+    out: Path
+    meta: dict
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{evidence class: {status: number of rows}} (classes and statuses with rows only)."""
+        return evidence_counts(self.rows)
+
+    def headline(self) -> str:
+        """One line per the evidence classes, e.g. "independent: 6 reproduced, 1 differs; ..."."""
+        return headline(self.rows)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(r.status == "error" for r in self.rows)
+
+    def to_markdown(self) -> str:
+        return _markdown(self.rows, self.meta)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One table row per reproduce row (its scalar fields)."""
+        from tl_geometry.tables import records_of
+
+        return [r for row in self.rows for r in records_of(row)]
+
+
+_HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "measured": {"measured": "shown"}}
+"""How a status reads in the headline of each evidence class ("consistency" rows cannot fail: they hold or, if the code is wrong, fail)."""
+
+
+def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
+    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE] / `STATUSES` order, non-empty only."""
+    rows = list(rows)
+    out: dict[str, dict[str, int]] = {}
+    for ev in EVIDENCE:
+        per = {s: sum(r.evidence == ev and r.status == s for r in rows) for s in STATUSES}
+        per = {s: n for s, n in per.items() if n}
+        if per:
+            out[ev] = per
+    return out
+
+
+def headline(rows: Iterable[ReproRow]) -> str:
+    """ "independent: 6 reproduced, 1 differs; recomputed: 58 reproduced; consistency: 23 hold; measured: 11".
+
+    Each evidence class is counted apart: a "consistency" row that holds is not a reproduction,
+    and a "measured" row compares nothing.
+    """
+    parts = []
+    for ev, per in evidence_counts(rows).items():
+        words = _HEADLINE_WORDS.get(ev, {})
+        parts.append(f"{ev}: " + ", ".join(f"{n} {words.get(s, s)}" for s, n in per.items()))
+    return "; ".join(parts)
+
+
+def list_checks(families: str | Sequence[str] = "all") -> list[Check]:
+    fams = _families(families)
+    _load_checks(fams)
+    return [c for c in _CHECKS if c.family in fams]
+
+
+def _families(families: str | Sequence[str] | None) -> list[str]:
+    known = families_with_checks()
+    if families is None:
+        return list(known)
+    if isinstance(families, str):
+        families = [families]
+    fams = list(families)
+    if not fams or "all" in fams:
+        return list(known)
+    bad = [f for f in fams if f not in known]
+    if bad:
+        raise InputError(f"unknown family {bad[0]!r}; expected one of {', '.join(known)} or 'all'")
+    return [f for f in known if f in fams]
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def reproduce(
+    families: str | Sequence[str] = "all",
+    *,
+    out: str | os.PathLike = "reproduce",
+    size: str = "cpu",
+    checks: Sequence[str] | None = None,
+    model: Any = None,
+    device: str = "cpu",
+    fresh: bool = False,
+    progress: bool = True,
+) -> ReproduceResult:
+    """Run every published figure this machine can reach and write the side-by-side table.
+
+    Args:
+        families: "all", or one or more of "capacity", "pga", "interaction", "sae".
+        out: output folder: ``reproduce.md``, ``reproduce.json``, ``reproduce.jsonl`` (one line
+            per finished check: the resume file), the experiments' own JSON-lines files, figures/.
+        size: "tiny" (seconds, model rows skipped), "cpu" (default, minutes) or "full" (the
+            papers' sizes, for a GPU).
+        checks: only these check ids (see `list_checks`).
+        model: a TransformerLens model to use instead of the offline SmolLM2 in model rows
+            (then those rows run at every size, with status "measured").
+        device: where the experiments run ("cpu", "cuda", ...).
+        fresh: ignore earlier results in ``out`` (the resume file is moved aside to ``.bak``).
+        progress: tqdm bars.
+
+    Returns:
+        [`ReproduceResult`][tl_geometry.reproduction.ReproduceResult]; rows of checks that raised have status "error".
+
+    Raises:
+        ValueError: an unknown family, size or check id; ``out`` is a file.
+    """
+    from tl_geometry.jobs import ResultsFile, run_jobs
+    from tl_geometry.models import check_device
+    from tl_geometry.report import atomic_write_text
+
+    if size not in SIZES:
+        raise InputError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    fams = _families(families)
+    check_device(device)
+    _load_checks(fams)
+    todo = [c for c in _CHECKS if c.family in fams]
+    if checks is not None:
+        known = {c.id for c in _CHECKS}
+        bad = [c for c in checks if c not in known]
+        if bad:
+            raise InputError(f"unknown check {bad[0]!r}; known: {', '.join(sorted(known))}")
+        todo = [c for c in todo if c.id in set(checks)]
+        if not todo:
+            raise InputError(f"none of the checks {list(checks)} is in the families {fams}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a folder (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / RESULTS_NAME
+    from tl_geometry.jobs import check_results_file
+
+    check_results_file(results)  # a file we did not write is refused (not moved aside by fresh)
+    if fresh and results.exists():
+        os.replace(results, results.with_suffix(".jsonl.bak"))
+    ctx = Context(size=size, out=out, device=str(device), progress=progress, model=model)
+    model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
+    by_id = {c.id: c for c in todo}
+    jobs = [
+        {
+            "check": c.id,
+            "size": size,
+            "model": model_tag if c.uses_model else None,
+            "device": str(device),
+            "rows_version": ROWS_VERSION,
+        }
+        for c in todo
+    ]
+
+    def one(params) -> dict:
+        c = by_id[params["check"]]
+        t0 = time.perf_counter()
+        if size == "tiny" and c.skipped_at_tiny(model):
+            rows = [
+                make_row(
+                    c.id,
+                    c.title,
+                    None,
+                    None,
+                    None,
+                    evidence=c.evidence,
+                    status="skipped (tiny)",
+                    note="loads the offline model or sae_lens; run at size cpu",
+                )
+            ]
+        else:
+            rows = c.fn(ctx)  # an exception is recorded as an "error" record by run_jobs, and retried next run
+        secs = time.perf_counter() - t0
+        return {
+            "rows": [ReproRow(**{**asdict(r), "seconds": round(secs, 3)}).to_dict() for r in rows],
+            "seconds": round(secs, 3),
+        }
+
+    t0 = time.perf_counter()
+    rf = ResultsFile(results)
+    for _ in run_jobs(jobs, one, rf, retry_errors=True, catch=True, progress=progress, desc="reproduce"):
+        pass
+    wall = time.perf_counter() - t0
+    ctx._cache.clear()
+
+    from tl_geometry.jobs import job_key
+
+    latest: dict[str, dict] = {}
+    for rec in rf.records():  # in file order: the last record of a check wins
+        if "key" in rec:
+            latest[rec["key"]] = rec
+    rows: list[ReproRow] = []
+    per_check: dict[str, float | None] = {}
+    for j in jobs:
+        done = latest.get(job_key(j))
+        if done is None:
+            continue
+        c = by_id[str(j["check"])]
+        if done.get("status") != "ok":
+            per_check[c.id] = None
+            rows.append(
+                make_row(
+                    c.id,
+                    c.title,
+                    None,
+                    None,
+                    None,
+                    evidence=c.evidence,
+                    status="error",
+                    note=str(done.get("error", "failed")),
+                )
+            )
+            continue
+        per_check[c.id] = done.get("seconds")
+        rows += [ReproRow.from_dict(r) for r in done["rows"]]
+    import tl_geometry
+
+    meta = {
+        "tl_geometry_version": tl_geometry.__version__,
+        "git_commit": _git_commit(),
+        "size": size,
+        "families": fams,
+        "device": str(device),
+        "model": model_tag,
+        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_seconds_this_run": round(wall, 1),
+        "seconds_per_check": per_check,
+        "python": platform.python_version(),
+    }
+    result = ReproduceResult(rows=tuple(rows), out=out, meta=meta)
+    payload = {
+        **meta,
+        "headline": result.headline(),
+        "counts": result.counts(),
+        "rows": [r.to_dict() for r in rows],
+    }
+    atomic_write_text(out / "reproduce.json", json.dumps(payload, indent=1, default=str, allow_nan=True) + "\n")
+    atomic_write_text(out / "reproduce.md", result.to_markdown())
+    return result
+
+
+def _model_tag(model: Any) -> str:
+    from tl_geometry.models import model_name_of
+
+    cfg = model.cfg
+    return f"{model_name_of(model)}(L={cfg.n_layers},d={cfg.d_model})"
+
+
+# ----------------------------------------------------------------------------- output
+def fmt(x: Any) -> str:
+    """A value for the table: 4 significant digits, scientific beyond 10⁶."""
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}" if abs(x) < 10**7 else f"{x:.3g}"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+            return f"{x:.3e}"
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _fmt_delta(d: float | None) -> str:
+    if d is None:
+        return ""
+    if d == 0:
+        return "0"
+    return f"{d * 100:+.2g}%" if abs(d) >= 1e-4 else f"{d * 100:+.1e}%"
+
+
+def fmt_paper(r: ReproRow) -> str:
+    """The paper column: the paper's value, or "(ref. …)" for a measured row's reference, or "—"."""
+    if r.paper is None and r.reference is not None:
+        return f"(ref. {fmt(r.reference)})"
+    return fmt(r.paper)
+
+
+EVIDENCE_MEANING = {
+    "independent": "our simulation, training or measurement gives the paper's number",
+    "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
+    "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
+    "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
+}
+"""One line per evidence class for the tables' legend."""
+
+
+def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
+    rows = list(rows)
+    lines = [
+        "# The papers' numbers next to ours",
+        "",
+        f"tl_geometry {meta.get('tl_geometry_version')} (commit {meta.get('git_commit') or 'unknown'}), size "
+        f"**{meta.get('size')}**, device {meta.get('device')}, finished {meta.get('finished_utc')}; "
+        f"this run took {meta.get('wall_seconds_this_run')} s.",
+        "",
+        f"**{len(rows)} rows — {headline(rows)}.**",
+        "",
+        *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
+        "",
+        "Δ = (ours − paper) / |paper|; *reproduced* means |Δ| within the row's tolerance (default: one unit of "
+        "the last digit the paper printed).",
+        "",
+    ]
+    for fam in families_with_checks():
+        fr = [r for r in rows if r.family == fam]
+        if not fr:
+            continue
+        lines += [
+            f"## {fam}",
+            "",
+            "| figure | paper | ours | Δ | status | evidence | note |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in fr:
+            note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
+            note = note.replace("|", "\\|")
+            lines.append(
+                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)}"
+                f"{'' if r.stderr is None else ' ± ' + fmt(r.stderr)} | {_fmt_delta(r.delta)} | "
+                f"{r.status} | {r.evidence} | {note} |"
+            )
+        lines.append("")
+    secs = meta.get("seconds_per_check") or {}
+    if secs:
+        lines += ["## Wall time per check", "", "| check | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in secs.items()]
+        lines.append("")
+    return "\n".join(lines)
