@@ -238,6 +238,48 @@ def register_metric(
     return decorator
 
 
+def planned_metric(
+    name: str,
+    *,
+    needs: Needs = "activations",
+    description: str = "",
+    overwrite: bool = False,
+    options_of: Callable | None = None,
+):
+    """Decorator on a plan function: one definition gives the registered metric, its plan and its eager call.
+
+    Decorate ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan``: the metric ``name``
+    is registered with that plan (a report feeds it from the shared forward pass), and the
+    decorator returns the **eager** function — the plan's signature and docstring, returning a
+    [`GeometryReport`][tl_geometry.report.GeometryReport] from the plan's own pass
+    ([`MetricPlan.run`][tl_geometry.registry.MetricPlan.run]). The plan stays reachable as
+    ``eager.plan``. Nothing is declared twice: no eager twin passing every option one by one.
+
+    Args:
+        name, needs, description, overwrite, options_of: as [`register_metric`][tl_geometry.registry.register_metric]
+            (``needs`` must be ``"activations"``: only activation metrics share a pass).
+    """
+    if needs != "activations":
+        raise InputError(f"planned_metric {name!r}: only needs='activations' metrics have a plan, got {needs!r}")
+
+    def decorator(plan: Callable) -> Callable:
+        import functools
+        import inspect
+
+        @functools.wraps(plan)
+        def eager(model, tokens=None, *args, **kwargs):
+            return plan(model, tokens, *args, **kwargs).run()
+
+        eager.__signature__ = inspect.signature(plan).replace(return_annotation="GeometryReport")  # type: ignore[attr-defined]
+        eager.plan = plan  # type: ignore[attr-defined]
+        register_metric(
+            name, needs=needs, description=description, overwrite=overwrite, plan=plan, options_of=options_of
+        )(eager)
+        return eager
+
+    return decorator
+
+
 def unregister_metric(name: str) -> None:
     """Remove a non-built-in metric (for tests and notebooks). Built-ins cannot be removed."""
     spec = _REGISTRY.get(name)
