@@ -101,6 +101,51 @@ class GramState:
             self.c = c
             self.c32 = c.to(torch.float32).contiguous()
 
+    def merge(self, other: GramState) -> GramState:
+        """Add the rows of ``other`` (left unchanged) into this state; returns ``self``.
+
+        Each state has its own centre, so ``other``'s sums are moved onto this one's first: with
+        δ = c_other − c_self (exact in float64: both centres are multiples of 2⁻²⁰ in [−1, 1]) and
+        r' = u − c_self = r + δ,
+
+            Σ r' = sr + n·δ,   Σ r' r'ᵀ = C + sr δᵀ + δ srᵀ + n δδᵀ,
+
+        formed in float64 (no float32 work, so the mixed path's error bound is unchanged). e1, e2,
+        n and the mixed-block count add. An empty state on either side is the identity.
+
+        Raises:
+            InputError: different d or device (the message names them), or ``other is self``.
+        """
+        from tl_geometry.errors import InputError
+
+        if other is self:
+            raise InputError("cannot merge a GramState into itself")
+        if other.d != self.d:
+            raise InputError(f"cannot merge Gram states of different d: {self.d} and {other.d}")
+        if other.device != self.device:
+            raise InputError(f"cannot merge Gram states on different devices: {self.device} and {other.device}")
+        if other.n == 0 or other.c is None:
+            return self
+        if self.c is None:
+            self.c = other.c.clone()
+            self.c32 = self.c.to(torch.float32).contiguous()
+            self.sr = other.sr.clone()
+            self.C = other.C.clone()
+        else:
+            delta = other.c - self.c
+            self.sr += other.sr + other.n * delta
+            self.C += (
+                other.C
+                + torch.outer(other.sr, delta)
+                + torch.outer(delta, other.sr)
+                + other.n * torch.outer(delta, delta)
+            )
+        self.n += other.n
+        self.e1 += other.e1
+        self.e2 += other.e2
+        self.mixed_blocks += other.mixed_blocks
+        return self
+
     def moments(self) -> tuple[float, float, float]:
         """(μ, σ², E[cos²]) over the ordered pairs i ≠ j, without cancelling large terms.
 
@@ -191,6 +236,8 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, 
     within [NORM_LO32, NORM_HI32] (NaN/inf entries, huge or tiny rows): that path rescales, or raises
     the NaN/inf error naming the row.
     """
+    if xb.shape[0] == 0:
+        return 0, 0
     if xb.shape[0] > MIXED_MAX_ROWS:  # float32 sums inside one ?syrk stay short (see MIXED_MAX_ROWS)
         kept = 0
         for a in range(0, xb.shape[0], MIXED_MAX_ROWS):

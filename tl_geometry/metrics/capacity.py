@@ -186,7 +186,9 @@ class SimilarityAccumulator:
 
     Holds O(d²) float64 state whatever the number of rows, so an embedding can be read
     block by block from disk ([`tl_geometry.families.capacity.weights_reader`][tl_geometry.families.capacity.weights_reader]). ``similarity_stats(x)`` equals
-    one accumulator fed x in any split (tested).
+    one accumulator fed x in any split, and shards of x fed to several accumulators then
+    ``merge``d (an [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]; tested in
+    ``tests/unit/test_accumulators.py``).
 
     Precision (``precision=``): ``"float64"`` forms everything in float64. ``"mixed"`` (our choice
     for speed) forms each block's Gram of the centred unit rows in float32 (one ?syrk call) and
@@ -216,6 +218,7 @@ class SimilarityAccumulator:
         self.reset()
 
     def reset(self) -> None:
+        """Forget every row (``precision`` and ``device`` stay)."""
         self.state: _gram.GramState | None = None
         self.n_total = 0
         self.needs_float64 = False
@@ -254,6 +257,45 @@ class SimilarityAccumulator:
             return None
         idx = nz.nonzero().squeeze(1).cpu() + first
         return ub, idx
+
+    def merge(self, other: SimilarityAccumulator) -> SimilarityAccumulator:
+        """Add the rows another accumulator has seen (``other`` is left unchanged); returns ``self``.
+
+        The Gram moments add after moving ``other``'s onto this accumulator's centre
+        (``_gram.GramState.merge``); the row counts (kept and
+        dropped), the mixed-block count behind ``needs_float64`` and the low-precision note behind
+        [`ZeroRowsWarning`][tl_geometry.metrics.capacity.ZeroRowsWarning] merge too, so ``compute()``
+        equals one accumulator fed both streams (within the tolerances of
+        [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]). Shards may be merged in any
+        order or tree; an empty accumulator is the identity.
+
+        Raises:
+            InputTypeError: ``other`` is not a ``SimilarityAccumulator``.
+            InputError: a different ``precision`` or ``device``, rows of a different d or on a
+                different device, or ``other is self``.
+        """
+        if not isinstance(other, SimilarityAccumulator):
+            raise InputTypeError(f"can only merge another SimilarityAccumulator, got {type(other).__name__}")
+        if other is self:
+            raise InputError("cannot merge a SimilarityAccumulator into itself")
+        if other.precision != self.precision:
+            raise InputError(
+                f"cannot merge accumulators of different precision: {self.precision!r} and {other.precision!r}"
+            )
+        if other.device != self.device:
+            raise InputError(f"cannot merge accumulators of different device: {self.device} and {other.device}")
+        if other.state is not None:
+            if self.state is None:
+                self.state = _gram.GramState(other.state.d, other.state.device)
+            elif other.state.d != self.state.d:
+                raise InputError(
+                    f"cannot merge accumulators of different d: {self.state.d} and {other.state.d} columns"
+                )
+            self.state.merge(other.state)
+        self.n_total += other.n_total
+        self.needs_float64 = self.needs_float64 or other.needs_float64
+        self.low_precision = other.low_precision or self.low_precision
+        return self
 
     def compute(self) -> SimilarityStats:
         """μ, σ, ε over all ordered pairs of the non-zero rows seen so far."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -208,13 +208,24 @@ def _scalars(G: Tensor) -> tuple[float, float, float]:
 class AGOPAccumulator:
     """Streaming accumulator of per-probe-group sums of g gᵀ (pure tensors, no model).
 
-    Probe p goes to group ``p % n_groups``; ``update(key, p, g)`` adds ``gᵀ g`` for the rows g
-    (n, d) of one probe's gradients. ``compute`` divides by probes × positions.
+    Probe p goes to group ``p % n_groups``; ``update(g, probe=p, key=hook)`` adds ``gᵀ g`` for the
+    rows g (n, d) of one probe's gradients at one hook (``key``; one accumulator serves several
+    hooks). ``compute(key)`` divides by probes × positions: G = Σ_p Σ_i g_pi g_piᵀ / (P·N). The
+    positions N are counted from probe 0's rows.
+
+    An [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]: the rows may come in any split
+    and from several accumulators ``merge``d (shards of positions, or of probes), in any order.
+    The sums are float32 (as before this protocol), so splits agree to float32 rounding (1e-5).
+    The older call ``update(key, probe, g)`` (what the probe loops of
+    [`tl_geometry.capture.backward`][tl_geometry.capture.backward] call) is the same update.
 
     Our choice: the estimator's error is measured over groups of probes (batch means) rather than
     per probe, which bounds memory at ``n_groups × d²`` per hook whatever ``n_probes``; with
     ``n_groups == n_probes`` it is the plain per-probe standard error.
     """
+
+    DEFAULT_KEY = "agop"
+    """The key of ``update(g, probe=p)`` when none is given."""
 
     def __init__(self, n_probes: int, n_groups: int | None = None):
         if int(n_probes) < 2:
@@ -223,10 +234,34 @@ class AGOPAccumulator:
         self.n_groups = min(self.n_probes, 8 if n_groups is None else int(n_groups))
         if self.n_groups < 2:
             raise InputError(f"n_groups must be >= 2, got {n_groups}")
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every gradient (``n_probes`` and ``n_groups`` stay)."""
         self.sums: dict[str, Tensor] = {}
         self.n_positions: dict[str, int] = {}
 
-    def update(self, key: str, probe: int, g: Float[Tensor, "n d"]) -> None:
+    @overload
+    def update(self, g: Float[Tensor, "n d"], /, *, probe: int, key: str = DEFAULT_KEY) -> None: ...
+
+    @overload
+    def update(self, key: str, probe: int, g: Float[Tensor, "n d"], /) -> None: ...
+
+    def update(self, *args: Any, probe: int | None = None, key: str | None = None) -> None:
+        """Add the rows g (n, d) of probe ``probe``'s gradients at ``key``: ``update(g, probe=p, key=h)``.
+
+        The older positional form ``update(h, p, g)`` is the same call.
+        """
+        if args and isinstance(args[0], str):  # update(key, probe, g): the probe loops' consumer form
+            if len(args) != 3 or probe is not None or key is not None:
+                raise _checks.ArgumentError("the positional form is update(key, probe, g), three arguments")
+            key, probe, g = args
+        else:
+            if len(args) != 1 or probe is None:
+                raise _checks.ArgumentError("update takes the gradients and a probe: update(g, probe=p, key=hook)")
+            g = args[0]
+        key = self.DEFAULT_KEY if key is None else key
+        probe = int(probe)
         if not torch.isfinite(g).all():
             raise InputError(f"non-finite gradient at {key!r}")
         g = g.detach().float()
@@ -237,11 +272,72 @@ class AGOPAccumulator:
         if probe == 0:
             self.n_positions[key] += g.shape[0]
 
+    def merge(self, other: AGOPAccumulator) -> AGOPAccumulator:
+        """Add another accumulator's sums and position counts (``other`` is left unchanged); returns ``self``.
+
+        Shards may split the positions (each shard sees every probe of its rows) or the probes
+        (probe p's rows in one shard): sums of g gᵀ add, and the positions add because only
+        probe 0's rows count them. An accumulator with no key yet is the identity.
+
+        Raises:
+            InputTypeError: ``other`` is not an ``AGOPAccumulator``.
+            InputError: different ``n_probes`` or ``n_groups``, different keys (hooks), a key's
+                sums of a different d or on a different device, or ``other is self``.
+        """
+        from tl_geometry.errors import InputTypeError
+
+        if not isinstance(other, AGOPAccumulator):
+            raise InputTypeError(f"can only merge another AGOPAccumulator, got {type(other).__name__}")
+        if other is self:
+            raise InputError("cannot merge an AGOPAccumulator into itself")
+        if (other.n_probes, other.n_groups) != (self.n_probes, self.n_groups):
+            raise InputError(
+                f"cannot merge AGOP accumulators of different n_probes/n_groups: "
+                f"{self.n_probes}/{self.n_groups} and {other.n_probes}/{other.n_groups}"
+            )
+        if not other.sums:
+            return self
+        if self.sums and set(self.sums) != set(other.sums):
+            only_self, only_other = sorted(set(self.sums) - set(other.sums)), sorted(set(other.sums) - set(self.sums))
+            raise InputError(
+                f"cannot merge AGOP accumulators with different keys: only in this one {only_self}, "
+                f"only in the other {only_other}"
+            )
+        for key, S in other.sums.items():
+            mine = self.sums.get(key)
+            if mine is not None and mine.shape != S.shape:
+                raise InputError(
+                    f"cannot merge AGOP accumulators of different d at {key!r}: {mine.shape[-1]} and {S.shape[-1]}"
+                )
+            if mine is not None and mine.device != S.device:
+                raise InputError(
+                    f"cannot merge AGOP accumulators on different devices at {key!r}: {mine.device} and {S.device}"
+                )
+        for key, S in other.sums.items():
+            if key in self.sums:
+                self.sums[key] += S
+                self.n_positions[key] += other.n_positions[key]
+            else:
+                self.sums[key] = S.clone()
+                self.n_positions[key] = other.n_positions[key]
+        return self
+
     def group_counts(self) -> list[int]:
         """Probes per group (probe p is in group p % n_groups)."""
         return [len(range(k, self.n_probes, self.n_groups)) for k in range(self.n_groups)]
 
-    def compute(self, key: str) -> tuple[Float[Tensor, "d d"], HookAGOP]:
+    def compute(self, key: str | None = None) -> tuple[Float[Tensor, "d d"], HookAGOP]:
+        """(G, its [`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP] statistics) at ``key``.
+
+        G = Σ_k S_k / (P·N) with S_k the sum of g gᵀ of probe group k; ``key`` None: the only key
+        accumulated (an error when there are several).
+        """
+        if key is None:
+            if len(self.sums) != 1:
+                raise InputError(f"compute() needs a key: this accumulator holds {sorted(self.sums) or 'none'}")
+            key = next(iter(self.sums))
+        if key not in self.sums:
+            raise InputError(f"nothing accumulated at {key!r}; keys: {sorted(self.sums)}")
         S, N, P, K = self.sums[key].double(), self.n_positions[key], self.n_probes, self.n_groups
         if N == 0:
             raise InputError(f"no positions accumulated at {key!r}")

@@ -137,10 +137,17 @@ class _Moments:
         self.m2: Tensor | None = None  # Σ (x − mean)(x − mean)ᵀ
 
     def add(self, x: Tensor) -> None:
-        nb = x.shape[0]
         mb = x.mean(0)
         xc = x - mb
-        m2b = xc.T @ xc
+        self._merge(x.shape[0], mb, xc.T @ xc)
+
+    def merge(self, other: _Moments) -> None:
+        """Add another part's moments (Chan et al.'s pairwise update); ``other`` is left unchanged."""
+        if other.mean is not None:
+            assert other.m2 is not None
+            self._merge(other.n, other.mean.clone(), other.m2.clone())
+
+    def _merge(self, nb: int, mb: Tensor, m2b: Tensor) -> None:
         if self.mean is None:
             self.n, self.mean, self.m2 = nb, mb, m2b
             return
@@ -164,6 +171,7 @@ class _Group:
     def add(self, x: Tensor) -> None:
         if self.moments is not None:
             self.moments.add(x.to(torch.float64))
+            self.n_rows += x.shape[0]
             return
         self.rows.append(x)
         self.n_rows += x.shape[0]
@@ -171,6 +179,19 @@ class _Group:
         if self.n_rows * d * x.element_size() > d * d * 8:
             self.moments = self.get()
             self.rows = []
+
+    def merge(self, other: _Group) -> None:
+        """Add another shard's rows of the same group (``other`` is left unchanged)."""
+        if other.n_rows == 0:
+            return
+        if self.moments is None and other.moments is None:
+            for x in other.rows:
+                self.add(x.clone())
+            return
+        self.moments = self.get()
+        self.rows = []
+        self.moments.merge(other.get())
+        self.n_rows += other.n_rows
 
     def get(self) -> _Moments:
         if self.moments is not None:
@@ -182,13 +203,21 @@ class _Group:
 
 
 class StreamingCovariance:
-    """Float64 covariance of rows streamed in batches: ``update(x)``, ``compute()``, ``reset()``.
+    """Float64 covariance of rows streamed in batches: ``update(x)``, ``compute()``, ``merge``, ``reset()``.
+
+    An [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]: rows streamed in any split, or
+    sharded over several accumulators then merged in any order, give the same covariance and the
+    same jackknife standard errors (tested in ``tests/unit/test_accumulators.py``).
 
     Args:
         group_sizes: for jackknife standard errors ([`spectral`][tl_geometry.metrics.spectral.StreamingCovariance.spectral]): the first
             ``group_sizes[0]`` rows streamed form group 0, the next ``group_sizes[1]`` group 1, …
             (rows past the total join the last group). None: no groups, no standard errors.
             Memory: at most one d × d float64 matrix per group besides the total's.
+        first_row: the place in the whole stream of the first row this accumulator sees (default
+            0). Only the groups use it: a shard of a grouped stream that starts at row 300 is
+            ``StreamingCovariance(group_sizes, first_row=300)``, so its rows join the groups they
+            belong to, and merging it with the other shards gives the one-stream groups.
 
     Examples:
         >>> acc = StreamingCovariance()
@@ -198,7 +227,7 @@ class StreamingCovariance:
         True
     """
 
-    def __init__(self, group_sizes: Sequence[int] | None = None) -> None:
+    def __init__(self, group_sizes: Sequence[int] | None = None, *, first_row: int = 0) -> None:
         if group_sizes is not None:
             ok = isinstance(group_sizes, (list, tuple)) and all(_checks.is_int(g) for g in group_sizes)
             sizes = [int(g) for g in group_sizes] if ok else []
@@ -209,13 +238,27 @@ class StreamingCovariance:
             self._ends = torch.tensor(sizes).cumsum(0).tolist()
         else:
             self._ends = []
+        self.first_row = _checks.integer(first_row, "first_row", lo=0)
         self.reset()
 
     def reset(self) -> None:
+        """Forget every row (``group_sizes`` and ``first_row`` stay)."""
         self.n = 0
         self.mean: Tensor | None = None
         self.m2: Tensor | None = None  # Σ (x − mean)(x − mean)ᵀ
         self.groups = [_Group() for _ in self._ends]
+        self._next_row = self.first_row  # stream position of the next row update() adds
+        self._spans: list[tuple[int, int]] = []  # stream rows held, [start, stop) ranges, sorted and disjoint
+
+    def _add_span(self, start: int, stop: int) -> None:
+        spans = sorted([*self._spans, (start, stop)])
+        out = [spans[0]]
+        for a, b in spans[1:]:
+            if a <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], b))
+            else:
+                out.append((a, b))
+        self._spans = out
 
     def update(self, x: Float[Tensor, "n d"]) -> None:
         """Add the rows of ``x`` (any float dtype; upcast to float64 on x's device)."""
@@ -228,7 +271,9 @@ class StreamingCovariance:
         x64 = x.to(torch.float64)
         if not torch.isfinite(x64).all():
             raise InputError("activations contain NaN or inf")
-        start = self.n
+        start = self._next_row
+        self._next_row += x.shape[0]
+        self._add_span(start, self._next_row)
         if self.groups:  # split the rows at the group boundaries
             row = 0
             for k, end in enumerate(self._ends):
@@ -243,6 +288,60 @@ class StreamingCovariance:
         total.n, total.mean, total.m2 = self.n, self.mean, self.m2
         total.add(x64)
         self.n, self.mean, self.m2 = total.n, total.mean, total.m2
+
+    def merge(self, other: StreamingCovariance) -> StreamingCovariance:
+        """Add the rows another accumulator holds (``other`` is left unchanged); returns ``self``.
+
+        The totals and each jackknife group merge by Chan et al.'s pairwise update (count, mean
+        and centered scatter; a group still held as raw rows keeps them). Rows updated after a
+        merge continue the stream after the last row either side held. An empty accumulator is
+        the identity.
+
+        Raises:
+            InputTypeError: ``other`` is not a ``StreamingCovariance``.
+            InputError: different ``group_sizes``, rows of a different d or on a different device,
+                ``other is self``, or (with groups) the two hold overlapping stream rows: shards of
+                a grouped stream need their ``first_row``.
+        """
+        from tl_geometry.errors import InputTypeError
+
+        if not isinstance(other, StreamingCovariance):
+            raise InputTypeError(f"can only merge another StreamingCovariance, got {type(other).__name__}")
+        if other is self:
+            raise InputError("cannot merge a StreamingCovariance into itself")
+        if other._ends != self._ends:
+            raise InputError(
+                f"cannot merge covariances of different group_sizes: group ends {self._ends} and {other._ends}"
+            )
+        if other.mean is None:
+            return self
+        if self.mean is not None:
+            if other.mean.shape != self.mean.shape:
+                raise InputError(
+                    f"cannot merge covariances of different d: {self.mean.shape[0]} and {other.mean.shape[0]}"
+                )
+            if other.mean.device != self.mean.device:
+                raise InputError(
+                    f"cannot merge covariances on different devices: {self.mean.device} and {other.mean.device}"
+                )
+            overlap = [(a, b) for a, b in self._spans for c, e in other._spans if a < e and c < b]
+            if self._ends and overlap:
+                raise InputError(
+                    f"cannot merge grouped covariances holding the same stream rows ({self._spans} and {other._spans}): "
+                    "give each shard its first_row"
+                )
+        total = _Moments()
+        total.n, total.mean, total.m2 = self.n, self.mean, self.m2
+        other_total = _Moments()
+        other_total.n, other_total.mean, other_total.m2 = other.n, other.mean, other.m2
+        total.merge(other_total)
+        self.n, self.mean, self.m2 = total.n, total.mean, total.m2
+        for mine, theirs in zip(self.groups, other.groups, strict=True):
+            mine.merge(theirs)
+        for a, b in other._spans:
+            self._add_span(a, b)
+        self._next_row = max(self._next_row, other._next_row)
+        return self
 
     def compute(self) -> Float[Tensor, "d d"]:
         """The unbiased covariance (ddof = 1)."""
