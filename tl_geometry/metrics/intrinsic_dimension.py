@@ -138,7 +138,7 @@ class TwoNNResult(Tabular):
         stderr_iid: the bootstrap standard deviation of the fit (μ treated as independent).
         stderr_mle_iid: dimension_mle / √n_kept (μ treated as independent).
         design_effect: Var(Σ s_i) / Σ s_i² of the censored-MLE scores with first- and
-            second-neighbour pairs' covariances (module docstring); ≈ 1.8 on a Gaussian cloud.
+            second-neighbour pairs' covariances (module docstring); about 1.4 on a 5-D Gaussian cloud.
         stderr_method, stderr_mle_method: how the standard errors were computed.
     """
 
