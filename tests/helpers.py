@@ -275,6 +275,23 @@ def activation_rows(n_layers=N_LAYERS, seed=0):
                 "extras": {"expected": 16 / D_MODEL},
             }
         )
+        out.append(
+            {
+                "metric": "id.twonn",
+                "hook": h,
+                "value": float(8 + 6 * np.sin(np.pi * j / max(1, n_layers)) + 0.2 * rng.standard_normal()),
+                "extras": {"stderr": 0.4, "n_points": 256, "scale": 1.0 + j},
+            }
+        )
+        for n1 in (1, 2, 4):
+            out.append(
+                {
+                    "metric": "id.gride",
+                    "hook": h,
+                    "value": float(8 + 6 * np.sin(np.pi * j / max(1, n_layers)) - 0.5 * n1),
+                    "extras": {"n1": n1, "n2": 2 * n1, "stderr": 0.3, "scale": (1.0 + j) * n1},
+                }
+            )
         out.append({"metric": "spectral.rankme", "hook": h, "value": 20.0 + j})
         out.append({"metric": "spectral.alpha_req", "hook": h, "value": 0.8 + 0.05 * j})
         out.append({"metric": "spectral.isotropy", "hook": h, "value": 0.2 - 0.01 * j})

@@ -109,6 +109,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "spectral": ("tl_geometry.families.pga", "spectral"),
     "agop": ("tl_geometry.families.interaction", "agop"),
     "agop_report": ("tl_geometry.families.interaction", "agop_report"),
+    "intrinsic_dimension": ("tl_geometry.families.intrinsic_dimension", "intrinsic_dimension"),
     "nfa": ("tl_geometry.families.interaction", "nfa"),
     "analyze": ("tl_geometry.analysis", "analyze"),
     "html": ("tl_geometry.html", None),
@@ -214,6 +215,7 @@ __all__ = [
     "spectral",
     "agop",
     "agop_report",
+    "intrinsic_dimension",
     "nfa",
     # experiments and sweeps
     "SweepJob",
@@ -338,6 +340,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.families.capacity import embedding_epsilon
     from tl_geometry.families.pga import pga, spectral
     from tl_geometry.families.interaction import agop, agop_report, nfa
+    from tl_geometry.families.intrinsic_dimension import intrinsic_dimension
     from tl_geometry.analysis import analyze
     from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
     from tl_geometry.reproduction import reproduce

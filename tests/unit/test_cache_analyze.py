@@ -14,8 +14,12 @@ from tl_geometry.errors import InputError, TLGeometryError
 
 pytestmark = pytest.mark.needs_hooked
 
-ACT_METRICS = ["pga", "spectral", "epsilon_activations"]
-OPTIONS = {"pga": {"k": 4, "n_null": 5, "max_points": 150}, "epsilon_activations": {"max_points": 150}}
+ACT_METRICS = ["pga", "spectral", "epsilon_activations", "intrinsic_dimension"]
+OPTIONS = {
+    "pga": {"k": 4, "n_null": 5, "max_points": 150},
+    "epsilon_activations": {"max_points": 150},
+    "intrinsic_dimension": {"max_points": 150, "range_max": 8},
+}
 HOOKS = ["blocks.0.hook_resid_post", "blocks.2.hook_resid_post"]
 
 
@@ -77,7 +81,7 @@ def test_cache_equals_capture_for_every_activation_metric(byte_model, tokens):
     # a cache of the whole batch at once: equal up to the matmul's batch-size rounding
     _, cache = byte_model.run_with_cache(tokens)
     got = tg.analyze(byte_model, tokens, cache=cache, **kw)
-    assert {r.metric.split(".")[0] for r in got.rows} == {"pga", "spectral", "epsilon_activations"}
+    assert {r.metric.split(".")[0] for r in got.rows} == {"pga", "spectral", "epsilon_activations", "id"}
     assert _max_diff(_values(ref), _values(got)) < 1e-4
     assert got.provenance["capture"]["mode"] == "cache"
     assert got.provenance["capture"]["forward_passes"] == 0

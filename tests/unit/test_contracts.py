@@ -26,6 +26,7 @@ OPTIONS = {
     "depth_width": {},
     "nfa": {"n_probes": 2, "progress": False},
     "shape": {},
+    "intrinsic_dimension": {"max_points": 64, "range_max": 8, "progress": False},
 }
 
 
@@ -58,11 +59,20 @@ def test_every_builtin_metric_has_one_family():
 
 
 def test_the_builtin_families():
-    assert [f.name for f in builtin_families()] == ["capacity", "pga", "spectral", "interaction", "sae", "shape"]
+    assert [f.name for f in builtin_families()] == [
+        "capacity",
+        "pga",
+        "spectral",
+        "intrinsic_dimension",
+        "interaction",
+        "sae",
+        "shape",
+    ]
     assert [f.section for f in builtin_families() if f.read] == [
         "Capacity",
         "Subspace PGA",
         "Spectral",
+        "Intrinsic dimension",
         "Interaction",
         "SAE comparison",
     ]
@@ -73,6 +83,7 @@ def test_the_builtin_families():
         "epsilon_by_layer",
         "pga_z",
         "spectral",
+        "id_profile",
         "aofe_ratio",
         "sae_widths",
     ]

@@ -15,8 +15,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 # ----------------------------------------------------------------------------- registry rules
 def test_builtins_are_builtin_and_protected():
-    assert tg.list_families()[:6] == ["capacity", "pga", "spectral", "interaction", "sae", "shape"]
-    assert all(tg.get_family(n).builtin for n in ("capacity", "pga", "spectral", "interaction", "sae", "shape"))
+    builtins = ["capacity", "pga", "spectral", "intrinsic_dimension", "interaction", "sae", "shape"]
+    assert tg.list_families()[:7] == builtins
+    assert all(tg.get_family(n).builtin for n in builtins)
     assert tg.get_family("capacity").source == "tl_geometry.families.capacity"
     with pytest.raises(ValueError, match="built-in; a plugin cannot override it"):
         tg.register_family(tg.FamilySpec("capacity", metrics=("x",)), overwrite=True)

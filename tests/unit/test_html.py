@@ -79,7 +79,7 @@ def test_outputs_written_and_round_trip(written):
 def test_sections_and_readings(written):
     report, out, index = written
     c = parse(index)
-    assert c.h2[:5] == ["Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"]
+    assert c.h2[:6] == ["Capacity", "Subspace PGA", "Spectral", "Intrinsic dimension", "Interaction", "SAE comparison"]
     text = index.read_text()
     assert "ε = 0.73" in text and "Class 1" in text and "capacity paper" in text
 

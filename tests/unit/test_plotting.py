@@ -261,6 +261,7 @@ def test_sections_are_optional():
         "Capacity",
         "Subspace PGA",
         "Spectral",
+        "Intrinsic dimension",
         "Interaction",
         "SAE comparison",
     ]

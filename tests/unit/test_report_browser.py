@@ -24,7 +24,7 @@ from tl_geometry.readings import sections  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts" / "browser"
-FAMILIES = {"Capacity", "Subspace PGA", "Spectral", "Interaction", "SAE comparison"}
+FAMILIES = {"Capacity", "Subspace PGA", "Spectral", "Intrinsic dimension", "Interaction", "SAE comparison"}
 
 
 shot = load_script("screenshot_report")

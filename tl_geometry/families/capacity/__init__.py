@@ -19,7 +19,15 @@ from tl_geometry import capture
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.capacity import SimilarityStats, similarity_stats
 from tl_geometry.metrics.jackknife import group_labels
-from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
+from tl_geometry.registry import (
+    FamilySpec,
+    FigureSpec,
+    MetricPlan,
+    RowSpec,
+    planned_metric,
+    register_family,
+    register_metric,
+)
 from tl_geometry.report import GeometryReport
 
 __all__ = ["embedding_epsilon", "matrix_provenance"]
@@ -209,7 +217,10 @@ def capacity_metric(
     return GeometryReport.from_rows(rows, model=model, capacity_preset=preset)
 
 
-def epsilon_activations_plan(
+@planned_metric(
+    "epsilon_activations", needs="activations", description="ε of a seeded sample of token activations per hook"
+)
+def epsilon_activations_metric(
     model,
     tokens,
     *,
@@ -220,9 +231,19 @@ def epsilon_activations_plan(
     batch_size: int = 8,
     progress: bool = False,
 ) -> MetricPlan:
-    """The "epsilon_activations" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a seeded sample
-    of positions at every hook (capture), then ε per hook (``finish``). Arguments as
-    [`epsilon_activations_metric`][tl_geometry.families.capacity.epsilon_activations_metric]."""
+    """ε = μ + 2σ of pairwise cosines of a bounded, seeded sample of token activations per hook.
+
+    Default hooks: every ``blocks.{l}.hook_resid_post``. Each row carries W_E's ε in
+    ``extras["epsilon_W_E"]`` to test the paper's caveat that the embedding's ε stands for the
+    whole latent space.
+
+    ``extras["stderr"]`` is the standard error of ε (``mean_stderr``, ``std_stderr`` those of μ
+    and σ): a delete-a-group jackknife over ``n_groups`` groups of whole sequences
+    ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]; fewer groups when there are fewer
+    sequences), exact from the Gram moments ([`tl_geometry.metrics.capacity.similarity_jackknife`][tl_geometry.metrics.capacity.similarity_jackknife]).
+    Our choice: the resampling unit is the sequence, so the error covers a fresh draw of text as
+    well as of positions; ``extras["stderr_method"]`` names it.
+    """
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
         raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
     if tokens is None:
@@ -258,48 +279,6 @@ def epsilon_activations_plan(
         return GeometryReport.from_rows(rows, model=model, seed=seed, n_points=captured.n_points)
 
     return MetricPlan("epsilon_activations", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
-
-
-@register_metric(
-    "epsilon_activations",
-    needs="activations",
-    description="ε of a seeded sample of token activations per hook",
-    plan=epsilon_activations_plan,
-)
-def epsilon_activations_metric(
-    model,
-    tokens,
-    *,
-    hooks=None,
-    max_points: int = 2048,
-    seed: int = 0,
-    n_groups: int = 20,
-    batch_size: int = 8,
-    progress: bool = False,
-):
-    """ε = μ + 2σ of pairwise cosines of a bounded, seeded sample of token activations per hook.
-
-    Default hooks: every ``blocks.{l}.hook_resid_post``. Each row carries W_E's ε in
-    ``extras["epsilon_W_E"]`` to test the paper's caveat that the embedding's ε stands for the
-    whole latent space.
-
-    ``extras["stderr"]`` is the standard error of ε (``mean_stderr``, ``std_stderr`` those of μ
-    and σ): a delete-a-group jackknife over ``n_groups`` groups of whole sequences
-    ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]; fewer groups when there are fewer
-    sequences), exact from the Gram moments ([`tl_geometry.metrics.capacity.similarity_jackknife`][tl_geometry.metrics.capacity.similarity_jackknife]).
-    Our choice: the resampling unit is the sequence, so the error covers a fresh draw of text as
-    well as of positions; ``extras["stderr_method"]`` names it.
-    """
-    return epsilon_activations_plan(
-        model,
-        tokens,
-        hooks=hooks,
-        max_points=max_points,
-        seed=seed,
-        n_groups=n_groups,
-        batch_size=batch_size,
-        progress=progress,
-    ).run()
 
 
 _STATS = ("mean", "std", "n_vectors", "n_dropped", "d", "model_class")
@@ -374,3 +353,6 @@ register_family(
         order=10,
     )
 )
+
+epsilon_activations_plan = epsilon_activations_metric.plan
+"""The plan of [`epsilon_activations_metric`][tl_geometry.families.capacity.epsilon_activations_metric] (what a report's shared pass uses)."""

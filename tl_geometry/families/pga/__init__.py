@@ -28,7 +28,14 @@ from tl_geometry.metrics.pga import (
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
 from tl_geometry.models import processing_name, processing_of
-from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, register_family, register_metric
+from tl_geometry.registry import (
+    FamilySpec,
+    FigureSpec,
+    MetricPlan,
+    RowSpec,
+    planned_metric,
+    register_family,
+)
 from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)
@@ -90,7 +97,10 @@ def check_paper_model(model: Any) -> None:
         )
 
 
-def pga_plan(
+@planned_metric(
+    "pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap"
+)
+def pga(
     model: Any,
     tokens: Any,
     *,
@@ -106,8 +116,38 @@ def pga_plan(
     memory_mb: float = 512,
     progress: bool = True,
 ) -> MetricPlan:
-    """The "pga" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a seeded sample of positions at
-    every hook (capture), then the profile per hook (``finish``). Arguments as [`pga`][tl_geometry.families.pga.pga]."""
+    """Subspace PGA profile: z of the readout subspace at every hook, for one or several CCR levels.
+
+    Activations at ``hooks`` are gathered for one seeded sample of at most ``max_points``
+    positions shared by all hooks (BOS and padding dropped); the readout basis is the top-``k``
+    left singular vectors of ``W_U``; the same ``n_null`` Haar-random bases (from ``seed``) serve
+    every hook and CCR level. See [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score] for the score.
+
+    Args:
+        model: a TransformerLens model, or a model name (loaded with the preset's processing:
+            ``"none"`` for ``preset="paper"``, TransformerLens's for ``"library"``).
+        tokens: (batch, pos) token ids.
+        preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
+            W_U; a processed model gets a warning naming what differs) and, by default, the hooks
+            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]:
+            embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
+            model as it is, every ``blocks.{l}.hook_resid_post``.
+        hooks: explicit hook names (override the preset's).
+        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see [`tl_geometry.pga_profile`][tl_geometry.metrics.pga.pga_profile].
+
+    Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
+    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
+    standard error: ``stderr`` in the units of the value, ``stderr_method``, ``n_groups``; on
+    ``pga.z`` also ``stderr_null`` and ``stderr_points``, its two parts, and ``p_value``, the
+    uncorrected two-sided p of z against random subspaces) and
+    ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
+    explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
+    ``"custom"`` or ``"unknown"``).
+
+    Raises:
+        ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
+            than [`tl_geometry.min_points`][tl_geometry.metrics.pga.min_points] (k), or any error of [`pga_score`][tl_geometry.metrics.pga.pga_score].
+    """
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if isinstance(model, str):
@@ -216,78 +256,8 @@ def pga_plan(
     return MetricPlan("pga", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
 
 
-@register_metric(
-    "pga",
-    needs="activations",
-    description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap",
-    plan=pga_plan,
-)
-def pga(
-    model: Any,
-    tokens: Any,
-    *,
-    preset: str = "library",
-    hooks: Sequence[str] | None = None,
-    k: int = 100,
-    n_null: int = 100,
-    ccr: int | Sequence[int] = 1,
-    max_points: int = 2048,
-    seed: int = 0,
-    max_pairs: int | None = DEFAULT_MAX_PAIRS,
-    batch_size: int = 8,
-    memory_mb: float = 512,
-    progress: bool = True,
-) -> GeometryReport:
-    """Subspace PGA profile: z of the readout subspace at every hook, for one or several CCR levels.
-
-    Activations at ``hooks`` are gathered for one seeded sample of at most ``max_points``
-    positions shared by all hooks (BOS and padding dropped); the readout basis is the top-``k``
-    left singular vectors of ``W_U``; the same ``n_null`` Haar-random bases (from ``seed``) serve
-    every hook and CCR level. See [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score] for the score.
-
-    Args:
-        model: a TransformerLens model, or a model name (loaded with the preset's processing:
-            ``"none"`` for ``preset="paper"``, TransformerLens's for ``"library"``).
-        tokens: (batch, pos) token ids.
-        preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
-            W_U; a processed model gets a warning naming what differs) and, by default, the hooks
-            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]:
-            embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
-            model as it is, every ``blocks.{l}.hook_resid_post``.
-        hooks: explicit hook names (override the preset's).
-        k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see [`tl_geometry.pga_profile`][tl_geometry.metrics.pga.pga_profile].
-
-    Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
-    k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
-    standard error: ``stderr`` in the units of the value, ``stderr_method``, ``n_groups``; on
-    ``pga.z`` also ``stderr_null`` and ``stderr_points``, its two parts, and ``p_value``, the
-    uncorrected two-sided p of z against random subspaces) and
-    ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
-    explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
-    ``"custom"`` or ``"unknown"``).
-
-    Raises:
-        ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
-            than [`tl_geometry.min_points`][tl_geometry.metrics.pga.min_points] (k), or any error of [`pga_score`][tl_geometry.metrics.pga.pga_score].
-    """
-    return pga_plan(
-        model,
-        tokens,
-        preset=preset,
-        hooks=hooks,
-        k=k,
-        n_null=n_null,
-        ccr=ccr,
-        max_points=max_points,
-        seed=seed,
-        max_pairs=max_pairs,
-        batch_size=batch_size,
-        memory_mb=memory_mb,
-        progress=progress,
-    ).run()
-
-
-def spectral_plan(
+@planned_metric("spectral", needs="activations", description="RankMe, alpha-ReQ, isotropy, condition number per hook")
+def spectral(
     model: Any,
     tokens: Any,
     *,
@@ -298,9 +268,27 @@ def spectral_plan(
     batch_size: int = 8,
     progress: bool = True,
 ) -> MetricPlan:
-    """The "spectral" metric as a [`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]: a streaming covariance at
-    every hook over every valid position (capture), then the spectrum (``finish``). Arguments as
-    [`spectral`][tl_geometry.families.pga.spectral]."""
+    """Spectral metrics of the activations at every hook, streamed over all (non-BOS) tokens.
+
+    Rows per hook: ``spectral.rankme`` (Garrido et al.: singular values), ``spectral.rankme_eig``
+    (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
+    ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
+    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
+    ``preset`` and the model's weight ``processing``, ``stderr`` (in the row's units) and
+    ``stderr_method``. See [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
+
+    Standard errors: a delete-a-group jackknife over ``n_groups`` groups of whole sequences (fewer
+    with fewer sequences), each replicate from the covariance downdate. Our choice: the sequence
+    is the resampling unit (its positions share a context), so the error covers a fresh draw of
+    text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
+
+    ``preset`` picks the default hooks as in [`pga`][tl_geometry.families.pga.pga]: ``"paper"`` Hugging Face's
+    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]), ``"library"`` every
+    ``blocks.{l}.hook_resid_post``.
+
+    Raises:
+        ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
+    """
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
@@ -332,56 +320,6 @@ def spectral_plan(
 
     covariance = capture.FnPass(hooks, lambda h, a: accs[h].update(a))
     return MetricPlan("spectral", model, tokens, [covariance], finish, batch_size=batch_size, progress=progress)
-
-
-@register_metric(
-    "spectral",
-    needs="activations",
-    description="RankMe, alpha-ReQ, isotropy, condition number per hook",
-    plan=spectral_plan,
-)
-def spectral(
-    model: Any,
-    tokens: Any,
-    *,
-    preset: str = "library",
-    hooks: Sequence[str] | None = None,
-    fit_range: tuple[int, int] | None = None,
-    n_groups: int = 10,
-    batch_size: int = 8,
-    progress: bool = True,
-) -> GeometryReport:
-    """Spectral metrics of the activations at every hook, streamed over all (non-BOS) tokens.
-
-    Rows per hook: ``spectral.rankme`` (Garrido et al.: singular values), ``spectral.rankme_eig``
-    (covariance eigenvalues), ``spectral.alpha_req`` (least squares over ``fit_range``, extra
-    ``r2``), ``spectral.alpha_req_reptrix`` (reptrix's 1/i-weighted fit over ranks 11–100, extra
-    ``r2``), ``spectral.isotropy``, ``spectral.condition_number``; extras n_points, d, n_kept,
-    ``preset`` and the model's weight ``processing``, ``stderr`` (in the row's units) and
-    ``stderr_method``. See [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
-
-    Standard errors: a delete-a-group jackknife over ``n_groups`` groups of whole sequences (fewer
-    with fewer sequences), each replicate from the covariance downdate. Our choice: the sequence
-    is the resampling unit (its positions share a context), so the error covers a fresh draw of
-    text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
-
-    ``preset`` picks the default hooks as in [`pga`][tl_geometry.families.pga.pga]: ``"paper"`` Hugging Face's
-    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]), ``"library"`` every
-    ``blocks.{l}.hook_resid_post``.
-
-    Raises:
-        ValueError: unknown preset, bad hooks/tokens, a ``fit_range`` outside the kept ranks.
-    """
-    return spectral_plan(
-        model,
-        tokens,
-        preset=preset,
-        hooks=hooks,
-        fit_range=fit_range,
-        n_groups=n_groups,
-        batch_size=batch_size,
-        progress=progress,
-    ).run()
 
 
 SPECTRAL_ROWS = ("rankme", "rankme_eig", "alpha_req", "alpha_req_reptrix", "isotropy", "condition_number")
@@ -494,3 +432,9 @@ register_family(
         order=30,
     )
 )
+
+pga_plan = pga.plan
+"""The plan of [`pga`][tl_geometry.families.pga.pga] (what a report's shared pass uses)."""
+
+spectral_plan = spectral.plan
+"""The plan of [`spectral`][tl_geometry.families.pga.spectral] (what a report's shared pass uses)."""

@@ -1,0 +1,190 @@
+"""The intrinsic-dimension family (families/intrinsic_dimension/): rows equal the pure estimators on
+the captured sample, the declaration's contract, the reading's shape rule, the figure, the CLI's
+checks, and the reproduce check at a given model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import tl_geometry as tg
+from tl_geometry import capture, registry
+from tl_geometry.errors import InputError
+from tl_geometry.metrics.intrinsic_dimension import gride_scaling, twonn
+from tl_geometry.report import GeometryReport, Row
+
+pytestmark = [
+    pytest.mark.needs_hooked,
+    # the same token at the same position gives the same embedding: counted in n_duplicates
+    pytest.mark.filterwarnings("ignore::tl_geometry.metrics.intrinsic_dimension.DuplicatePointsWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    from tests.helpers import make_tiny_model
+
+    return make_tiny_model()
+
+
+@pytest.fixture(scope="module")
+def tokens(model):
+    g = torch.Generator().manual_seed(3)
+    return torch.randint(1, model.cfg.d_vocab, (8, 24), generator=g)
+
+
+@pytest.fixture(scope="module")
+def report(model, tokens):
+    return tg.intrinsic_dimension(model, tokens, max_points=120, range_max=8, progress=False)
+
+
+def test_rows_equal_the_pure_estimators_on_the_same_sample(model, tokens, report):
+    from tl_geometry.families.intrinsic_dimension import default_hooks
+
+    hooks = default_hooks(model)
+    cap = capture.collect(model, tokens, hooks, max_points=120, seed=0, progress=False)
+    tw = {r.hook: r for r in report.rows if r.metric == "id.twonn"}
+    assert list(tw) == hooks
+    for h in hooks:
+        ref = twonn(cap.acts[h], seed=0)
+        assert tw[h].value == ref.dimension
+        assert tw[h].extras["stderr"] == ref.stderr and tw[h].extras["n_points"] == ref.n_points
+        scales = gride_scaling(cap.acts[h], range_max=8, seed=0)
+        got = sorted((r for r in report.rows if r.metric == "id.gride" and r.hook == h), key=lambda r: r.extras["n1"])
+        assert [r.value for r in got] == scales.dimensions
+        assert [r.extras["n1"] for r in got] == scales.n1s == [1, 2, 4]
+
+
+def test_the_declaration_holds(report):
+    assert registry.check_rows("intrinsic_dimension", report, strict_extras=True) == []
+    assert tg.get_family("intrinsic_dimension").planned == ("intrinsic_dimension",)
+
+
+def test_eager_and_plan_are_one_definition(model, tokens, report):
+    fn = tg.intrinsic_dimension
+    assert fn.plan is registry.get_metric("intrinsic_dimension").plan
+    again = fn.plan(model, tokens, max_points=120, range_max=8, progress=False).run()
+    assert [(r.metric, r.hook, r.value) for r in again.rows] == [(r.metric, r.hook, r.value) for r in report.rows]
+    import inspect
+
+    assert "range_max" in inspect.signature(fn).parameters  # the options check reads the plan's signature
+    from tl_geometry.analysis import accepts_option
+
+    assert accepts_option("intrinsic_dimension", "range_max") and not accepts_option("intrinsic_dimension", "k")
+
+
+def test_shared_pass_gives_the_same_rows(model, tokens, report):
+    both = tg.analyze(
+        model,
+        tokens,
+        metrics=["intrinsic_dimension", "spectral"],
+        options={"intrinsic_dimension": {"max_points": 120, "range_max": 8}},
+        progress=False,
+    )
+    mine = [(r.metric, r.hook, r.value) for r in both.rows if r.metric.startswith("id.")]
+    assert mine == [(r.metric, r.hook, r.value) for r in report.rows]
+    assert both.provenance["capture"]["forward_passes"] == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_points": 10}, "max_points must be an integer >= 32"),
+        ({"max_points": True}, "max_points must be an integer"),
+        ({"hooks": ["blocks.99.hook_resid_post"]}, "blocks.99.hook_resid_post"),
+    ],
+)
+def test_bad_inputs_name_the_problem(model, tokens, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        tg.intrinsic_dimension(model, tokens, progress=False, **kwargs)
+
+
+def test_too_few_positions(model):
+    with pytest.raises(InputError, match="valid positions"):
+        tg.intrinsic_dimension(model, torch.ones(1, 8, dtype=torch.long), progress=False)
+
+
+# ----------------------------------------------------------------------------- reading
+def _rows(values, ses):
+    return [
+        Row(model="m", hook=f"blocks.{i}.hook_resid_post", layer=i, metric="id.twonn", value=v, extras={"stderr": s})
+        for i, (v, s) in enumerate(zip(values, ses))
+    ]
+
+
+@pytest.mark.parametrize(
+    "values, ses, shape",
+    [
+        ([10, 20, 30, 20, 10], [1] * 5, "peaked"),
+        ([10, 20, 30, 20, 10], [10] * 5, "flat within noise"),  # 20 < 2·√(10² + 10²)
+        ([10, 15, 20, 25, 30], [1] * 5, "monotone"),
+        ([30, 20, 10, 10, 10], [1] * 5, "monotone"),
+        ([10, 30], [1, 1], "too few hooks"),
+    ],
+)
+def test_profile_shape_speaks_only_beyond_two_stderr(values, ses, shape):
+    from tl_geometry.families.intrinsic_dimension.reading import profile_shape
+
+    assert profile_shape(_rows(values, ses), n_layers=5) == shape
+
+
+def test_reading_names_the_range_and_shape():
+    from tl_geometry.families.intrinsic_dimension.reading import read_id
+
+    rep = GeometryReport(rows=_rows([10.0, 20.0, 30.0, 20.0, 10.0], [1.0] * 5), provenance={"d_model": 64})
+    text = " ".join(read_id(rep))
+    assert "from 10 ± 1" in text and "to 30 ± 1" in text and "width 64" in text
+    assert "peak inside the network" in text
+    assert read_id(GeometryReport()) == []
+    # the shared readings find it through the declaration
+    from tl_geometry import readings
+
+    assert readings.sections(rep)["Intrinsic dimension"] == read_id(rep)
+
+
+def test_figure(report):
+    pytest.importorskip("matplotlib")
+    from tl_geometry import plotting
+    from tl_geometry.families.intrinsic_dimension.figures import plot_id_profile
+
+    fig = plot_id_profile(report)
+    assert fig is not None and len(fig.axes) == 2
+    assert plot_id_profile(GeometryReport()) is None
+    assert "id_profile" in plotting.figures(report)
+    plotting.pyplot().close("all")
+
+
+# ----------------------------------------------------------------------------- CLI and reproduce
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--max-points", "10"], "--max-points"),
+        (["--discard-fraction", "1.5"], "--discard-fraction"),
+        (["--range-max", "1"], "--range-max"),
+        (["--hooks", "x", "--layers", "0"], "either --hooks or --layers"),
+    ],
+)
+def test_cli_refuses_bad_flags_before_loading(capsys, argv, match):
+    from tl_geometry.cli import main
+
+    assert main(["id", "--model", "no-such-model-anywhere", *argv]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_cli_is_discovered_from_the_declaration(capsys):
+    from tl_geometry.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["id", "--help"])
+    assert e.value.code == 0 and "TwoNN" in capsys.readouterr().out
+
+
+def test_reproduce_check_with_a_given_model(model, tmp_path):
+    res = tg.reproduce("intrinsic_dimension", size="tiny", out=tmp_path, model=model, progress=False)
+    rows = {r.id: r for r in res.rows}
+    assert {"intrinsic_dimension.peak", "intrinsic_dimension.embed", "intrinsic_dimension.last"} <= set(rows)
+    assert all(r.status == "measured" and r.paper is None and r.evidence == "measured" for r in rows.values())
+    assert math.isfinite(rows["intrinsic_dimension.peak"].stderr)
+    assert (tmp_path / "figures" / "id_profile.png").exists()

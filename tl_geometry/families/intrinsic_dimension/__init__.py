@@ -1,0 +1,217 @@
+"""The intrinsic-dimension family, model-facing: ``tg.intrinsic_dimension`` and the registered "intrinsic_dimension".
+
+The intrinsic dimension (ID) of each layer's point cloud is how the representation-geometry
+literature profiles the hidden layers of a transformer (Valeriani, Doimo, Cuturello, Laio, Ansuini
+& Cazzaniga, "The geometry of hidden representations of large transformer models", NeurIPS 2023:
+the ID rises over the first layers, peaks, then falls, and the peak marks where semantic content
+is richest). Two estimators, from [`tl_geometry.metrics.intrinsic_dimension`][tl_geometry.metrics.intrinsic_dimension]:
+
+* **TwoNN** (Facco et al. 2017), the paper's estimator: the ratio of each point's second to first
+  nearest-neighbour distance is Pareto with exponent d; row ``id.twonn``;
+* **GRIDE** (Denti et al. 2022) at neighbour orders (n1, 2·n1), n1 = 1, 2, 4, …: the same
+  question asked at a growing length scale (Valeriani et al. choose the scale where the ID is
+  stable); rows ``id.gride``, one per hook and scale (extras ``n1``, ``n2``, ``scale``).
+
+Points: one seeded sample of at most ``max_points`` token positions shared by every hook (BOS
+and padding dropped), as for PGA, so a difference between layers is never a difference of sample.
+Everything this family owns is in this folder: the figure (``figures.py``), the reading
+(``reading.py``), the reproduce check (``checks.py``) and ``tl-geometry id`` (``cli.py``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from tl_geometry import capture
+from tl_geometry.errors import InputError
+from tl_geometry.metrics.intrinsic_dimension import (
+    DEFAULT_DISCARD_FRACTION,
+    DEFAULT_RANGE_MAX,
+    DuplicatePointsWarning,
+    gride_scaling,
+    twonn,
+)
+from tl_geometry.models import processing_name
+from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, planned_metric, register_family
+from tl_geometry.report import GeometryReport
+
+__all__ = ["intrinsic_dimension", "default_hooks", "MIN_POINTS"]
+
+MIN_POINTS = 32
+"""Fewest sampled positions the metric accepts: below this a neighbour ratio is a handful of points
+(our choice; the estimators themselves need 3)."""
+
+
+def default_hooks(model: Any) -> list[str]:
+    """The embeddings (``blocks.0.hook_resid_pre``) and every block's output (``blocks.{l}.hook_resid_post``):
+    n_layers + 1 point clouds, the profile Valeriani et al. draw (input to output)."""
+    return ["blocks.0.hook_resid_pre", *capture.resid_hooks(model, "post")]
+
+
+@planned_metric(
+    "intrinsic_dimension",
+    needs="activations",
+    description="intrinsic dimension per layer: TwoNN and GRIDE at growing scale (Facco 2017; Denti 2022)",
+)
+def intrinsic_dimension(
+    model: Any,
+    tokens: Any,
+    *,
+    hooks: Sequence[str] | None = None,
+    max_points: int = 2048,
+    seed: int = 0,
+    discard_fraction: float = DEFAULT_DISCARD_FRACTION,
+    range_max: int = DEFAULT_RANGE_MAX,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> MetricPlan:
+    """Intrinsic dimension of the activations at every hook: TwoNN and GRIDE at n1 = 1, 2, 4, ….
+
+    Called as ``tg.intrinsic_dimension(model, tokens)`` it runs and returns a
+    [`GeometryReport`][tl_geometry.report.GeometryReport]; in a report it shares the forward pass
+    with the other activation metrics (its plan is ``intrinsic_dimension.plan``).
+
+    Args:
+        model: a TransformerLens model (HookedTransformer or TransformerBridge).
+        tokens: (batch, pos) token ids.
+        hooks: hook names (default [`default_hooks`][tl_geometry.families.intrinsic_dimension.default_hooks]:
+            the embeddings and every block's output).
+        max_points: positions sampled (seeded, shared by every hook); the estimators see these
+            points. Our default, 2048, as PGA's; the estimates grow noisier below ~500.
+        seed: of the position sample and of TwoNN's bootstrap.
+        discard_fraction: TwoNN's largest ratios left out of the fit (the paper's 10 %).
+        range_max: GRIDE's largest neighbour order (n2 ≤ range_max).
+        batch_size: sequences per forward pass.
+        progress: progress bars.
+
+    Rows, per hook: ``id.twonn`` (the paper's fit; extras ``stderr``, ``stderr_method``,
+    ``dimension_mle`` and ``stderr_mle``, ``n_points``, ``n_duplicates``, ``discard_fraction``,
+    ``scale``, ``design_effect``, ``seed``) and ``id.gride`` per scale (extras ``n1``, ``n2``,
+    ``stderr``, ``stderr_method``, ``scale``, ``n_points``, ``n_used``, ``n_outliers``,
+    ``n_duplicates``, ``seed``). Every row also carries the model's weight ``processing``.
+
+    Duplicate points (the same token in the same context gives the same embedding) have no
+    neighbour ratio: they are dropped and counted in ``n_duplicates`` (no warning per hook).
+
+    Raises:
+        ValueError: bad hooks/tokens, ``max_points`` < [`MIN_POINTS`][tl_geometry.families.intrinsic_dimension.MIN_POINTS],
+            fewer valid positions than that, or an error of the estimators.
+    """
+    capture.check_model(model)
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < MIN_POINTS:
+        raise InputError(f"max_points must be an integer >= {MIN_POINTS}, got {max_points!r}")
+    hooks = capture.validate_hooks(model, list(hooks) if hooks is not None else default_hooks(model))
+    processing = processing_name(model)
+    sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
+    n = int(sample.positions.sum())
+    if n < MIN_POINTS:
+        raise InputError(f"the tokens hold {n} valid positions; the intrinsic dimension needs at least {MIN_POINTS}")
+
+    def finish() -> GeometryReport:
+        from tqdm.auto import tqdm
+
+        cap = sample.result()
+        rows = []
+        for h in tqdm(hooks, desc="intrinsic dimension", disable=not progress, leave=False):
+            x = cap.acts[h]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DuplicatePointsWarning)  # counted in n_duplicates
+                t = twonn(x, discard_fraction=discard_fraction, seed=seed)
+                scales = gride_scaling(x, range_max=range_max, seed=seed)
+            rows.append(
+                {
+                    "metric": "id.twonn",
+                    "value": t.dimension,
+                    "hook": h,
+                    "extras": {
+                        "stderr": t.stderr,
+                        "stderr_method": t.stderr_method,
+                        "dimension_mle": t.dimension_mle,
+                        "stderr_mle": t.stderr_mle,
+                        "n_points": t.n_points,
+                        "n_duplicates": t.n_duplicates,
+                        "discard_fraction": t.discard_fraction,
+                        "scale": t.scale,
+                        "design_effect": t.design_effect,
+                        "seed": seed,
+                        "processing": processing,
+                    },
+                }
+            )
+            for g in scales:
+                rows.append(
+                    {
+                        "metric": "id.gride",
+                        "value": g.dimension,
+                        "hook": h,
+                        "extras": {
+                            "n1": g.n1,
+                            "n2": g.n2,
+                            "stderr": g.stderr,
+                            "stderr_method": g.stderr_method,
+                            "scale": g.scale,
+                            "n_points": g.n_points,
+                            "n_used": g.n_used,
+                            "n_outliers": g.n_outliers,
+                            "n_duplicates": g.n_duplicates,
+                            "seed": seed,
+                            "processing": processing,
+                        },
+                    }
+                )
+        return GeometryReport.from_rows(
+            rows,
+            model=model,
+            intrinsic_dimension={
+                "max_points": max_points,
+                "n_points": cap.n_points,
+                "seed": seed,
+                "discard_fraction": discard_fraction,
+                "range_max": range_max,
+                "estimators": "TwoNN (Facco et al. 2017), GRIDE (Denti et al. 2022)",
+            },
+        )
+
+    return MetricPlan("intrinsic_dimension", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
+
+
+_COMMON = ("stderr", "stderr_method", "n_points", "n_duplicates", "scale", "seed", "processing")
+
+register_family(
+    FamilySpec(
+        "intrinsic_dimension",
+        title="Intrinsic dimension",
+        paper="Facco et al. 2017 (TwoNN); Denti et al. 2022 (GRIDE); Valeriani et al. 2023 (ID profiles)",
+        metrics=("intrinsic_dimension",),
+        rows=(
+            RowSpec(
+                "id.twonn",
+                per="hook",
+                extras=(*_COMMON, "dimension_mle", "stderr_mle", "discard_fraction", "design_effect"),
+                description="TwoNN intrinsic dimension of the layer's point cloud (Facco et al. 2017)",
+            ),
+            RowSpec(
+                "id.gride",
+                per="hook",
+                extras=(*_COMMON, "n1", "n2", "n_used", "n_outliers"),
+                description="GRIDE intrinsic dimension at neighbour orders (n1, 2·n1) (Denti et al. 2022)",
+            ),
+        ),
+        figures=(
+            FigureSpec(
+                "id_profile",
+                "tl_geometry.families.intrinsic_dimension.figures:plot_id_profile",
+                caption="Intrinsic dimension by layer: TwoNN (±1 standard error) and GRIDE at each scale n1.",
+                rows=("id.twonn", "id.gride"),
+            ),
+        ),
+        read="tl_geometry.families.intrinsic_dimension.reading:read_id",
+        checks="tl_geometry.families.intrinsic_dimension.checks",
+        command="tl_geometry.families.intrinsic_dimension.cli",
+        report_options={"intrinsic_dimension": {"max_points": 1024}},
+        fast_options={"intrinsic_dimension": {"max_points": 512, "range_max": 16}},
+        order=35,
+    )
+)

@@ -1,0 +1,79 @@
+"""The intrinsic-dimension family's reading: where the ID profile peaks, and whether the peak exceeds its noise."""
+
+from __future__ import annotations
+
+import math
+
+from tl_geometry.readings import fmt, hook_position, pm, rows_of, spread, where_of
+from tl_geometry.report import GeometryReport, Row
+
+__all__ = ["read_id", "profile_shape"]
+
+
+def profile_shape(rows: list[Row], n_layers: int | None = None, *, k: float = 2.0) -> str:
+    """``"peaked"`` when the largest ID is more than ``k`` combined standard errors above both the
+    first and the last hook's (the rise-and-fall of Valeriani et al. 2023), ``"monotone"`` when the
+    peak is at an end, else ``"flat within noise"``. Our rule: a shape is claimed only beyond its noise."""
+    if len(rows) < 3:
+        return "too few hooks"
+    rows = sorted(rows, key=lambda r: hook_position(r, n_layers))
+    top = max(rows, key=lambda r: r.value)
+
+    def se(r: Row) -> float:
+        v = r.extras.get("stderr")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+
+    def above(a: Row, b: Row) -> bool:
+        return a.value - b.value > k * math.hypot(se(a), se(b))
+
+    first, last = rows[0], rows[-1]
+    if top is not first and top is not last and above(top, first) and above(top, last):
+        return "peaked"
+    if (top is first and above(first, last)) or (top is last and above(last, first)):
+        return "monotone"
+    return "flat within noise"
+
+
+def read_id(report: GeometryReport) -> list[str]:
+    """The section's sentences: the TwoNN range over the hooks (with its noise), the profile's shape,
+    and GRIDE's scale dependence at the peak."""
+    tw = rows_of(report, "id.twonn")
+    if not tw:
+        return []
+    n = report.provenance.get("n_layers")
+    n = int(n) if n is not None else None
+    lo = min(tw, key=lambda r: r.value)
+    hi = max(tw, key=lambda r: r.value)
+    d = report.provenance.get("d_model")
+    width = f", in a residual stream of width {int(d)}" if isinstance(d, (int, float)) else ""
+    out = [
+        f"TwoNN intrinsic dimension (Facco et al. 2017) ranges from {pm(lo)} ({where_of(lo)}) to {pm(hi)} "
+        f"({where_of(hi)}) over {len(tw)} hooks{spread(tw, lo, hi)}{width}."
+    ]
+    shape = profile_shape(tw, n)
+    words = {
+        "peaked": "rises from the embeddings to a peak inside the network and falls towards the output, "
+        "beyond two standard errors at both ends: the profile Valeriani et al. (2023) report for large transformers",
+        "monotone": "is monotone beyond its noise (its largest value is at an end), not the rise-and-fall "
+        "Valeriani et al. (2023) report",
+        "flat within noise": "shows no peak beyond two standard errors of its ends",
+        "too few hooks": "has too few hooks for a shape",
+    }
+    out.append(f"The profile {words[shape]}.")
+    gr = [r for r in rows_of(report, "id.gride") if r.hook == hi.hook]
+    if len(gr) >= 2:
+        gr.sort(key=lambda r: int(r.extras.get("n1", 0)))
+        a, b = gr[0], gr[-1]
+        out.append(
+            f"At {where_of(hi)}, GRIDE gives {pm(a)} at n1 = {a.extras.get('n1')} and {pm(b)} at n1 = "
+            f"{b.extras.get('n1')} (length scale {fmt(float(a.extras.get('scale', math.nan)))} to "
+            f"{fmt(float(b.extras.get('scale', math.nan)))}): the ID depends on the scale it is measured at"
+            + (" within noise" if abs(a.value - b.value) <= 2 * math.hypot(_se(a), _se(b)) else "")
+            + "."
+        )
+    return out
+
+
+def _se(r: Row) -> float:
+    v = r.extras.get("stderr")
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
