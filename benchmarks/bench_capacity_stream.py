@@ -64,7 +64,13 @@ def main() -> None:
         gemm = _util.gemm_floor(*src.shape, repeats=args.repeats)
         _util.print_table([*t.items(), *((f"floor: {k} {tuple(src.shape)}", v) for k, v in gemm.items())])
         ours = t["capacity (reader thread)"]
-        _util.print_ratios(ours, t["capacity (serial)"], t["read + dequantize alone"], reference_name="serial")
+        _util.print_ratios(
+            ours,
+            t["capacity (serial)"],
+            t["read + dequantize alone"],
+            reference_name="serial",
+            floor_name="read + dequantize",
+        )
         _util.print_ratios(ours, floor=min(gemm.values(), key=lambda v: v.best), floor_name="float32 GEMM floor")
         r = ours.best / t["read + dequantize alone"].best
         print(f"capacity / read+dequantize = {r:.2f} (goal ≤ 1.3: {'met' if r <= 1.3 else 'NOT met'})")

@@ -9,7 +9,8 @@
 * floor: one read of the file's bytes (``_util.read_floor``, from the page cache after the warm-up).
 
 Each load runs in a fresh subprocess so that its time includes no cached state and its peak RSS
-(``ru_maxrss``) is its own; a warm-up load of each, then ``--repeats`` (≥ 3) rounds alternating
+(``ru_maxrss``) is its own (torch, transformers and TransformerLens are imported before the clock
+starts); a warm-up load of each, then ``--repeats`` (≥ 3) rounds alternating
 which goes first, best and median. ``--small``: a tiny random Llama (2 layers, d 64) saved with
 ``save_pretrained`` to a temporary directory instead of the GGUF, loaded with ``tg.models.load(path)``
 against ``tg.models.load_hf_path(path)``: the same two halves on a model of a few MB.
@@ -31,6 +32,8 @@ warnings.filterwarnings("ignore")
 import torch
 torch.set_num_threads(2)
 import tl_geometry as tg
+from transformers import AutoModelForCausalLM  # imported before the clock starts: the load, not the import
+import transformer_lens
 kind, path = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 if kind == "reference":
