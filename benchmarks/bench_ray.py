@@ -1,7 +1,7 @@
 """A sweep of 1 model × 4 seeds: local vs Ray, per-job loads vs one load per model; wall time and loads.
 
     python -m benchmarks.bench_ray --model smollm2-135m [--seeds 4] [--repeats 3] [--no-ray]
-    python -m benchmarks.bench_ray --small          # tiny-L2, 2 seeds: seconds (plus Ray's start)
+    python -m benchmarks.bench_ray --small [--with-ray]   # tiny-L2, 2 seeds, local only (with Ray: ~100 s)
 
 Four ways to run the same jobs (``tg.sweep``, the same rows every time):
 
@@ -17,7 +17,8 @@ results file, no executor): the work every sweep must do.
 Loads are counted by the loader itself (:func:`load`, appending to a file, so loads inside Ray
 workers count too). One Ray cluster (``ray.init(num_cpus=2)``) serves every Ray run; its start is
 timed apart. Warm-up, ``--repeats`` (≥ 3) rounds in rotating order (``_util.bench``), best and
-median. ``--no-ray`` (or Ray not installed): the local ways only.
+median. ``--no-ray`` (or Ray not installed): the local ways only. ``--small``: tiny-L2, 2 seeds, the
+local ways only unless ``--with-ray``.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--metrics", nargs="+", default=["epsilon_activations", "spectral"])
     ap.add_argument("--no-ray", action="store_true", help="the local ways only")
+    ap.add_argument("--with-ray", action="store_true", help="with --small: the Ray ways too")
     args = _util.parse_args(ap, argv)
     if args.small:
         args.model, args.seeds = "tiny-L2", 2
+        args.no_ray = args.no_ray or not args.with_ray
 
     import torch
 
