@@ -220,11 +220,13 @@ TABLE_HEAD = "| computation | best s | median s | best CPU s | note |\n|---|---|
 
 # ----------------------------------------------------------------------------- timing helpers
 def make_parser(
-    doc: str | None, *, small: str = "the smallest sizes (under a minute on 2 cores)"
+    doc: str | None, *, small: str = "the smallest sizes (under a minute on 2 cores)", repeats: bool = True
 ) -> argparse.ArgumentParser:
-    """An argument parser with ``--repeats`` (≥ 3, default 3) and ``--small``; its description is ``doc``."""
+    """An argument parser with ``--small`` and (``repeats=True``, the timing scripts) ``--repeats``
+    (≥ 3, default 3); its description is ``doc``."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=3, help="timed rounds after the warm-up (≥ 3): best and median")
+    if repeats:
+        ap.add_argument("--repeats", type=int, default=3, help="timed rounds after the warm-up (≥ 3): best and median")
     ap.add_argument("--small", action="store_true", help=small)
     return ap
 
