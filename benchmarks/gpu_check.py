@@ -8,8 +8,8 @@ run once to warm up (CUDA context, kernels, caches) and then timed ``--repeats``
 the devices (best and median). Prints per metric: CPU and CUDA best/median seconds and the largest
 absolute difference of the numbers (ε, μ, σ; z and ρ per hook; AOFE ratio and trace per hook).
 Without CUDA it says so and runs the CPU half (exit status 0). Not an ours-vs-reference benchmark:
-the CPU run is the reference for the CUDA one (numbers and time). ``--small``: 2 × 32 tokens, 5
-nulls, 128 points, 2 probes.
+the CPU run is the reference for the CUDA one (numbers and time). ``--small``: 4 × 40 tokens (PGA
+needs k + 1 = 101 points), 5 nulls, 128 points, 2 probes.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--cpu-only", action="store_true")
     args = _util.parse_args(ap)
     if args.small:
-        args.n_seqs, args.seq_len, args.n_null, args.max_points, args.n_probes = 2, 32, 5, 128, 2
+        args.n_seqs, args.seq_len, args.n_null, args.max_points, args.n_probes = 4, 40, 5, 128, 2
     import torch
 
     import tl_geometry as tg
