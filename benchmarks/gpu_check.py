@@ -9,7 +9,7 @@ the devices (best and median). Prints per metric: CPU and CUDA best/median secon
 absolute difference of the numbers (ε, μ, σ; z and ρ per hook; AOFE ratio and trace per hook).
 Without CUDA it says so and runs the CPU half (exit status 0). Not an ours-vs-reference benchmark:
 the CPU run is the reference for the CUDA one (numbers and time). ``--small``: 4 × 40 tokens (PGA
-needs k + 1 = 101 points), 5 nulls, 128 points, 2 probes.
+needs k + 1 = 101 points), 5 nulls, 128 points, 2 probes, three hooks (resid_pre of layers 0, 15, 29).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ def main() -> None:
     ap.add_argument("--n-probes", type=int, default=8)
     ap.add_argument("--cpu-only", action="store_true")
     args = _util.parse_args(ap)
+    hooks = None  # every hook the metric scores by default
     if args.small:
         args.n_seqs, args.seq_len, args.n_null, args.max_points, args.n_probes = 4, 40, 5, 128, 2
+        hooks = [f"blocks.{l}.hook_resid_pre" for l in (0, 15, 29)]
     import torch
 
     import tl_geometry as tg
@@ -56,8 +58,8 @@ def main() -> None:
         if kind == "epsilon":
             return tg.embedding_epsilon(m)
         if kind == "pga":
-            return tg.pga(m, toks, n_null=args.n_null, max_points=args.max_points, seed=0, progress=False)
-        return tg.agop(m, toks, n_probes=args.n_probes, seed=0, progress=False)
+            return tg.pga(m, toks, hooks=hooks, n_null=args.n_null, max_points=args.max_points, seed=0, progress=False)
+        return tg.agop(m, toks, hooks=hooks, n_probes=args.n_probes, seed=0, progress=False)
 
     def timed(kind: str, dev: str):
         def f():
