@@ -151,7 +151,11 @@ def main(argv=None) -> int:
             print(f"{'1 competitor' if k else 'quiet'}:")
             ref = t.get(("separate", k))
             _util.print_ratios(
-                t[("shared", k)], ref, fl, reference_name="capture=separate", floor_name="load + forward"
+                t[("shared", k)],
+                ref,
+                fl,
+                reference_name="capture=separate",
+                floor_name="forward" if args.small else "load + forward",
             )
     for c in args.capture:
         if (c, True) in t:
