@@ -18,7 +18,7 @@ with the library's thread choice for dense work, ``tl_geometry.threads.kernel("d
 call; on a busy machine the difference is noisy and can come out negative at ``--small`` sizes). Also the
 bias-corrected AOFE ratio of both at a few layers with their jackknife standard errors (same law:
 they must agree within them). ``--contended`` runs one CPU-bound busy loop beside it. ``--small``:
-2 × 32 tokens, 2 probes.
+2 × 32 tokens, 2 probes, three hooks (layers 0, 15, 29).
 """
 
 from __future__ import annotations
@@ -33,14 +33,16 @@ def main(argv=None) -> int:
     ap.add_argument("--n-probes", type=int, default=8)
     ap.add_argument("--contended", action="store_true", help="beside one CPU-bound busy loop")
     args = _util.parse_args(ap, argv)
+    hooks = None  # tg.agop's default: every resid_pre hook
     if args.small:
         args.n_seqs, args.seq_len, args.n_probes = 2, 32, 2
+        hooks = [f"blocks.{l}.hook_resid_pre" for l in (0, 15, 29)]
 
     import torch
 
     import tl_geometry as tg
 
-    _util.print_environment("AGOP: readout probes against logit probes (SmolLM2-135M, 30 resid_pre hooks)")
+    _util.print_environment("AGOP: readout probes against logit probes (SmolLM2-135M, resid_pre hooks)")
     model = _util.load_smollm2()
     tokens = _util.pydoc_tokens(model, args.n_seqs, args.seq_len)
 
@@ -51,7 +53,9 @@ def main(argv=None) -> int:
             model(tokens)
 
     def agop(probes):
-        return lambda: tg.agop(model, tokens, n_probes=args.n_probes, probes=probes, seed=0, progress=False)
+        return lambda: tg.agop(
+            model, tokens, hooks=hooks, n_probes=args.n_probes, probes=probes, seed=0, progress=False
+        )
 
     with _util.competitor(args.contended):
         t = _util.bench(
