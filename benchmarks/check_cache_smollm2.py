@@ -27,10 +27,10 @@ def values(rep):
 
 def main(argv=None) -> None:
     args = _util.parse_args(_util.make_parser(__doc__, repeats=False), argv)
-    hooks, options, n_null, k = HOOKS, OPTIONS, 20, 100
+    hooks, options, n_null, k_read = HOOKS, OPTIONS, 20, 100
     if args.small:
-        hooks, n_null, k = HOOKS[1:], 5, 16
-        options = {"pga": {"n_null": n_null, "max_points": 64, "k": k}, "epsilon_activations": {"max_points": 64}}
+        hooks, n_null, k_read = HOOKS[1:], 5, 16
+        options = {"pga": {"n_null": n_null, "max_points": 64, "k": k_read}, "epsilon_activations": {"max_points": 64}}
     model = _util.load_smollm2()
     tokens = _util.pydoc_tokens(model, *((2, 32) if args.small else (8, 128)))
     kw = dict(metrics=["pga", "spectral", "epsilon_activations"], hooks=hooks, options=options, progress=False)
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
             print(f"| {m} | {dv:.3g} | {ds:.3g} |")
 
     h = "blocks.15.hook_resid_post"
-    readout = tg.readout_basis(capture.weight(model, "W_U"), k)
+    readout = tg.readout_basis(capture.weight(model, "W_U"), k_read)
     naive = cache[h].reshape(-1, cache[h].shape[-1])
     rows = capture.flatten_valid(model, tokens, cache[h])
     z_naive = tg.pga_score(naive, readout, n_null=n_null, seed=0).z
