@@ -82,7 +82,7 @@ wheel:
 	bash ci/wheel/run.sh
 
 bench: install-dev
-	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do m=$$(basename $$f .py); echo "== $$m"; $(BIN)/python -m benchmarks.$$m || exit 1; done
 
 clean:
 	rm -rf $(VENV) .venv-tl4 .venv-wheel site reports .pytest_cache

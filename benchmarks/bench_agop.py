@@ -1,58 +1,32 @@
 """Benchmark: AGOP on SmolLM2-135M at every resid_pre hook, one backward per probe for all hooks.
 
-    python benchmarks/bench_agop.py [--n-seqs 8] [--seq-len 128] [--n-probes 64] [--naive-probes 2]
-                                    [--interleaved 3] [--only-interleaved]
+    python -m benchmarks.bench_agop [--n-seqs 8] [--seq-len 128] [--n-probes 64] [--naive-probes 2]
+                                    [--interleaved 3] [--only-interleaved] [--small]
 
-Method (benchmarks/_util.py): environment and load average printed; the per-probe comparison runs
+* ours: one ``torch.autograd.grad`` per probe for all 30 hooks at once (``tg.agop``'s way);
+* reference: one backward per hook per probe on the same forward graph (what a user writes with one
+  hook at a time): the best *simple* way, since it needs nothing but ``autograd.grad`` per hook and
+  shares the forward pass with ours;
+* floor: the 30 float32 Grams gᵀg of (tokens × d_model) per probe (``_util.gemm_floor``): the
+  accumulation both ways must do, without any backward pass.
+
+Method (``benchmarks/_util.py``): environment and load average printed; the per-probe comparison runs
 both ways alternately on one forward graph, a warm-up round then ``--interleaved`` (≥ 3) rounds, best
-and median; the floor is the float32 Grams gᵀg themselves.
-
-Measures wall time and peak resident memory of ``tg.agop`` (30 hooks × n_probes Gaussian probes
-over n_seqs × seq_len pydoc tokens) and compares with the naive way: one backward pass per hook
-per probe (same forward, same accumulation). The naive way is timed on ``--naive-probes`` probes
-and extrapolated to n_probes (its cost is linear in the probes). Prints the ratio and the AOFE
-ratio per layer; writes JSON to benchmarks/out/agop.json.
+and median. Then the whole ``tg.agop`` (wall time, peak resident memory) over n_seqs × seq_len pydoc
+tokens against the naive way timed on ``--naive-probes`` probes and extrapolated to n_probes (its
+cost is linear in the probes), and the AOFE ratio per layer; JSON to benchmarks/out/agop.json.
+``--small``: 2 × 32 tokens, 4 probes, 1 naive probe.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
 
-import sys  # noqa: E402
-
-import psutil  # noqa: E402
-import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _util  # noqa: E402
-
-
-class PeakRSS:
-    """Samples this process's RSS every 50 ms; .peak in bytes."""
-
-    def __enter__(self):
-        self.proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
-        self.start = self.proc.memory_info().rss
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        return self
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.05)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self.thread.join()
-        self.peak = max(self.peak, self.proc.memory_info().rss)
+from benchmarks import _util
 
 
 def naive(model, tokens, hooks, n_probes, seed=0):
@@ -103,7 +77,7 @@ def interleaved(model, tokens, hooks, rounds, seed=0):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _util.make_parser(__doc__)
     ap.add_argument("--n-seqs", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--n-probes", type=int, default=64)
@@ -117,7 +91,9 @@ def main() -> None:
     )
     ap.add_argument("--only-interleaved", action="store_true", help="stop after the interleaved rounds")
     ap.add_argument("--out", default="benchmarks/out/agop.json")
-    args = ap.parse_args()
+    args = _util.parse_args(ap)
+    if args.small:
+        args.n_seqs, args.seq_len, args.n_probes, args.naive_probes = 2, 32, 4, 1
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.interleaved < 3:
@@ -127,9 +103,9 @@ def main() -> None:
     _util.print_environment("AGOP on SmolLM2-135M: one backward per probe for all hooks vs one per hook")
 
     t0 = time.perf_counter()
-    model = tg.models.load("smollm2-135m")
+    model = _util.load_smollm2()
     t_load = time.perf_counter() - t0
-    tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
+    tokens = _util.pydoc_tokens(model, args.n_seqs, args.seq_len)
     hooks = tg.capture.resid_hooks(model, "pre")
     print(
         f"SmolLM2 loaded in {t_load:.1f}s; tokens {tuple(tokens.shape)}; {len(hooks)} hooks; "
@@ -144,20 +120,21 @@ def main() -> None:
     print(_util.TABLE_HEAD.replace("best CPU s", "best s (again)"))
     print(_util.fmt_row("ours: one backward for all hooks", ours_t))
     print(_util.fmt_row("naive: one backward per hook", nv_t))
-    print(f"speed-up best {nv_t.best / ours_t.best:.1f}x, median {nv_t.median / ours_t.median:.1f}x", flush=True)
     n_tok = int(tg.capture.valid_mask(model, tokens).sum())
-    floor = _util.bench(
-        {"Gram": lambda: [g.T @ g for g in [torch.randn(n_tok, model.cfg.d_model)] * len(hooks)]}, repeats=3
-    )["Gram"]
-    print(
-        f"floor: the {len(hooks)} float32 Grams gᵀg of ({n_tok} × {model.cfg.d_model}) per probe: "
-        f"best {floor.best:.3f} s, median {floor.median:.3f} s",
-        flush=True,
+    floor = _util.gemm_floor(n_tok, model.cfg.d_model, repeats=args.interleaved)["torch float32 UᵀU"]
+    print(_util.fmt_row(f"floor: one float32 Gram gᵀg of ({n_tok} × {model.cfg.d_model})", floor))
+    _util.print_ratios(
+        ours_t,
+        nv_t,
+        floor,
+        reference_name="one backward per hook",
+        floor_name=f"{len(hooks)} Grams",
+        scale_floor=len(hooks),
     )
     if args.only_interleaved:
         _util.print_footer()
         return
-    with PeakRSS() as mem:
+    with _util.PeakRSS() as mem:
         t0 = time.perf_counter()
         res = tg.agop(model, tokens, hooks=hooks, n_probes=args.n_probes, batch_size=args.n_seqs, seed=0)
         t_ours = time.perf_counter() - t0
@@ -170,7 +147,7 @@ def main() -> None:
     t_naive = naive_est = speedup = None
     mem_n = None
     if args.naive_probes > 0:
-        with PeakRSS() as mem_n:
+        with _util.PeakRSS() as mem_n:
             t0 = time.perf_counter()
             naive(model, tokens, hooks, args.naive_probes)
             t_naive = time.perf_counter() - t0

@@ -1,53 +1,112 @@
-"""Load time and peak memory of the offline SmolLM2-135M, against transformers' own GGUF load.
+"""Benchmark: load time and peak memory of the offline SmolLM2-135M, against transformers' own GGUF load.
 
-Each measurement runs in a fresh subprocess so that peak RSS (ru_maxrss) belongs to it alone.
-Prints: seconds and peak GiB for (a) transformers' AutoModelForCausalLM(gguf_file=) alone, the
-floor, and (b) tg.models.load (which includes (a) plus TL's conversion), and their ratio.
+    python -m benchmarks.bench_load [--repeats 3] [--small]
+
+* ours: ``tg.models.load("smollm2-135m")`` (transformers' load, then TransformerLens's conversion);
+* reference: transformers' ``AutoModelForCausalLM.from_pretrained(gguf_file=)`` alone
+  (``tg.models.load_hf_gguf``): the best *simple* reference, the library everyone loads a GGUF with,
+  and the first half of ours;
+* floor: one read of the file's bytes (``_util.read_floor``, from the page cache after the warm-up).
+
+Each load runs in a fresh subprocess so that its time includes no cached state and its peak RSS
+(``ru_maxrss``) is its own (torch, transformers and TransformerLens are imported before the clock
+starts); a warm-up load of each, then ``--repeats`` (≥ 3) rounds alternating
+which goes first, best and median. ``--small``: a tiny random Llama (2 layers, d 64) saved with
+``save_pretrained`` to a temporary directory instead of the GGUF, loaded with ``tg.models.load(path)``
+against ``tg.models.load_hf_path(path)``: the same two halves on a model of a few MB.
 """
 
+from __future__ import annotations
+
 import json
-import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from benchmarks import _util
 
 CHILD = r"""
-import json, os, resource, sys, time, warnings
+import json, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 import torch
 torch.set_num_threads(2)
 import tl_geometry as tg
+from transformers import AutoModelForCausalLM  # imported before the clock starts: the load, not the import
+import transformer_lens
+kind, path = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
-if sys.argv[1] == "hf":
-    tg.models.load_hf_gguf(tg.models.zoo_file())
+if kind == "reference":
+    tg.models.load_hf_path(path) if path != "smollm2" else tg.models.load_hf_gguf(tg.models.zoo_file())
 else:
-    m = tg.models.load("smollm2-135m")
-    toks = tg.corpus.tokens(m, "pydoc", n_seqs=8, seq_len=128)
-    t1 = time.perf_counter()
-    with torch.inference_mode():
-        m(toks)
-    fwd = time.perf_counter() - t1
-seconds = time.perf_counter() - t0
-out = {"seconds": seconds, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
-if sys.argv[1] != "hf":
-    out["forward_8x128_s"] = fwd
-    out["seconds"] -= fwd
-print(json.dumps(out))
+    tg.models.load(path if path != "smollm2" else "smollm2-135m")
+print(json.dumps({"seconds": time.perf_counter() - t0, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 """
 
 
-def measure(kind: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, kind], capture_output=True, text=True, check=True)
+def measure(kind: str, path: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, path], env=_util.child_env(), capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} load failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-if __name__ == "__main__":
-    hf = measure("hf")
-    tl = measure("tl")
-    print(f"transformers GGUF load (floor): {hf['seconds']:.1f} s, peak {hf['peak_gib']:.2f} GiB")
-    print(f"tg.models.load('smollm2-135m'):  {tl['seconds']:.1f} s, peak {tl['peak_gib']:.2f} GiB")
-    print(f"forward 8 x 128 tokens:          {tl['forward_8x128_s']:.2f} s")
-    print(
-        f"ratio load time tl/hf: {tl['seconds'] / hf['seconds']:.2f}x; peak memory ratio: {tl['peak_gib'] / hf['peak_gib']:.2f}x"
+def tiny_llama(directory: Path) -> Path:
+    """A random 2-layer Llama (d 64, vocab 512) written with ``save_pretrained`` (config + safetensors)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
     )
+    LlamaForCausalLM(cfg).save_pretrained(directory)
+    return directory
+
+
+def main(argv=None) -> None:
+    ap = _util.make_parser(__doc__)
+    args = _util.parse_args(ap, argv)
+    _util.print_environment("model load: tg.models.load against transformers' load alone")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.small:
+            path = str(tiny_llama(Path(tmp)))
+            weights = next(Path(path).glob("*.safetensors"))
+            what = f"tiny random Llama ({path})"
+        else:
+            path, weights, what = "smollm2", _util.smollm2_gguf(), f"SmolLM2-135M ({_util.smollm2_gguf()})"
+        runs: dict[str, list[dict]] = {"ours": [], "reference": []}
+        names = ["ours", "reference"]
+        for r in range(args.repeats + 1):  # round 0: the warm-up (page cache, compiled bytecode)
+            for kind in names[r % 2 :] + names[: r % 2]:
+                res = measure(kind, path)
+                if r:
+                    runs[kind].append(res)
+        floor = _util.read_floor(weights, repeats=args.repeats)
+        file_note = f"file {Path(weights).name}, {Path(weights).stat().st_size / 2**20:.1f} MiB"
+    t = {k: _util.Timing(k, [x["seconds"] for x in v], [x["seconds"] for x in v]) for k, v in runs.items()}
+    peak = {k: min(x["peak_gib"] for x in v) for k, v in runs.items()}
+    print(f"{what}; {file_note}")
+    print("(best CPU s column: wall seconds again; each load is a fresh process)")
+    _util.print_table(
+        [
+            ("ours: tg.models.load", t["ours"], f"peak {peak['ours']:.2f} GiB"),
+            ("reference: transformers' load alone", t["reference"], f"peak {peak['reference']:.2f} GiB"),
+            ("floor: one read of the file", floor),
+        ]
+    )
+    _util.print_ratios(t["ours"], t["reference"], floor, reference_name="transformers' load", floor_name="file read")
+    print(f"peak memory ours / reference: {peak['ours'] / peak['reference']:.2f}x")
+    _util.print_footer()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,60 +1,78 @@
-"""Cost of rendering a report: write_outputs (JSON + markdown + PNGs + index.html) for a
-SmolLM2-sized report (30 layers, CCR 0/1/5, every family), against the plain JSON + markdown
-dump the pipeline writes without figures.
+"""Benchmark: the cost of rendering a report, against drawing the same figures one by one.
 
-    python benchmarks/bench_report_render.py [--layers 30] [--dpi 110]
+    python -m benchmarks.bench_report_render [--layers 30] [--dpi 110] [--repeats 3] [--small]
+
+A SmolLM2-sized synthetic report (``_util.synthetic_report``: 30 layers, CCR 0/1/5, every family):
+
+* ours: ``tl_geometry.html.write_outputs`` (JSON + markdown + every PNG + index.html);
+* reference: every figure function of ``tl_geometry.plotting.FIGURES`` called and saved with
+  ``fig.savefig(..., dpi=)`` one after the other, plus the JSON and markdown: the best *simple* way
+  to get the same files (matplotlib's own save, nothing shared);
+* floor: the plain JSON + markdown dump the pipeline writes without figures.
+
+Warm-up, ``--repeats`` (≥ 3) rounds in rotating order, best and median; the per-figure seconds of the
+last reference run. ``--small``: 6 layers at dpi 50.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.helpers
+from benchmarks import _util
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--layers", type=int, default=30)
-    p.add_argument("--dpi", type=int, default=110)
-    args = p.parse_args()
-
-    from tests import helpers as sr
+def main(argv=None) -> None:
+    ap = _util.make_parser(__doc__)
+    ap.add_argument("--layers", type=int, default=30)
+    ap.add_argument("--dpi", type=int, default=110)
+    args = _util.parse_args(ap, argv)
+    if args.small:
+        args.layers, args.dpi = 6, 50
+    plt = _util.headless_pyplot()
     from tl_geometry import plotting
     from tl_geometry.html import write_outputs
 
-    report = sr.make_report(n_layers=args.layers)
+    _util.print_environment("report rendering: write_outputs against figure-by-figure savefig")
+    report = _util.synthetic_report(n_layers=args.layers)
+    per_fig: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        report.to_json(Path(tmp) / "plain.json")
-        (Path(tmp) / "plain.md").write_text(report.to_markdown())
-        plain = time.perf_counter() - t0
+        out = Path(tmp)
 
-        per_fig = {}
-        import matplotlib.pyplot as plt
+        def plain():
+            report.to_json(out / "plain.json")
+            (out / "plain.md").write_text(report.to_markdown())
 
-        for name, (fn, _) in plotting.FIGURES.items():
-            t = time.perf_counter()
-            fig = fn(report)
-            if fig is not None:
-                fig.savefig(Path(tmp) / f"{name}.png", dpi=args.dpi)
-                plt.close(fig)
-            per_fig[name] = time.perf_counter() - t
+        def reference():
+            plain()
+            for name, (fn, _) in plotting.FIGURES.items():
+                t0 = time.perf_counter()
+                fig = fn(report)
+                if fig is not None:
+                    fig.savefig(out / f"{name}.png", dpi=args.dpi)
+                    plt.close(fig)
+                per_fig[name] = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
-        index = write_outputs(report, Path(tmp) / "out", dpi=args.dpi)
-        full = time.perf_counter() - t0
-        size = index.stat().st_size
+        def ours():
+            return write_outputs(report, out / "out", dpi=args.dpi, force=True)
 
+        t = _util.bench({"ours": ours, "reference": reference, "floor": plain}, repeats=args.repeats)
+        size = t["ours"].value.stat().st_size
     print(f"report: {len(report)} rows, {args.layers} layers, dpi {args.dpi}")
+    _util.print_table(
+        [
+            ("ours: write_outputs (all)", t["ours"], f"index.html {size / 1e6:.2f} MB"),
+            ("reference: each figure + savefig, JSON, markdown", t["reference"]),
+            ("floor: plain JSON + markdown", t["floor"]),
+        ]
+    )
+    _util.print_ratios(
+        t["ours"], t["reference"], t["floor"], reference_name="figure by figure", floor_name="plain dump"
+    )
     for name, s in per_fig.items():
-        print(f"  figure {name:<18} {s:6.2f} s")
-    print(f"plain JSON + markdown : {plain:7.3f} s")
-    print(f"write_outputs (all)   : {full:7.3f} s   index.html {size / 1e6:.2f} MB")
-    print(f"ratio full / plain    : {full / plain:7.1f} x")
+        print(f"  figure {name:<18} {s:6.2f} s (last reference run)")
+    _util.print_footer()
 
 
 if __name__ == "__main__":

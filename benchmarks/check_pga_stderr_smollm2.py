@@ -7,47 +7,52 @@ t = (z₁ − z₂)/√(se₁² + se₂²), then the standard deviation of t ove
 stderr is calibrated; hooks are correlated, so read it as a check, not a test) and the largest |t|.
 
 Usage:
-    python benchmarks/check_pga_stderr_smollm2.py [--seeds 0 1] [--n-null 50] [--max-points 1024]
-        [--ccr 0 1 5] [--preset library|paper] [--json out.json]
+    python -m benchmarks.check_pga_stderr_smollm2 [--seeds 0 1] [--n-null 50] [--max-points 1024]
+        [--ccr 0 1 5] [--preset library|paper] [--json out.json] [--small]
 
 Defaults are the report's PGA settings (library preset, 8 × 128 pydoc tokens, 50 nulls, 1,024
 points, CCR 0/1/5, every ``blocks.L.hook_resid_post``). About 1 min per seed on 2 cores, plus the load.
+A check, not a timing benchmark. ``--small``: 4 × 64 tokens, 5 nulls, 128 points, CCR 1, four layers.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 from pathlib import Path
 
+from benchmarks import _util
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _util.make_parser(__doc__, repeats=False)
     ap.add_argument("--seeds", type=int, nargs=2, default=[0, 1])
     ap.add_argument("--n-null", type=int, default=50)
     ap.add_argument("--max-points", type=int, default=1024)
     ap.add_argument("--ccr", type=int, nargs="+", default=[0, 1, 5])
     ap.add_argument("--preset", choices=["library", "paper"], default="library")
     ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args(argv)
+    args = _util.parse_args(ap, argv)
+    n_seqs, seq_len, hooks = 8, 128, None
+    if args.small:
+        args.n_null, args.max_points, args.ccr = 5, 128, [1]
+        n_seqs, seq_len, hooks = 4, 64, [f"blocks.{l}.hook_resid_post" for l in (0, 10, 20, 29)]
 
     import numpy as np
 
     import tl_geometry as tg
 
-    t0 = time.perf_counter()
-    model = tg.models.load("smollm2-135m", processing="none" if args.preset == "paper" else "tl")
-    print(f"load {time.perf_counter() - t0:.1f} s", flush=True)
+    model = _util.load_smollm2(processing="none" if args.preset == "paper" else "tl")
     runs = []
     for seed in args.seeds:
-        tokens = tg.corpus.tokens(model, "pydoc", n_seqs=8, seq_len=128, seed=seed)
+        tokens = _util.pydoc_tokens(model, n_seqs, seq_len, seed=seed)
         t0 = time.perf_counter()
         r = tg.pga(
             model,
             tokens,
             preset=args.preset,
+            hooks=hooks,
             n_null=args.n_null,
             max_points=args.max_points,
             ccr=args.ccr,

@@ -9,23 +9,24 @@ does to the metric; the script also prints the result on ``x.to(dtype).float()``
 data handed over as float32): the library's answer on bf16 input equals it exactly, i.e. nothing
 beyond the input's own rounding is lost.
 
-    PYTHONPATH=. python benchmarks/dtype_agreement.py [--random] [--out dtype_agreement.json]
+    python -m benchmarks.dtype_agreement [--random] [--out dtype_agreement.json] [--small]
 
 ``--random``: realistic random data (a low-rank plus noise cloud, d = 576) instead of the model.
+A check, not a timing benchmark. ``--small``: the model's activations of 2 × 40 tokens.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 import torch
 
 import tl_geometry as tg
+from benchmarks import _util
 
 
-def activations(random: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def activations(random: bool, small: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(H, W_E, W_in): activations (N, d), an embedding block and an MLP input matrix."""
     if random:
         g = torch.Generator().manual_seed(0)
@@ -33,8 +34,8 @@ def activations(random: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
         basis = torch.randn(d, 40, generator=g)
         H = torch.randn(N, 40, generator=g) @ basis.T * 3 + torch.randn(N, d, generator=g) + 5
         return H, torch.randn(2000, d, generator=g), torch.randn(d, 256, generator=g) / d**0.5
-    model = tg.models.load("smollm2-135m")
-    tokens = tg.corpus.tokens(model, "pydoc", n_seqs=8, seq_len=80, seed=0)
+    model = _util.load_smollm2()
+    tokens = _util.pydoc_tokens(model, 2 if small else 8, 40 if small else 80)
     hook = "blocks.10.hook_resid_post"
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, names_filter=hook)
@@ -70,11 +71,11 @@ def results(H, W_E, W_in, G, G2, V) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _util.make_parser(__doc__, repeats=False)
     ap.add_argument("--random", action="store_true")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
-    H, W_E, W_in = activations(args.random)
+    args = _util.parse_args(ap, argv)
+    H, W_E, W_in = activations(args.random, args.small)
     V = tg.readout_basis(torch.randn(H.shape[1], 2000, generator=torch.Generator().manual_seed(1)), 64)
     G = H.T @ H / H.shape[0]  # an AGOP-like d × d second moment
     G2 = G @ G / G.diagonal().sum()  # scaled to stay inside float16

@@ -17,19 +17,23 @@ normalized state: with raw weights the last entry of Hugging Face's ``hidden_sta
 fold_ln the final norm's weight lives in W_U instead).
 
 Usage:
-    python benchmarks/pga_profile_smollm2.py --out out/pga_profile [--max-points 1024] [--n-null 50]
-        [--random-n-null 30] [--ccr 0 1 5] [--layer-step 2] [--figures docs/img]
+    python -m benchmarks.pga_profile_smollm2 --out out/pga_profile [--max-points 1024] [--n-null 50]
+        [--random-n-null 30] [--ccr 0 1 5] [--layer-step 2] [--figures docs/img] [--small]
+
+A profile, not a timing benchmark. ``--small``: 2 × 64 tokens, 128 points, 5 nulls, k 16, CCR 1,
+layers 0/15/29, results in a temporary directory unless ``--out`` is given.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+from benchmarks import _util
 
 KINDS = ("raw", "processed", "random")
 
@@ -47,8 +51,8 @@ def collect(out: Path, args) -> None:
         if path.exists():
             continue
         t0 = time.time()
-        model = tg.models.load("smollm2-135m", processing="tl" if kind == "processed" else "none")
-        tokens = tg.corpus.tokens(model, "pydoc", n_seqs=args.n_seqs, seq_len=args.seq_len, seed=0)
+        model = _util.load_smollm2(processing="tl" if kind == "processed" else "none")
+        tokens = _util.pydoc_tokens(model, args.n_seqs, args.seq_len)
         if kind == "random":
             model = tg.models.random_like(model, seed=0)
         hooks = scored_hooks(model.cfg.n_layers, args.layer_step)
@@ -207,6 +211,7 @@ def table(out: Path, args, data) -> None:
 
 def figures(out: Path, args, data, fig_dir: Path) -> None:
     """The doc figures: z and PC1 overlap by layer for each profile; a layer × model heatmap."""
+    _util.headless_pyplot()
     import tl_geometry as tg
     from tl_geometry.families.pga.convergence import plot_trajectory
     from tl_geometry.families.pga.figures import plot_pga
@@ -260,8 +265,8 @@ def figures(out: Path, args, data, fig_dir: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="out/pga_profile")
+    ap = _util.make_parser(__doc__, repeats=False)
+    ap.add_argument("--out", default=None, help="results directory (default out/pga_profile; --small: a temporary one)")
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--n-null", type=int, default=50)
     ap.add_argument("--random-n-null", type=int, default=30)
@@ -272,8 +277,12 @@ def main() -> None:
     ap.add_argument("--layer-step", type=int, default=2, help="score every n-th block output (and the last)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--figures", default=None, help="write the doc figures into this directory")
-    args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = _util.parse_args(ap)
+    if args.small:
+        args.n_seqs, args.seq_len, args.max_points, args.n_null, args.random_n_null = 2, 64, 128, 5, 5
+        args.k, args.ccr, args.layer_step = 16, [1], 15
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="pga_profile_") if args.small else "out/pga_profile"
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

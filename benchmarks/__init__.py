@@ -1,0 +1,52 @@
+"""Benchmarks and checks of tl_geometry: a package, run from the repository root as
+
+    python -m benchmarks.<name> [--small] [--help]
+
+``--small`` runs the smallest sizes (under a minute on 2 shared cores: to check a script works; its
+timings are not for publishing). Every script imports :mod:`benchmarks._util`, the one utilities
+module (timing harness, SmolLM2 loading, tiny models, real text, headless matplotlib); none imports
+``tests``.
+
+Timing benchmarks (``_util``'s harness: environment, BLAS library and kernel via threadpoolctl and the
+variables that change it, warm-up, rotating order, best and median of ``--repeats`` ≥ 3, then the
+ratio lines ours / reference and ours / floor):
+
+=======================  ==================================  ====================================  ==================================
+script                   ours                                reference (the best simple one)       floor
+=======================  ==================================  ====================================  ==================================
+bench_epsilon            ``similarity_stats`` ε of           six-line numpy float64 script, with   float32 GEMM UᵀU (numpy ?syrk,
+                         262,144 × 640 (Gemma-3-270M W_E)    numpy's own kernel (subprocess)       torch; as set here and isolated)
+bench_capacity_stream    ``embedding_capacity(gguf)`` with   the same, serial (``prefetch=False``) read + dequantize alone; float32 GEMM
+                         the reader thread                                                         of the embedding's shape
+bench_pga                ``pga_score`` (N=2048, 100 nulls)   scipy pdist + spearmanr per subspace  one torch.sort of the N(N−1)/2
+                                                             (extrapolated)                        distances per subspace
+bench_pga_smollm2        the report's ``pga`` on SmolLM2     capture + scipy loop (extrapolated)   the capture alone
+bench_agop               ``tg.agop``: one backward per       one backward per hook per probe       30 float32 Grams gᵀg per probe
+                         probe for all 30 hooks
+bench_agop_probes        ``agop(probes="readout")``          ``agop(probes="logits")``             one forward + 30 Grams per probe
+bench_packing            ``optimized_packing`` (hand         autograd + Adam (the paper's loop)    U Uᵀ and G U per step
+                         gradient)
+bench_sae                ``cosine_exceedance``,              full n × n cosine matrix              float32 U Uᵀ; UᵀU
+                         ``similarity_stats`` of a decoder
+bench_load               ``tg.models.load("smollm2-135m")``  transformers' GGUF load alone         one read of the file
+bench_report             ``run_report`` (one shared capture) ``capture="separate"``                load + one forward pass
+bench_report_render      ``write_outputs``                   each figure + savefig, JSON, markdown plain JSON + markdown dump
+bench_sweep              fsynced line per job; one-read      dump at the end; ``done()`` per job;  bare write + fsync; file read;
+                         resume scan; Ray executor           local executor                        load + analyze per job
+bench_ray                ``sweep`` loading once (local,      ``sweep`` loading per job (local)     one load + analyze per seed
+                         Ray actor)
+bench_contention         slowdown beside one busy loop       ``TL_GEOMETRY_THREADS=inherit``;      one sort per subspace; one
+                         (pga, tiny, smollm2 workloads)      the scipy loop                        forward pass
+=======================  ==================================  ====================================  ==================================
+
+Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers):
+
+* ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
+* ``check_pga_stderr_smollm2``: calibration of PGA z's standard error across two seeds;
+* ``dtype_agreement``: bf16 / f16 / float64 / numpy input vs float32 input, per pure function;
+* ``pga_profile_smollm2``: subspace PGA profile of SmolLM2 (raw, TL-processed, random init), doc figures;
+* ``gpu_check``: ε, PGA and AGOP on CUDA vs CPU (``bash benchmarks/gpu_check.sh`` runs it).
+
+Each script's docstring (``--help``) says why its reference is the best simple one and what its
+``--small`` sizes are. ``make bench`` runs every ``bench_*`` at full size.
+"""
