@@ -188,3 +188,27 @@ def test_reproduce_check_with_a_given_model(model, tmp_path):
     assert all(r.status == "measured" and r.paper is None and r.evidence == "measured" for r in rows.values())
     assert math.isfinite(rows["intrinsic_dimension.peak"].stderr)
     assert (tmp_path / "figures" / "id_profile.png").exists()
+
+
+# ----------------------------------------------------------------------------- points="sequences"
+def test_sequence_points_are_each_sequences_mean(model):
+    """A slow reference: run_with_cache, drop BOS by hand, mean over each sequence's positions."""
+    g = torch.Generator().manual_seed(5)
+    toks = torch.randint(1, model.cfg.d_vocab, (40, 6), generator=g)
+    toks[:, 0] = model.tokenizer.bos_token_id if getattr(model, "tokenizer", None) else toks[:, 0]
+    hook = "blocks.1.hook_resid_post"
+    rep = tg.intrinsic_dimension(model, toks, hooks=[hook], points="sequences", range_max=8, progress=False)
+    _, cache = model.run_with_cache(toks, names_filter=[hook])
+    mask = capture.valid_mask(model, toks)
+    ref = torch.stack([cache[hook][b][mask[b]].double().mean(0) for b in range(toks.shape[0])]).float()
+    want = twonn(ref, seed=0)
+    row = next(r for r in rep.rows if r.metric == "id.twonn")
+    assert row.value == pytest.approx(want.dimension, rel=1e-6)
+    assert row.extras["points"] == "sequences" and row.extras["n_points"] == 40
+
+
+def test_sequence_points_need_enough_sequences(model, tokens):
+    with pytest.raises(InputError, match="one point per sequence: 8 sequences"):
+        tg.intrinsic_dimension(model, tokens, points="sequences", progress=False)
+    with pytest.raises(InputError, match="points must be one of"):
+        tg.intrinsic_dimension(model, tokens, points="words", progress=False)

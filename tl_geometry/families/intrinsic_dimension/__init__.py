@@ -12,8 +12,21 @@ is richest). Two estimators, from [`tl_geometry.metrics.intrinsic_dimension`][tl
   question asked at a growing length scale (Valeriani et al. choose the scale where the ID is
   stable); rows ``id.gride``, one per hook and scale (extras ``n1``, ``n2``, ``scale``).
 
-Points: one seeded sample of at most ``max_points`` token positions shared by every hook (BOS
-and padding dropped), as for PGA, so a difference between layers is never a difference of sample.
+What a point is, two ways (``points=``, recorded in every row's extras):
+
+* ``"tokens"`` (default, ours; the token point clouds of Viswanathan et al. 2025, "The geometry of
+  tokens in internal representations of large language models"): one seeded sample of at most
+  ``max_points`` token positions shared by every hook (BOS and padding dropped), as for PGA, so a
+  difference between layers is never a difference of sample. Works on the few hundred sequences
+  a report reads.
+* ``"sequences"`` (the ``paper`` convention of Valeriani et al. 2023 and Cheng et al. 2024): one
+  point per sequence, the mean over its positions (BOS and padding dropped) of the hook's
+  activation. Needs many sequences (the papers use thousands): N = the number of sequences.
+
+Token clouds hold repeated tokens: the same token at the same position gives the same embedding
+(dropped as a duplicate, counted in ``n_duplicates``), and after the first layers the same token
+in different contexts gives near-duplicates, which pull TwoNN's nearest-neighbour ratios towards
+1 and its estimate down; GRIDE at larger n1 looks past that scale (the ``id.gride`` rows).
 Everything this family owns is in this folder: the figure (``figures.py``), the reading
 (``reading.py``), the reproduce check (``checks.py``) and ``tl-geometry id`` (``cli.py``).
 """
@@ -37,11 +50,45 @@ from tl_geometry.models import processing_name
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, planned_metric, register_family
 from tl_geometry.report import GeometryReport
 
-__all__ = ["intrinsic_dimension", "default_hooks", "MIN_POINTS"]
+__all__ = ["intrinsic_dimension", "default_hooks", "MIN_POINTS", "POINTS", "SequenceMeans"]
+
+POINTS = ("tokens", "sequences")
+"""What a point is: a token position (ours, default) or a sequence's mean over its positions (Valeriani et al. 2023)."""
 
 MIN_POINTS = 32
 """Fewest sampled positions the metric accepts: below this a neighbour ratio is a handful of points
 (our choice; the estimators themselves need 3)."""
+
+
+class SequenceMeans:
+    """A capture [`Pass`][tl_geometry.capture.activations.Pass] summing each sequence's valid rows
+    per hook (rows stream in (batch, pos) order; ``owners[i]`` is the sequence of the i-th valid row)."""
+
+    def __init__(self, hooks: Sequence[str], owners: Any, n_seqs: int):
+        import torch
+
+        self.hooks = list(hooks)
+        self.positions = None
+        self.owners = owners
+        self.n_seqs = n_seqs
+        self.sums: dict[str, Any] = {}
+        self.seen = dict.fromkeys(self.hooks, 0)
+        self.counts = torch.bincount(owners, minlength=n_seqs).to(torch.float64)
+
+    def update(self, hook: str, acts: Any) -> None:
+        import torch
+
+        n = acts.shape[0]
+        idx = self.owners[self.seen[hook] : self.seen[hook] + n]
+        self.seen[hook] += n
+        if hook not in self.sums:
+            self.sums[hook] = torch.zeros(self.n_seqs, acts.shape[1], dtype=torch.float64)
+        self.sums[hook].index_add_(0, idx, acts.to(torch.float64))
+
+    def means(self, hook: str) -> Any:
+        """(n_sequences with a valid position, d) float64: each sequence's mean row."""
+        keep = self.counts > 0
+        return (self.sums[hook][keep] / self.counts[keep, None]).float()
 
 
 def default_hooks(model: Any) -> list[str]:
@@ -60,6 +107,7 @@ def intrinsic_dimension(
     tokens: Any,
     *,
     hooks: Sequence[str] | None = None,
+    points: str = "tokens",
     max_points: int = 2048,
     seed: int = 0,
     discard_fraction: float = DEFAULT_DISCARD_FRACTION,
@@ -78,6 +126,10 @@ def intrinsic_dimension(
         tokens: (batch, pos) token ids.
         hooks: hook names (default [`default_hooks`][tl_geometry.families.intrinsic_dimension.default_hooks]:
             the embeddings and every block's output).
+        points: ``"tokens"`` (default, ours: sampled token positions) or ``"sequences"`` (one
+            point per sequence, its mean over positions: Valeriani et al.'s convention; needs at
+            least [`MIN_POINTS`][tl_geometry.families.intrinsic_dimension.MIN_POINTS] sequences, and
+            ``max_points`` does not apply).
         max_points: positions sampled (seeded, shared by every hook); the estimators see these
             points. Our default, 2048, as PGA's; the estimates grow noisier below ~500.
         seed: of the position sample and of TwoNN's bootstrap.
@@ -90,7 +142,7 @@ def intrinsic_dimension(
     ``dimension_mle`` and ``stderr_mle``, ``n_points``, ``n_duplicates``, ``discard_fraction``,
     ``scale``, ``design_effect``, ``seed``) and ``id.gride`` per scale (extras ``n1``, ``n2``,
     ``stderr``, ``stderr_method``, ``scale``, ``n_points``, ``n_used``, ``n_outliers``,
-    ``n_duplicates``, ``seed``). Every row also carries the model's weight ``processing``.
+    ``n_duplicates``, ``seed``). Every row also carries ``points`` and the model's weight ``processing``.
 
     Duplicate points (the same token in the same context gives the same embedding) have no
     neighbour ratio: they are dropped and counted in ``n_duplicates`` (no warning per hook).
@@ -100,22 +152,37 @@ def intrinsic_dimension(
             fewer valid positions than that, or an error of the estimators.
     """
     capture.check_model(model)
+    if points not in POINTS:
+        raise InputError(f"points must be one of {POINTS}, got {points!r}")
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < MIN_POINTS:
         raise InputError(f"max_points must be an integer >= {MIN_POINTS}, got {max_points!r}")
     hooks = capture.validate_hooks(model, list(hooks) if hooks is not None else default_hooks(model))
     processing = processing_name(model)
-    sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
-    n = int(sample.positions.sum())
-    if n < MIN_POINTS:
-        raise InputError(f"the tokens hold {n} valid positions; the intrinsic dimension needs at least {MIN_POINTS}")
+    if points == "tokens":
+        sample: Any = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
+        n = int(sample.positions.sum())
+        if n < MIN_POINTS:
+            raise InputError(
+                f"the tokens hold {n} valid positions; the intrinsic dimension needs at least {MIN_POINTS}"
+            )
+    else:
+        tokens = capture.check_tokens(model, tokens)
+        owners = capture.valid_mask(model, tokens).nonzero()[:, 0]
+        n = int(owners.unique().numel())
+        if n < MIN_POINTS:
+            raise InputError(
+                f"points='sequences' makes one point per sequence: {n} sequences with a valid position, "
+                f"the intrinsic dimension needs at least {MIN_POINTS} (pass more sequences, or points='tokens')"
+            )
+        sample = SequenceMeans(hooks, owners, int(tokens.shape[0]))
 
     def finish() -> GeometryReport:
         from tqdm.auto import tqdm
 
-        cap = sample.result()
+        acts = sample.result().acts if points == "tokens" else {h: sample.means(h) for h in hooks}
         rows = []
         for h in tqdm(hooks, desc="intrinsic dimension", disable=not progress, leave=False):
-            x = cap.acts[h]
+            x = acts[h]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DuplicatePointsWarning)  # counted in n_duplicates
                 t = twonn(x, discard_fraction=discard_fraction, seed=seed)
@@ -136,6 +203,7 @@ def intrinsic_dimension(
                         "scale": t.scale,
                         "design_effect": t.design_effect,
                         "seed": seed,
+                        "points": points,
                         "processing": processing,
                     },
                 }
@@ -157,6 +225,7 @@ def intrinsic_dimension(
                             "n_outliers": g.n_outliers,
                             "n_duplicates": g.n_duplicates,
                             "seed": seed,
+                            "points": points,
                             "processing": processing,
                         },
                     }
@@ -165,8 +234,9 @@ def intrinsic_dimension(
             rows,
             model=model,
             intrinsic_dimension={
-                "max_points": max_points,
-                "n_points": cap.n_points,
+                "points": points,
+                "max_points": max_points if points == "tokens" else None,
+                "n_points": n,
                 "seed": seed,
                 "discard_fraction": discard_fraction,
                 "range_max": range_max,
@@ -177,7 +247,7 @@ def intrinsic_dimension(
     return MetricPlan("intrinsic_dimension", model, tokens, [sample], finish, batch_size=batch_size, progress=progress)
 
 
-_COMMON = ("stderr", "stderr_method", "n_points", "n_duplicates", "scale", "seed", "processing")
+_COMMON = ("stderr", "stderr_method", "n_points", "n_duplicates", "scale", "seed", "points", "processing")
 
 register_family(
     FamilySpec(
