@@ -36,7 +36,7 @@ def run(args) -> int:
     import torch
 
     from tl_geometry.families.capacity import packing
-    from tl_geometry.reproduction import PACKING_SUBSET_CELLS, PACKING_SUBSET_SEEDS
+    from tl_geometry.families.capacity.checks import PACKING_SUBSET_CELLS, PACKING_SUBSET_SEEDS
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -110,14 +110,14 @@ def write(args) -> int:
 def table(args) -> int:
     """Print the shipped subset as a markdown table: ours (mean ± sd, seeds) next to the authors' cell."""
     from tl_geometry.families.capacity import packing
-    from tl_geometry.reproduction import (
+    from tl_geometry.families.capacity.checks import (
         _packing_data,
         _packing_subset_rows,
         _packing_variant_rows,
         _shipped_subset,
-        fmt,
         shipped_packing_subset,
     )
+    from tl_geometry.reproduction import fmt
 
     opt = {(int(k), int(d)): e for k, d, e in _packing_data("optimized")}
     data = _shipped_subset() or {}

@@ -18,7 +18,7 @@ import torch
 import tl_geometry as tg
 from tl_geometry.errors import InputError
 from tl_geometry.families.capacity import weights_reader
-from tl_geometry.reproduction import GEMMA_270M_EPS_ATOL
+from tl_geometry.families.capacity.checks import GEMMA_270M_EPS_ATOL
 
 pytestmark = pytest.mark.integration
 

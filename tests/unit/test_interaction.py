@@ -286,9 +286,9 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model, probes):
 
 @pytest.mark.needs_hooked
 def test_agop_drops_bos(monkeypatch):
-    from tl_geometry.capture import activations
+    from tl_geometry.capture import hooks
 
-    monkeypatch.setattr(activations, "bos_token_id", lambda model: 0)  # valid_mask's own lookup
+    monkeypatch.setattr(hooks, "bos_token_id", lambda model: 0)  # valid_mask's own lookup
     model = make_tiny_model()
     tok = torch.randint(1, 101, (3, 8), generator=torch.Generator().manual_seed(0))
     tok[:, 0] = 0

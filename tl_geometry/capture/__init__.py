@@ -12,35 +12,21 @@ The flow of the house: capture → accumulate (the consumers, pure, in [`tl_geom
 """
 
 from tl_geometry.capture.activations import (
-    EMBED_HOOK,
-    FINAL_HOOK,
-    FINAL_STATE_HOOK,
     Captured,
     Consumer,
     FnPass,
-    HookedModel,
     Pass,
     Sample,
     activation_source,
     as_batch_pos,
-    bos_token_id,
-    check_model,
-    check_tokens,
     collect,
     eval_mode,
     flatten_valid,
-    hidden_state_hooks,
     kept_rows,
-    model_device,
     replay_shared,
-    resid_hooks,
     run,
     run_shared,
     sample_positions,
-    standard_hooks,
-    valid_mask,
-    validate_hooks,
-    weight,
 )
 from tl_geometry.capture.backward import (
     EXACT_MAX_ENTRIES,
@@ -59,6 +45,22 @@ from tl_geometry.capture.backward import (
     output_jvps,
     probe_gradients,
     readout_factor,
+)
+from tl_geometry.capture.hooks import (
+    EMBED_HOOK,
+    FINAL_HOOK,
+    FINAL_STATE_HOOK,
+    HookedModel,
+    bos_token_id,
+    check_model,
+    check_tokens,
+    hidden_state_hooks,
+    model_device,
+    resid_hooks,
+    standard_hooks,
+    valid_mask,
+    validate_hooks,
+    weight,
 )
 
 __all__ = [

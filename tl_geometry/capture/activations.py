@@ -24,214 +24,34 @@ and results are keyed by those names, not by ``hook.name`` (the bridge reports c
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from tl_geometry.capture.hooks import (  # noqa: F401  (re-exported: the names callers import from here)
+    EMBED_HOOK,
+    FINAL_HOOK,
+    FINAL_STATE_HOOK,
+    HookedModel,
+    bos_token_id,
+    check_model,
+    check_tokens,
+    hidden_state_hooks,
+    model_device,
+    resid_hooks,
+    standard_hooks,
+    valid_mask,
+    validate_hooks,
+    weight,
+)
 from tl_geometry.errors import InputError, InputTypeError
 
 logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class HookedModel(Protocol):
-    """What tl_geometry needs of a model (HookedTransformer and TransformerBridge both fit)."""
-
-    cfg: Any
-
-    def run_with_hooks(self, *args, **kwargs): ...
-    def run_with_cache(self, *args, **kwargs): ...
-    def hooks(self, *args, **kwargs): ...
-
-
-# ----------------------------------------------------------------------------- hook lists
-def check_model(model: Any) -> None:
-    """Raise TypeError unless ``model`` looks like a TransformerLens model."""
-    missing = [a for a in ("cfg", "hooks", "hook_dict") if not hasattr(model, a)]
-    if missing:
-        raise InputTypeError(
-            f"expected a TransformerLens HookedTransformer or TransformerBridge, got "
-            f"{type(model).__name__} (missing {', '.join(missing)}); load one with "
-            "tl_geometry.models.load(name) or pass a model you built"
-        )
-
-
-def resid_hooks(model: Any, kind: str = "post", layers: Iterable[int] | None = None) -> list[str]:
-    """``blocks.{l}.hook_resid_{kind}`` for every layer (or ``layers``); kind in pre/mid/post."""
-    if kind not in ("pre", "mid", "post"):
-        raise InputError(f"kind must be 'pre', 'mid' or 'post', got {kind!r}")
-    n = model.cfg.n_layers
-    layers = range(n) if layers is None else list(layers)
-    bad = [l for l in layers if not (0 <= int(l) < n)]
-    if bad:
-        raise InputError(f"layers {bad} out of range for a model with n_layers={n}")
-    return [f"blocks.{int(l)}.hook_resid_{kind}" for l in layers]
-
-
-EMBED_HOOK = "hook_embed"
-FINAL_HOOK = "ln_final.hook_normalized"
-
-
-def standard_hooks(model: Any) -> list[str]:
-    """``hook_embed``, every resid_post, and ``ln_final.hook_normalized`` (when present)."""
-    hooks = [EMBED_HOOK, *resid_hooks(model, "post")]
-    if FINAL_HOOK in model.hook_dict:
-        hooks.append(FINAL_HOOK)
-    return hooks
-
-
-FINAL_STATE_HOOK = "unembed.hook_in"
-"""The input of the unembedding: the final norm's output *including its weight* (on a model without fold_ln; with fold_ln the weight lives in W_U and this equals ``ln_final.hook_normalized``)."""
-
-
-def hidden_state_hooks(model: Any) -> list[str]:
-    """The hooks of Hugging Face's ``output_hidden_states``, in order (n_layers + 1 of them).
-
-    ``blocks.0.hook_resid_pre`` (the embeddings as the first block reads them: token plus
-    positional embedding where the model has one), ``blocks.{l}.hook_resid_post`` for
-    l = 0 … n_layers − 2, and, in place of the last block's output, the final normalized state
-    ``unembed.hook_in`` (the last block's output after the final norm, as transformers' last
-    ``hidden_states`` entry). Falls back to ``ln_final.hook_normalized`` when the model has no
-    ``unembed.hook_in``.
-
-    Examples:
-        >>> class M: cfg = type("C", (), {"n_layers": 2}); hooks = None; hook_dict = {"unembed.hook_in": 0}
-        >>> hidden_state_hooks(M())
-        ['blocks.0.hook_resid_pre', 'blocks.0.hook_resid_post', 'unembed.hook_in']
-    """
-    check_model(model)
-    n = int(model.cfg.n_layers)
-    final = FINAL_STATE_HOOK if FINAL_STATE_HOOK in model.hook_dict else FINAL_HOOK
-    return ["blocks.0.hook_resid_pre", *resid_hooks(model, "post", range(n - 1)), final]
-
-
-def validate_hooks(model: Any, hooks: str | Sequence[str]) -> list[str]:
-    """Return ``hooks`` as a list after checking every name exists on ``model``.
-
-    Raises:
-        TypeError: ``hooks`` is not a string or a sequence of strings (e.g. a lambda: pass
-            explicit names; the bridge's canonical names differ from TL's).
-        ValueError: empty list, duplicates, or an unknown name (the message lists the closest
-            valid names).
-    """
-    check_model(model)
-    if isinstance(hooks, str):
-        hooks = [hooks]
-    if callable(hooks) or not isinstance(hooks, Sequence):
-        raise InputTypeError(
-            f"hooks must be a list of hook names (strings), got {type(hooks).__name__}; "
-            "filters/lambdas are not accepted because TransformerBridge's canonical names differ"
-        )
-    hooks = list(hooks)
-    if not hooks:
-        raise InputError("hooks is empty; pass at least one hook name (e.g. 'blocks.0.hook_resid_post')")
-    if not all(isinstance(h, str) for h in hooks):
-        raise InputTypeError(f"every hook name must be a string, got {[type(h).__name__ for h in hooks]}")
-    dup = sorted({h for h in hooks if hooks.count(h) > 1})
-    if dup:
-        raise InputError(f"duplicate hook names: {dup}")
-    valid = model.hook_dict
-    for h in hooks:
-        if h not in valid:
-            close = difflib.get_close_matches(h, list(valid), n=5, cutoff=0.5)
-            raise InputError(
-                f"unknown hook {h!r} for {type(model).__name__} with n_layers={model.cfg.n_layers}; "
-                f"closest valid names: {close or sorted(valid)[:5]}"
-            )
-    return hooks
-
-
-@overload
-def weight(model: Any, name: str, *, optional: Literal[False] = False) -> Tensor: ...
-@overload
-def weight(model: Any, name: str, *, optional: bool) -> Tensor | None: ...
-def weight(model: Any, name: str, *, optional: bool = False) -> Tensor | None:
-    """A weight of the model by TL name, detached: ``"W_E"``, ``"W_U"``, ``"W_in"``, or a dotted
-    path such as ``"blocks.3.ln2.w"``.
-
-    Metrics read weights through this function so that nothing in ``metrics/`` touches a model.
-    With ``optional=True`` a missing weight (e.g. a LayerNorm weight folded away) returns None.
-    """
-    check_model(model)
-    obj: Any = model
-    try:
-        for part in name.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
-        if optional:
-            return None
-        raise InputError(
-            f"{type(model).__name__} has no weight {name!r}; accepted: W_E, W_U, W_pos, W_in, blocks.L.ln2.w, ..."
-        ) from None
-    if not isinstance(obj, Tensor):
-        if optional:
-            return None
-        raise InputTypeError(f"model.{name} is {type(obj).__name__}, not a tensor")
-    return obj.detach()
-
-
-# ----------------------------------------------------------------------------- tokens
-def model_device(model: Any) -> torch.device:
-    try:
-        return next(model.parameters()).device
-    except (StopIteration, AttributeError):
-        return torch.device(getattr(model.cfg, "device", None) or "cpu")
-
-
-def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
-    """Validate a token batch: 2-D integer tensor, ids < d_vocab, length ≤ n_ctx."""
-    if not isinstance(tokens, Tensor):
-        raise InputTypeError(
-            f"tokens must be a torch integer tensor of shape (batch, pos), got {type(tokens).__name__}; "
-            "build one with tl_geometry.corpus.tokens(model, ...)"
-        )
-    if tokens.ndim == 1:
-        tokens = tokens[None]
-    if tokens.ndim != 2:
-        raise InputError(f"tokens must have shape (batch, pos), got {tuple(tokens.shape)}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise InputTypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}")
-    if tokens.numel() == 0:
-        raise InputError(f"tokens is empty (shape {tuple(tokens.shape)}); nothing to run")
-    n_ctx = getattr(model.cfg, "n_ctx", None)
-    if n_ctx is not None and tokens.shape[1] > n_ctx:
-        raise InputError(f"sequence length {tokens.shape[1]} exceeds the model's n_ctx={n_ctx}; use seq_len <= {n_ctx}")
-    d_vocab = getattr(model.cfg, "d_vocab", None)
-    if d_vocab is not None and (int(tokens.max()) >= d_vocab or int(tokens.min()) < 0):
-        raise InputError(f"token ids must lie in [0, {d_vocab}); got range [{int(tokens.min())}, {int(tokens.max())}]")
-    return tokens
-
-
-def bos_token_id(model: Any) -> int | None:
-    tok = getattr(model, "tokenizer", None)
-    return getattr(tok, "bos_token_id", None) if tok is not None else None
-
-
-def valid_mask(
-    model: Any,
-    tokens: Int[Tensor, "batch pos"],
-    attention_mask: Tensor | None = None,
-    drop_bos: bool = True,
-) -> torch.Tensor:
-    """Boolean (batch, pos) mask of positions to keep: not padding, not a leading BOS."""
-    mask = torch.ones(tokens.shape, dtype=torch.bool)
-    if attention_mask is not None:
-        if attention_mask.shape != tokens.shape:
-            raise InputError(
-                f"attention_mask shape {tuple(attention_mask.shape)} != tokens shape {tuple(tokens.shape)}"
-            )
-        mask &= attention_mask.to("cpu").bool()
-    if drop_bos:
-        bos = bos_token_id(model)
-        if bos is not None:
-            mask[:, 0] &= tokens[:, 0].cpu() != bos
-    return mask
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -276,7 +96,7 @@ def flatten_valid(
     drop_bos: bool = True,
 ) -> Float[Tensor, "n d"]:
     """A cached activation (batch, pos, d) as the (n_valid, d) rows the capture layer would deliver:
-    BOS and padding positions dropped ([`valid_mask`][tl_geometry.capture.activations.valid_mask]), float32, in (batch, pos) order.
+    BOS and padding positions dropped ([`valid_mask`][tl_geometry.capture.hooks.valid_mask]), float32, in (batch, pos) order.
 
     Use it before handing a ``run_with_cache`` entry to a pure function ([`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score],
     [`tl_geometry.similarity_stats`][tl_geometry.metrics.capacity.similarity_stats], ...): a naive ``acts.reshape(-1, d)`` keeps the BOS
@@ -540,7 +360,7 @@ def replay_shared(
     name → (batch, pos, d) tensor; see [`activation_source`][tl_geometry.capture.activations.activation_source]).
 
     Every pass receives the rows it would receive from [`run_shared`][tl_geometry.capture.activations.run_shared] on the same tokens: the
-    same BOS/padding mask ([`valid_mask`][tl_geometry.capture.activations.valid_mask]), the same selection ([`kept_rows`][tl_geometry.capture.activations.kept_rows]), the same
+    same BOS/padding mask ([`valid_mask`][tl_geometry.capture.hooks.valid_mask]), the same selection ([`kept_rows`][tl_geometry.capture.activations.kept_rows]), the same
     batches of ``batch_size`` sequences, so streaming accumulators sum in the same order.
 
     Returns:
@@ -586,7 +406,7 @@ def run(
     Args:
         model: a HookedTransformer or TransformerBridge.
         tokens: (batch, pos) token ids.
-        hooks: explicit hook names (see [`resid_hooks`][tl_geometry.capture.activations.resid_hooks], [`standard_hooks`][tl_geometry.capture.activations.standard_hooks]).
+        hooks: explicit hook names (see [`resid_hooks`][tl_geometry.capture.hooks.resid_hooks], [`standard_hooks`][tl_geometry.capture.hooks.standard_hooks]).
         consumer: ``consumer(hook_name, acts)`` or an object with ``update(hook_name, acts)``;
             ``acts`` is float32 (or float64) of shape (n_kept_positions, d), on the model's device.
         batch_size: sequences per forward pass.

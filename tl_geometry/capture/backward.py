@@ -22,14 +22,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from tl_geometry.capture.activations import (
-    _to_float,
-    check_tokens,
-    eval_mode,
-    model_device,
-    validate_hooks,
-    weight,
-)
+from tl_geometry.capture.activations import _to_float, eval_mode
+from tl_geometry.capture.hooks import check_tokens, model_device, validate_hooks, weight
 from tl_geometry.errors import InputError
 from tl_geometry.threads import kernel, per_step
 

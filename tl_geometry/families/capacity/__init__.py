@@ -1,7 +1,7 @@
 """The capacity family (Guha, arXiv 2606.02765), model-facing: ε of a model's matrices and activations.
 
 ``tg.embedding_epsilon`` and the registered metrics "epsilon", "capacity", "epsilon_activations":
-weights through [`tl_geometry.capture.weight`][tl_geometry.capture.activations.weight], activations through a
+weights through [`tl_geometry.capture.weight`][tl_geometry.capture.hooks.weight], activations through a
 [`tl_geometry.capture.Sample`][tl_geometry.capture.activations.Sample] (one shared forward pass in a report); the math is in
 [`tl_geometry.metrics.capacity`][tl_geometry.metrics.capacity].
 """

@@ -66,7 +66,7 @@ def agop(
 
     Input space (default; see docs/definitions.md): ``G_h = mean_{b,t} J_{b,t}ᵀ J_{b,t}`` with
     ``J_{b,t} = ∂F_b/∂a_{b,t}``, F_b all logits of sequence b, a the activation at hook h; BOS and
-    padding positions dropped as [`tl_geometry.capture.valid_mask`][tl_geometry.capture.activations.valid_mask] does. Estimator: probes
+    padding positions dropped as [`tl_geometry.capture.valid_mask`][tl_geometry.capture.hooks.valid_mask] does. Estimator: probes
     u ~ N(0, I) over the logits, ``g = ∂(u·F)/∂a`` (one backward per probe serves every hook),
     ``E[g gᵀ] = JᵀJ``.
 

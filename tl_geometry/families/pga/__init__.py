@@ -2,7 +2,7 @@
 
 Activations through the capture layer (a [`tl_geometry.capture.Sample`][tl_geometry.capture.activations.Sample] for PGA, a
 streaming covariance for the spectral metrics; one shared forward pass in a report), W_U through
-[`tl_geometry.capture.weight`][tl_geometry.capture.activations.weight]; the math is in [`tl_geometry.metrics.pga`][tl_geometry.metrics.pga] and
+[`tl_geometry.capture.weight`][tl_geometry.capture.hooks.weight]; the math is in [`tl_geometry.metrics.pga`][tl_geometry.metrics.pga] and
 [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral].
 """
 
@@ -129,7 +129,7 @@ def pga(
         tokens: (batch, pos) token ids.
         preset: ``"paper"``: the paper's setting — the unprocessed model (raw hidden states, raw
             W_U; a processed model gets a warning naming what differs) and, by default, the hooks
-            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]:
+            of Hugging Face's ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.hooks.hidden_state_hooks]:
             embeddings, blocks 0 … n−2, the final normalized state). ``"library"`` (default): the
             model as it is, every ``blocks.{l}.hook_resid_post``.
         hooks: explicit hook names (override the preset's).
@@ -283,7 +283,7 @@ def spectral(
     text; 10 groups keep the added cost at 10 ``eigvalsh`` per hook.
 
     ``preset`` picks the default hooks as in [`pga`][tl_geometry.families.pga.pga]: ``"paper"`` Hugging Face's
-    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.activations.hidden_state_hooks]), ``"library"`` every
+    ``hidden_states`` ([`tl_geometry.capture.hidden_state_hooks`][tl_geometry.capture.hooks.hidden_state_hooks]), ``"library"`` every
     ``blocks.{l}.hook_resid_post``.
 
     Raises:

@@ -82,7 +82,7 @@ def pooled(
 ) -> dict[str, Float[Tensor, "n_texts d"]]:
     """One vector per sequence at each hook: the mean over its kept tokens, or its last token.
 
-    BOS and padding are dropped ([`tl_geometry.capture.valid_mask`][tl_geometry.capture.activations.valid_mask]); streamed through
+    BOS and padding are dropped ([`tl_geometry.capture.valid_mask`][tl_geometry.capture.hooks.valid_mask]); streamed through
     [`tl_geometry.capture.run`][tl_geometry.capture.activations.run], so memory is (n_texts × d) per hook.
 
     Raises:
