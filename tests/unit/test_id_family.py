@@ -12,7 +12,8 @@ import torch
 import tl_geometry as tg
 from tl_geometry import capture, registry
 from tl_geometry.errors import InputError
-from tl_geometry.metrics.intrinsic_dimension import gride_scaling, twonn
+from tl_geometry.metrics.intrinsic_dimension import gride_scaling, id_jackknife, twonn
+from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.report import GeometryReport, Row
 
 pytestmark = [
@@ -50,7 +51,9 @@ def test_rows_equal_the_pure_estimators_on_the_same_sample(model, tokens, report
     for h in hooks:
         ref = twonn(cap.acts[h], seed=0)
         assert tw[h].value == ref.dimension
-        assert tw[h].extras["stderr"] == ref.stderr and tw[h].extras["n_points"] == ref.n_points
+        assert tw[h].extras["stderr_points"] == ref.stderr and tw[h].extras["n_points"] == ref.n_points
+        jk = id_jackknife(cap.acts[h], group_labels(cap.positions[:, 0], 10), range_max=8)
+        assert tw[h].extras["stderr"] == jk.twonn_stderr and tw[h].extras["n_groups"] == jk.n_groups
         scales = gride_scaling(cap.acts[h], range_max=8, seed=0)
         got = sorted((r for r in report.rows if r.metric == "id.gride" and r.hook == h), key=lambda r: r.extras["n1"])
         assert [r.value for r in got] == scales.dimensions
@@ -212,3 +215,55 @@ def test_sequence_points_need_enough_sequences(model, tokens):
         tg.intrinsic_dimension(model, tokens, points="sequences", progress=False)
     with pytest.raises(InputError, match="points must be one of"):
         tg.intrinsic_dimension(model, tokens, points="words", progress=False)
+
+
+# ----------------------------------------------------------------------------- grouped jackknife
+def _slow_jackknife(x, groups, range_max):
+    """Each replicate recomputed from scratch on the points outside the group (the definition)."""
+    import numpy as np
+
+    reps = []
+    for g in sorted(set(groups.tolist())):
+        keep = groups != g
+        t = twonn(x[keep], seed=0).dimension
+        s = gride_scaling(x[keep], range_max=range_max, seed=0).dimensions
+        reps.append([t, *s])
+    a = np.asarray(reps)
+    G = len(a)
+    return np.sqrt((G - 1) / G * ((a - a.mean(0)) ** 2).sum(0))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_jackknife_replicates_are_the_exact_estimates_without_each_group(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(300, 4, generator=g, dtype=torch.float64) @ torch.randn(4, 12, generator=g, dtype=torch.float64)
+    groups = torch.arange(300) // 30  # 10 groups of 30 "sequences' points"
+    got = id_jackknife(x, groups, range_max=16)
+    want = _slow_jackknife(x, groups, 16)
+    assert got.n1s == (1, 2, 4, 8) and got.n_groups == 10
+    assert got.twonn_stderr == pytest.approx(want[0], rel=1e-9)
+    assert list(got.gride_stderr) == pytest.approx(list(want[1:]), rel=1e-7)
+
+
+def test_jackknife_with_clustered_groups_falls_back_to_an_exact_search(monkeypatch):
+    """Leaving out most of a far cluster empties its last points' candidate lists: they are searched again."""
+    g = torch.Generator().manual_seed(2)
+    centers = torch.randn(6, 10, generator=g, dtype=torch.float64) * 20
+    x = torch.cat([c + torch.randn(60, 10, generator=g, dtype=torch.float64) for c in centers])
+    groups = torch.tensor([2 * c + (i >= 55) for c in range(6) for i in range(60)])
+    calls = []
+    real = torch.cdist
+    monkeypatch.setattr(torch, "cdist", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = id_jackknife(x, groups, range_max=8)
+    assert calls, "the fallback search did not run"
+    want = _slow_jackknife(x, groups, 8)
+    assert got.twonn_stderr == pytest.approx(want[0], rel=1e-9)
+    assert list(got.gride_stderr) == pytest.approx(list(want[1:]), rel=1e-7)
+
+
+def test_jackknife_bad_groups():
+    x = torch.randn(50, 3)
+    with pytest.raises(InputError, match="one label per point"):
+        id_jackknife(x, torch.zeros(10))
+    with pytest.raises(InputError, match="at least 2"):
+        id_jackknife(x, torch.zeros(50))
