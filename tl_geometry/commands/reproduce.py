@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
         nargs="*",
         default=["all"],
         metavar="FAMILY",
-        help="capacity, pga, interaction, sae or all (default all)",
+        help="a family that declares checks (capacity, pga, intrinsic_dimension, interaction, sae) or all (default all)",
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument(

@@ -806,7 +806,9 @@ def id_jackknife(
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
 ) -> IDJackknife:
     """Standard errors of TwoNN and GRIDE (every scale of [`gride_scaling`][tl_geometry.metrics.intrinsic_dimension.gride_scaling])
-    from a delete-a-group jackknife: each estimate is recomputed without group g, for every g.
+    from a delete-a-group jackknife: each estimate is recomputed without group g, for every g, and
+    se = √((G − 1)/G · Σ_g (θ_(g) − θ̄)²) (Efron's grouped jackknife; TwoNN: Facco et al. 2017,
+    GRIDE: Denti et al. 2022).
 
     Our choice, for point clouds whose points are not independent draws: token positions of one
     sequence share a context, so a fresh sample of *text* moves the estimate more than the
