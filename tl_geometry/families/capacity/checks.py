@@ -212,10 +212,9 @@ def _table1(ctx: Context) -> list[ReproRow]:
 
 
 def _plot_table1(rows: list[ReproRow], path: Path) -> None:
-    import matplotlib
+    from tl_geometry.plotting import pyplot
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 
     pts = [(r.paper, r.ours) for r in rows if is_num(r.paper) and is_num(r.ours)]
     if not pts:

@@ -804,10 +804,9 @@ def frontier(records: Sequence[Mapping[str, Any]]) -> list[dict]:
 
 def plot_sweep(records: Sequence[Mapping[str, Any]], path: Any = None):
     """Left: test CE vs R_D/W per budget, efficient interval shaded. Right: frontier α* per budget."""
-    import matplotlib
+    from tl_geometry.plotting import pyplot
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 
     from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
 

@@ -532,10 +532,9 @@ def run(
 
 def plot_toy(records: Sequence[Mapping[str, Any]], path: Any = None):
     """Test loss and AOFE ratio against training-set size (log x; mean ± std over seeds); returns the figure."""
-    import matplotlib
+    from tl_geometry.plotting import pyplot
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 
     if not records:
         raise InputError("no toy records to plot")

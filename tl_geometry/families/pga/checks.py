@@ -171,10 +171,9 @@ def _pga(ctx: Context) -> list[ReproRow]:
 
 
 def _plot_pga(profiles, path, name):
-    import matplotlib
+    from tl_geometry.plotting import pyplot
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for i, (preset, (z, _used)) in enumerate(profiles.items()):

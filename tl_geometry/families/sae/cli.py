@@ -155,9 +155,9 @@ def _compare(args) -> int:
         outdir.write_file(args.out, rep.to_json(), force=args.force, what="report file")
         print(f"report: {args.out}")
     if args.figure:
-        import matplotlib
+        from tl_geometry.plotting import pyplot
 
-        matplotlib.use("Agg")
+        pyplot()  # the one place that picks matplotlib's backend (Agg outside Jupyter)
         with outdir.output_file(args.figure, force=args.force, what="figure file") as tmp:
             sae.plot_sae_widths(rep, path=tmp)
         print(f"figure: {args.figure}")
