@@ -62,11 +62,11 @@ def plot_id_profile(report: GeometryReport):
     ax.grid(alpha=0.3)
     if gr:
         ax = axes[0][1]
-        hooks = [r.hook for r in sorted(tw, key=lambda r: hook_position(r, n))] if tw else []
+        hooks: list[str] = [r.hook for r in sorted(tw, key=lambda r: hook_position(r, n)) if r.hook]
         peak = max(tw, key=lambda r: r.value).hook if tw else None
-        chosen = list(dict.fromkeys([h for h in (hooks[:1] + [peak] + hooks[-1:]) if h])) if hooks else []
+        chosen: list[str] = list(dict.fromkeys(h for h in (*hooks[:1], peak, *hooks[-1:]) if h))
         if not chosen:
-            chosen = list(dict.fromkeys(r.hook for r in gr))[:3]
+            chosen = list(dict.fromkeys(r.hook for r in gr if r.hook))[:3]
         for h in chosen:
             rows = sorted((r for r in gr if r.hook == h), key=lambda r: int(r.extras.get("n1", 0)))
             sc = np.array([float(r.extras.get("scale", math.nan)) for r in rows])
