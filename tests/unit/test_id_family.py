@@ -12,7 +12,8 @@ import torch
 import tl_geometry as tg
 from tl_geometry import capture, registry
 from tl_geometry.errors import InputError
-from tl_geometry.metrics.intrinsic_dimension import gride_scaling, id_jackknife, twonn
+from tl_geometry.metrics.id_jackknife import id_jackknife
+from tl_geometry.metrics.intrinsic_dimension import gride_scaling, twonn
 from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.report import GeometryReport, Row
 

@@ -42,12 +42,12 @@ import torch
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.id_jackknife import id_jackknife
 from tl_geometry.metrics.intrinsic_dimension import (
     DEFAULT_DISCARD_FRACTION,
     DEFAULT_RANGE_MAX,
     DuplicatePointsWarning,
     gride_scaling,
-    id_jackknife,
     twonn,
 )
 from tl_geometry.metrics.jackknife import group_labels
@@ -142,7 +142,7 @@ def intrinsic_dimension(
         discard_fraction: TwoNN's largest ratios left out of the fit (the paper's 10 %).
         range_max: GRIDE's largest neighbour order (n2 ≤ range_max).
         n_groups: groups of whole sequences for the standard errors' delete-a-group jackknife
-            ([`tl_geometry.metrics.intrinsic_dimension.id_jackknife`][tl_geometry.metrics.intrinsic_dimension.id_jackknife]);
+            ([`tl_geometry.metrics.id_jackknife.id_jackknife`][tl_geometry.metrics.id_jackknife.id_jackknife]);
             fewer when there are fewer sequences.
         batch_size: sequences per forward pass.
         progress: progress bars.
