@@ -144,7 +144,7 @@ class ReproRow:
 
     Attributes:
         id: stable identifier (``family.check.item``).
-        family: "capacity", "pga", "interaction" or "sae".
+        family: a family that declares checks ("capacity", "pga", "intrinsic_dimension", "interaction", "sae", or a plugin's).
         figure: what the paper published, and where.
         paper: the published value (a number, or text such as a range).
         ours: our value (a number, text, or None when not run).
@@ -511,7 +511,8 @@ def reproduce(
     """Run every published figure this machine can reach and write the side-by-side table.
 
     Args:
-        families: "all", or one or more of "capacity", "pga", "interaction", "sae".
+        families: "all", or one or more families that declare checks ("capacity", "pga",
+            "intrinsic_dimension", "interaction", "sae", or a plugin's).
         out: output folder: ``reproduce.md``, ``reproduce.json``, ``reproduce.jsonl`` (one line
             per finished check: the resume file), the experiments' own JSON-lines files, figures/.
         size: "tiny" (seconds, model rows skipped), "cpu" (default, minutes) or "full" (the
