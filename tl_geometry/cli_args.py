@@ -1,6 +1,7 @@
 """Arguments shared by the sub-commands, and checks of them that run before any model is loaded.
 
-Argument groups (one definition, used by ``report``, ``pga`` and ``agop``): [`add_device_threads`][tl_geometry.cli_args.add_device_threads].
+Argument groups (one definition each, used by ``report``, ``pga``, ``agop`` and ``id``):
+[`add_model_text`][tl_geometry.cli_args.add_model_text] and [`add_device_threads`][tl_geometry.cli_args.add_device_threads].
 
 ``pga``, ``agop`` and ``sweep`` call these first, so a bad ``--k 0``, ``--batch-size 0``,
 ``--n-seqs 0``, ``--layers 99`` or a missing corpus file is refused in a fraction of a second
@@ -96,3 +97,22 @@ def add_device_threads(p: Any) -> None:
         help="CPU threads torch may use (default: OMP_NUM_THREADS, else one per core); the "
         "library runs its sort-bound kernels on one of them",
     )
+
+
+def add_model_text(p: Any, *, n_seqs: int, seq_len: int) -> None:
+    """``--model``, ``--corpus``, ``--corpus-encoding``, ``--n-seqs`` and ``--seq-len``: the model and
+    the text every command that runs a model reads (the defaults of the sizes are the command's)."""
+    p.add_argument(
+        "--model",
+        default="smollm2-135m",
+        help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
+        "or any TransformerLens model name (needs the hub)",
+    )
+    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
+    p.add_argument(
+        "--corpus-encoding",
+        default="utf-8",
+        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
+    )
+    p.add_argument("--n-seqs", type=int, default=n_seqs, help=f"sequences of text (default {n_seqs})")
+    p.add_argument("--seq-len", type=int, default=seq_len, help=f"tokens per sequence (default {seq_len})")

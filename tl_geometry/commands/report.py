@@ -10,20 +10,7 @@ from tl_geometry.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="compute every metric on a model and write reports/<model>/")
-    p.add_argument(
-        "--model",
-        default="smollm2-135m",
-        help="offline 'smollm2-135m' (default), a local .gguf file or Hugging Face model directory, "
-        "or any TransformerLens model name (needs the hub)",
-    )
-    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
-    p.add_argument(
-        "--corpus-encoding",
-        default="utf-8",
-        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
-    )
-    p.add_argument("--n-seqs", type=int, default=8, help="sequences of text (default 8)")
-    p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
+    cli_args.add_model_text(p, n_seqs=8, seq_len=128)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--metrics",

@@ -15,19 +15,7 @@ from tl_geometry.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
-    p.add_argument(
-        "--model",
-        default="smollm2-135m",
-        help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name",
-    )
-    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
-    p.add_argument(
-        "--corpus-encoding",
-        default="utf-8",
-        help="encoding of a --corpus text file (default utf-8, strict; e.g. latin-1, cp1252)",
-    )
-    p.add_argument("--n-seqs", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=128)
+    cli_args.add_model_text(p, n_seqs=8, seq_len=128)
     p.add_argument(
         "--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_pre (default all)"
     )

@@ -10,15 +10,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "id", help="intrinsic dimension by layer: TwoNN (Facco 2017) and GRIDE at growing scale (Denti 2022)"
     )
-    p.add_argument(
-        "--model",
-        default="smollm2-135m",
-        help="offline 'smollm2-135m' (default), a local .gguf file or HF model directory, or a TransformerLens name",
-    )
-    p.add_argument("--corpus", default="pydoc", help="'pydoc' (default), 'shakespeare' or a text file")
-    p.add_argument("--corpus-encoding", default="utf-8", help="encoding of a --corpus text file (default utf-8)")
-    p.add_argument("--n-seqs", type=int, default=16)
-    p.add_argument("--seq-len", type=int, default=256)
+    cli_args.add_model_text(p, n_seqs=16, seq_len=256)
     p.add_argument(
         "--layers",
         type=int,
