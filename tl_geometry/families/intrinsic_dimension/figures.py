@@ -7,15 +7,14 @@ import math
 import numpy as np
 
 from tl_geometry.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_of
-from tl_geometry.readings import hook_position
+from tl_geometry.readings import as_float, hook_position
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = ["plot_id_profile"]
 
 
 def _se(row: Row) -> float:
-    se = row.extras.get("stderr")
-    return float(se) if isinstance(se, (int, float)) else math.nan
+    return as_float(row.extras.get("stderr"))
 
 
 def plot_id_profile(report: GeometryReport):

@@ -19,12 +19,8 @@ def profile_shape(rows: list[Row], n_layers: int | None = None, *, k: float = 2.
     rows = sorted(rows, key=lambda r: hook_position(r, n_layers))
     top = max(rows, key=lambda r: r.value)
 
-    def se(r: Row) -> float:
-        v = r.extras.get("stderr")
-        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
-
     def above(a: Row, b: Row) -> bool:
-        return a.value - b.value > k * math.hypot(se(a), se(b))
+        return a.value - b.value > k * math.hypot(_se(a), _se(b))
 
     first, last = rows[0], rows[-1]
     if top is not first and top is not last and above(top, first) and above(top, last):
@@ -75,5 +71,6 @@ def read_id(report: GeometryReport) -> list[str]:
 
 
 def _se(r: Row) -> float:
+    """The row's standard error, 0 when it has none (no noise claimed to hide a difference)."""
     v = r.extras.get("stderr")
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
