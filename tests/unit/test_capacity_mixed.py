@@ -11,6 +11,7 @@ import torch
 
 import tl_geometry as tg
 from tl_geometry.errors import InputError
+from tl_geometry.metrics import _gram
 from tl_geometry.metrics.capacity import SimilarityAccumulator, model_class_of
 
 REL = 1e-7  # the accuracy: ε, σ relative; μ relative to the spread max(|μ|, σ) (μ can be ~0)
@@ -164,6 +165,54 @@ def test_nan_inf_refused_in_the_float32_path_naming_the_row(bad):
     x[3000, 5] = bad
     with pytest.raises(InputError, match="first at row 3000"):
         tg.similarity_stats(x, progress=False, precision="mixed", block_size=2048)
+
+
+def _fast_state(x: torch.Tensor, workers: int) -> _gram.GramState:
+    state = _gram.GramState(x.shape[1], torch.device("cpu"))
+    for a in range(0, x.shape[0], 20000):
+        assert _gram.add_block_mixed(state, x[a : a + 20000], a, workers=workers) == (
+            min(20000, x.shape[0] - a),
+            min(20000, x.shape[0] - a),
+        )
+    return state
+
+
+def test_fast_pass_gives_the_same_bits_on_any_number_of_threads():
+    # rows not a multiple of the step or the ?syrk part: partial steps and parts on every path
+    x = torch.randn(41_333, 40, generator=_gen(7)) + 0.4
+    one, three = _fast_state(x, 1), _fast_state(x, 3)
+    assert one.mixed_blocks == three.mixed_blocks == 3 and one.n == three.n == x.shape[0]
+    assert three.buf is not None and three.buf.shape[1] == 41  # the fast pass ran (R with its ones column)
+    assert torch.equal(one.C, three.C) and torch.equal(one.sr, three.sr) and torch.equal(one.c, three.c)
+    acc = SimilarityAccumulator(precision="mixed")
+    acc.state = three
+    acc.n_total = three.n
+    _close(acc.compute(), pairwise_reference(x.numpy()))
+
+
+def test_the_ones_column_gives_the_row_sums():
+    # Σ r_i comes out of the ?syrk of [R | 1]: compare with the float64 sum of the same float32 residuals
+    x = torch.randn(5000, 24, generator=_gen(8)) * torch.linspace(0.1, 10.0, 24)
+    state = _gram.GramState(24, torch.device("cpu"))
+    _gram.add_block_mixed(state, x, 0)
+    u = x.double() / x.double().norm(dim=1, keepdim=True)
+    r = (u.float() - state.c32).double()  # the float32 residuals to rounding
+    assert torch.allclose(state.sr, r.sum(0), rtol=0, atol=5e-4)
+    assert torch.allclose(state.C, r.T @ r, rtol=1e-5, atol=5e-4)
+
+
+@pytest.mark.parametrize("bad_row", [100, 17_000, 29_999])
+def test_a_rejected_block_leaves_the_accumulator_as_it_was(bad_row):
+    good = torch.randn(3000, 16, generator=_gen(9))
+    acc = SimilarityAccumulator(precision="mixed")
+    acc.update(good)
+    before = (acc.n_total, acc.state.n, acc.state.C.clone(), acc.state.sr.clone())
+    block = torch.randn(30_000, 16, generator=_gen(10))
+    block[bad_row, 3] = float("nan")
+    with pytest.raises(InputError, match=f"first at row {3000 + bad_row}"):
+        acc.update(block)
+    assert (acc.n_total, acc.state.n) == before[:2]
+    assert torch.equal(acc.state.C, before[2]) and torch.equal(acc.state.sr, before[3])
 
 
 def test_bad_precision():

@@ -114,6 +114,33 @@ def test_gguf_with_dequantization(tmp_path, quant):
         assert row.epsilon == pytest.approx(reference_eps(x), abs=1e-2)
 
 
+@pytest.mark.parametrize("step", [1, 7, 1024])
+def test_fast_q8_0_dequantization_is_bit_identical_to_gguf(step):
+    import gguf
+
+    from tl_geometry.families.capacity.weights_reader import dequantize_q8_0
+
+    qt = gguf.GGMLQuantizationType.Q8_0
+    g = np.random.default_rng(3)
+    x = (g.standard_normal((45, 96)) * np.logspace(-6, 4, 45)[:, None]).astype(np.float32)
+    x[3] = 0.0  # a zero scale
+    raw = gguf.quants.quantize(x, qt)
+    # every int8 value and the extreme float16 scales (largest, smallest normal, subnormal)
+    raw[:4, 2:34] = np.arange(-128, 128, 8, dtype=np.int8).view(np.uint8)
+    raw[:4, :2] = np.array([65504.0, 6.1035e-05, 6e-08, -2.5], np.float16).view(np.uint8).reshape(4, 2)
+    got = dequantize_q8_0(raw, step=step)
+    np.testing.assert_array_equal(got, gguf.quants.dequantize(raw, qt))
+    assert got.dtype == np.float32 and got.shape == (45, 96)
+
+
+def test_fast_q8_0_refuses_partial_blocks():
+    from tl_geometry.errors import InputError
+    from tl_geometry.families.capacity.weights_reader import dequantize_q8_0
+
+    with pytest.raises(InputError, match="whole 34-byte blocks, got 35 bytes per row"):
+        dequantize_q8_0(np.zeros((2, 35), np.uint8))
+
+
 def test_missing_embedding_names_the_tensors(tmp_path):
     write_safetensors(
         tmp_path / "m.safetensors", {"encoder.w1": np.ones((3, 3), np.float32), "encoder.w2": np.ones(3, np.float32)}

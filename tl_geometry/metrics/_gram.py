@@ -48,6 +48,10 @@ choice is fixed, not timed at run time; ``benchmarks/bench_epsilon.py`` prints b
 
 from __future__ import annotations
 
+import itertools
+import math
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -91,7 +95,8 @@ class GramState:
         self.e1 = 0.0
         self.e2 = 0.0
         self.mixed_blocks = 0
-        self.buf: Tensor | None = None  # float32 scratch for the centred unit rows of a block
+        self.buf: Tensor | None = None  # float32 scratch for the centred unit rows of a part (+ a ones column)
+        self.scratch: list[np.ndarray] = []  # float64 scratch of each preparation worker (SUB_ROWS × d)
 
     def set_centre(self, mean_unit: Tensor) -> None:
         """Fix the centre once: the given mean unit row rounded to multiples of 2⁻²⁰ (exact in float32,
@@ -229,20 +234,129 @@ def add_block_float64(state: GramState, xb: Tensor, first_row: int) -> tuple[Ten
     return ub, nz
 
 
-def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, int]:
+SUB_ROWS = 1024
+"""Rows per step of the preparation pass (float64 norms, centred float32 unit rows): 2.6 MB of float32 rows
+at d = 640, so each step works in cache and reads its rows from memory once."""
+
+
+def _workers(workers: int | None) -> int:
+    """Threads of the preparation pass: ``workers`` if given, else torch's intra-op setting (the user's cap;
+    the machine's load is not read here: thread policy belongs to the caller)."""
+    return max(1, int(workers if workers is not None else torch.get_num_threads()))
+
+
+class _Prep:
+    """The preparation pass of one ≤ SYRK_ROWS part, shared by the worker threads.
+
+    For each SUB_ROWS step: x copied to float64 (cache-resident scratch of its worker), ‖x_i‖² = Σ x_ik² in
+    float64 (the products of float32 entries are exact in float64), then r_i = x_i·fl32(1/‖x_i‖) − c written
+    as float32 into the first d columns of R (whose last column holds 1.0, so the ?syrk of R also returns
+    Σ r_i and the row count). A step whose norms are not all finite and within [NORM_LO32, NORM_HI32] (zero,
+    NaN/inf, huge or tiny rows) marks the part as bad; the caller then takes the general path.
+    """
+
+    def __init__(self, x: np.ndarray, R: np.ndarray, c32: np.ndarray, scratch: list[np.ndarray]):
+        self.x, self.R, self.c32, self.scratch = x, R, c32, scratch
+        self.steps = -(-x.shape[0] // SUB_ROWS)
+        self.next = itertools.count()  # next() on a count is atomic: workers pull steps until none is left
+        self.bad = False
+
+    def work(self, w: int) -> None:
+        x, R, d = self.x, self.R, self.x.shape[1]
+        buf = self.scratch[w]
+        while not self.bad:
+            i = next(self.next)
+            if i >= self.steps:
+                return
+            a = i * SUB_ROWS
+            xs = x[a : a + SUB_ROWS]
+            m = xs.shape[0]
+            bb = buf[:m]
+            bb[...] = xs
+            s = np.einsum("ij,ij->i", bb, bb)
+            np.sqrt(s, out=s)
+            lo, hi = float(s.min()), float(s.max())
+            if not (math.isfinite(hi) and hi <= NORM_HI32 and lo >= NORM_LO32):
+                self.bad = True
+                return
+            inv = (1.0 / s).astype(np.float32)[:, None]
+            rs = R[a : a + m, :d]
+            np.multiply(xs, inv, out=rs)
+            rs -= self.c32
+
+
+def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
     """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
 
-    Falls back to `add_block_float64` for a block whose float32 norms are not all finite and
-    within [NORM_LO32, NORM_HI32] (NaN/inf entries, huge or tiny rows): that path rescales, or raises
-    the NaN/inf error naming the row.
+    The block is taken in parts of ≤ SYRK_ROWS rows. Each part: the preparation pass (`_Prep`: float64 norms,
+    centred unit rows rounded to float32 into a reused buffer R with a column of ones appended), run on
+    ``workers`` threads (default: torch's setting) over SUB_ROWS steps; then one ?syrk ``RᵀR`` (numpy,
+    its BLAS threads), whose d × d corner is Σ r_i r_iᵀ, whose last column is Σ r_i (float32 sums ≤
+    SYRK_ROWS long, like C's) and whose corner element counts the rows. The parts' float32 results are
+    added into float64 sums local to the block, and into the state only when every part passed the
+    norm check, so a rejected block leaves the state untouched and goes to `_add_block_general` (zero rows,
+    rescaling, the NaN/inf error naming the row).
     """
     if xb.shape[0] == 0:
         return 0, 0
     if xb.shape[0] > MIXED_MAX_ROWS:  # float32 sums inside one ?syrk stay short (see MIXED_MAX_ROWS)
         kept = 0
         for a in range(0, xb.shape[0], MIXED_MAX_ROWS):
-            kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a)[0]
+            kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a, workers=workers)[0]
         return kept, xb.shape[0]
+    x32 = xb if xb.dtype == torch.float32 else xb.to(torch.float32)
+    if not x32.is_contiguous():
+        x32 = x32.contiguous()
+    xn = x32.numpy()
+    b, d = xn.shape
+    if state.c is None:
+        head = xn[:4096].astype(np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", head, head))
+        if not (np.isfinite(norms).all() and norms.max() <= NORM_HI32 and norms.min() >= NORM_LO32):
+            return _add_block_general(state, xb, first_row)
+        state.set_centre(torch.from_numpy((head / norms[:, None]).astype(np.float32).mean(0, dtype=np.float64)))
+    assert state.c32 is not None
+    c32 = state.c32.numpy()
+    rows = min(b, SYRK_ROWS)
+    if state.buf is None or state.buf.shape[0] < rows or state.buf.shape[1] != d + 1:
+        # reused across blocks (a fresh 40 MiB buffer per part page-faults); last column: ones
+        state.buf = torch.empty(rows, d + 1, dtype=torch.float32)
+        state.buf[:, d] = 1.0
+    R = state.buf.numpy()
+    n_workers = min(_workers(workers), -(-rows // SUB_ROWS))
+    if len(state.scratch) < n_workers or state.scratch[0].shape[1] != d:
+        state.scratch = [np.empty((SUB_ROWS, d)) for _ in range(n_workers)]
+    C = np.zeros((d + 1, d + 1))
+    pool = ThreadPoolExecutor(n_workers - 1) if n_workers > 1 else None
+    try:
+        for a in range(0, b, SYRK_ROWS):
+            part = xn[a : a + SYRK_ROWS]
+            p = part.shape[0]
+            prep = _Prep(part, R, c32, state.scratch)
+            helpers = [pool.submit(prep.work, w) for w in range(1, n_workers)] if pool is not None else []
+            prep.work(0)
+            for f in helpers:
+                f.result()
+            if prep.bad:
+                return _add_block_general(state, xb, first_row)
+            Rp = R[:p]
+            C += Rp.T @ Rp  # numpy: A.T @ A of one C-contiguous array → ?syrk
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    state.C += torch.from_numpy(C[:d, :d])
+    state.sr += torch.from_numpy(C[:d, d].copy())
+    state.n += b
+    state.mixed_blocks += 1
+    return b, xb.shape[0]
+
+
+def _add_block_general(state: GramState, xb: Tensor, first_row: int) -> tuple[int, int]:
+    """The mixed path for blocks the fast pass rejects: zero rows are dropped (a block of padding), rows whose
+    float32 norms overflow or underflow are rescaled in float64 (`add_block_float64`), NaN/inf rows raise
+    there (naming the first bad row). Same float32 arithmetic as the fast pass otherwise."""
+    if xb.shape[0] == 0:
+        return 0, 0
     x32 = xb if xb.dtype == torch.float32 else xb.to(torch.float32)
     if not x32.is_contiguous():
         x32 = x32.contiguous()
@@ -267,9 +381,7 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int) -> tuple[int, 
     if state.c is None:
         state.set_centre((x32[:4096] * inv[:4096]).mean(0))
     assert state.c32 is not None
-    if state.buf is None or state.buf.shape[0] < b:  # reused: a fresh 128 MiB buffer per block page-faults
-        state.buf = torch.empty(b, x32.shape[1], dtype=torch.float32)
-    r = torch.addcmul(state.c32.neg(), x32, inv, out=state.buf[:b])  # one pass: r_i = x_i / ‖x_i‖ − c
+    r = torch.addcmul(state.c32.neg(), x32, inv)  # one pass: r_i = x_i / ‖x_i‖ − c (rare path: a fresh buffer)
     rn = r.numpy()
     for a in range(0, b, SYRK_ROWS):  # numpy: A.T @ A of one buffer → ?syrk; float32 sums ≤ SYRK_ROWS long
         part = rn[a : a + SYRK_ROWS]

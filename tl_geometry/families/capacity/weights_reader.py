@@ -287,11 +287,44 @@ def _gguf_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) ->
         t0 = time.perf_counter()
         raw = np.array(data[a : a + block])  # read: the page faults of the memory map happen here
         t1 = time.perf_counter()
-        rows = np.asarray(dequantize(raw, t.tensor_type), dtype=np.float32)
+        if t.tensor_type.name == "Q8_0":
+            rows = dequantize_q8_0(raw)
+        else:
+            rows = np.asarray(dequantize(raw, t.tensor_type), dtype=np.float32)
         if timeline is not None:
             timeline.add("read", t0, t1)
             timeline.add("dequantize", t1, time.perf_counter())
         yield torch.from_numpy(np.ascontiguousarray(rows))
+
+
+Q8_0_BLOCK = 34
+"""Bytes of one Q8_0 block: a float16 scale d, then 32 int8 quants q; the values are d·q."""
+
+
+def dequantize_q8_0(raw: np.ndarray, *, step: int = 1024) -> np.ndarray:
+    """Q8_0 rows (uint8, (rows, 34·nb)) to float32 (rows, 32·nb): x = float32(d) · float32(q).
+
+    Bit-identical to ``gguf.quants.dequantize`` (the same float32 product of exact values; tested), about
+    6× faster (measured on Gemma-3-270M's 262,144 × 640 embedding; ``benchmarks/bench_capacity_stream.py``):
+    ``step`` rows at a time, so the int8 → float32 conversion and the scaling run in cache, into one
+    output array, without gguf's intermediate copies.
+
+    Raises:
+        InputError: a row length that is not a whole number of Q8_0 blocks.
+    """
+    rows, width = raw.shape
+    if width % Q8_0_BLOCK:
+        raise InputError(f"Q8_0 rows must hold whole {Q8_0_BLOCK}-byte blocks, got {width} bytes per row")
+    nb = width // Q8_0_BLOCK
+    out = np.empty((rows, 32 * nb), dtype=np.float32)
+    blocks = raw.reshape(rows, nb, Q8_0_BLOCK)
+    out3 = out.reshape(rows, nb, 32)
+    for a in range(0, rows, step):
+        b = blocks[a : a + step]
+        o = out3[a : a + step]
+        o[...] = b[:, :, 2:].view(np.int8)
+        o *= b[:, :, :2].view(np.float16).astype(np.float32)
+    return out
 
 
 def _safetensors_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) -> Iterator[torch.Tensor]:
