@@ -42,6 +42,7 @@ __all__ = [
     "rows_of",
     "one_row",
     "as_float",
+    "NO_COUNT",
 ]
 
 
@@ -192,12 +193,18 @@ def model_line(report: GeometryReport) -> str:
     return "; ".join(parts) + ("." if parts else "")
 
 
+NO_COUNT = "ε ≥ 0.1: the capacity paper gives no count"
+"""Why an indeterminate capacity has no count, when a row records no reason of its own."""
+
+
 def nan_reason(row: Row) -> str:
     """Why a row's value is NaN, in words (``""`` for a finite value).
 
-    From what the row records: a capacity row's status and reason ([`capacity_status`][tl_geometry.families.capacity.reading.capacity_status]),
-    an SAE ratio's ``verdict`` and ``reason``, any ``extras["reason"]``; else its declared
-    description says what the row is and that it records no reason.
+    From what the row records: first the words of the family that declares the row
+    (``FamilySpec.explain``: a capacity row's status and reason,
+    [`tl_geometry.families.capacity.reading.explain_nan`][tl_geometry.families.capacity.reading.explain_nan]; an SAE ratio's ``verdict`` and reason,
+    [`tl_geometry.families.sae.reading.explain_nan`][tl_geometry.families.sae.reading.explain_nan]), then an indeterminate ``status``, any
+    ``extras["reason"]``; else its declared description says what the row is and that it records no reason.
     """
     v = row.value
     if v is None or not isinstance(v, float) or not math.isnan(v):
@@ -210,16 +217,8 @@ def nan_reason(row: Row) -> str:
         why_family = found[0].explain(row)  # the family's own words (capacity: an indeterminate count)
         if why_family:
             return str(why_family)
-    verdict = ex.get("verdict")
-    why = str(ex.get("reason") or "ε ≥ 0.1: the capacity paper gives no count")
-    if verdict == "indeterminate":
-        return f"indeterminate: the host's capacity k is not a count, so there is nothing to divide by ({why})"
     if ex.get("status") == "indeterminate":
-        return f"indeterminate, not a count ({why})"
-    if verdict == "tied unknown":
-        return "not computed: whether the host ties its embedding and unembedding is unknown (pass tied=)"
-    if verdict == "d_vocab unknown":
-        return "not computed: the host's vocabulary size is unknown (pass d_vocab=)"
+        return f"indeterminate, not a count ({ex.get('reason') or NO_COUNT})"
     if ex.get("reason"):
         return str(ex["reason"])
     what = f" ({found[1].description})" if found and found[1].description else ""

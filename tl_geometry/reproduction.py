@@ -109,6 +109,10 @@ def _load_checks(families: Iterable[str]) -> None:
             importlib.import_module(module)
 
 
+_MARKDOWN_NAMES = ("fmt", "fmt_paper", "_fmt_delta", "EVIDENCE_MEANING")
+"""Names of [`tl_geometry.reproduction_markdown`][tl_geometry.reproduction_markdown] still importable from here (scripts use them)."""
+
+
 def __getattr__(name: str) -> Any:
     # Views: FAMILIES (the families with checks) and CHECKS (every registered check, all loaded).
     if name == "FAMILIES":
@@ -116,6 +120,10 @@ def __getattr__(name: str) -> Any:
     if name == "CHECKS":
         _load_checks(families_with_checks())
         return list(_CHECKS)
+    if name in _MARKDOWN_NAMES:  # the markdown moved to its own module (it imports this one)
+        from tl_geometry import reproduction_markdown
+
+        return getattr(reproduction_markdown, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -419,7 +427,10 @@ class ReproduceResult(Tabular):
         return sum(r.status == "error" for r in self.rows)
 
     def to_markdown(self) -> str:
-        return _markdown(self.rows, self.meta)
+        """``OUT/reproduce.md`` ([`tl_geometry.reproduction_markdown.markdown`][tl_geometry.reproduction_markdown.markdown])."""
+        from tl_geometry.reproduction_markdown import markdown
+
+        return markdown(self.rows, self.meta)
 
     def records(self) -> list[dict[str, Any]]:
         """One table row per reproduce row (its scalar fields)."""
@@ -664,89 +675,3 @@ def _model_tag(model: Any) -> str:
 
     cfg = model.cfg
     return f"{model_name_of(model)}(L={cfg.n_layers},d={cfg.d_model})"
-
-
-# ----------------------------------------------------------------------------- output
-def fmt(x: Any) -> str:
-    """A value for the table: 4 significant digits, scientific beyond 10⁶."""
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return f"{x:,}" if abs(x) < 10**7 else f"{x:.3g}"
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
-            return f"{x:.3e}"
-        return f"{x:.6g}"
-    return str(x)
-
-
-def _fmt_delta(d: float | None) -> str:
-    if d is None:
-        return ""
-    if d == 0:
-        return "0"
-    return f"{d * 100:+.2g}%" if abs(d) >= 1e-4 else f"{d * 100:+.1e}%"
-
-
-def fmt_paper(r: ReproRow) -> str:
-    """The paper column: the paper's value, or "(ref. …)" for a measured row's reference, or "—"."""
-    if r.paper is None and r.reference is not None:
-        return f"(ref. {fmt(r.reference)})"
-    return fmt(r.paper)
-
-
-EVIDENCE_MEANING = {
-    "independent": "our simulation, training or measurement gives the paper's number",
-    "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
-    "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
-    "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
-}
-"""One line per evidence class for the tables' legend."""
-
-
-def _markdown(rows: Iterable[ReproRow], meta: dict) -> str:
-    rows = list(rows)
-    lines = [
-        "# The papers' numbers next to ours",
-        "",
-        f"tl_geometry {meta.get('tl_geometry_version')} (commit {meta.get('git_commit') or 'unknown'}), size "
-        f"**{meta.get('size')}**, device {meta.get('device')}, finished {meta.get('finished_utc')}; "
-        f"this run took {meta.get('wall_seconds_this_run')} s.",
-        "",
-        f"**{len(rows)} rows — {headline(rows)}.**",
-        "",
-        *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
-        "",
-        "Δ = (ours − paper) / |paper|; *reproduced* means |Δ| within the row's tolerance (default: one unit of "
-        "the last digit the paper printed).",
-        "",
-    ]
-    for fam in families_with_checks():
-        fr = [r for r in rows if r.family == fam]
-        if not fr:
-            continue
-        lines += [
-            f"## {fam}",
-            "",
-            "| figure | paper | ours | Δ | status | evidence | note |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in fr:
-            note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
-            note = note.replace("|", "\\|")
-            lines.append(
-                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)}"
-                f"{'' if r.stderr is None else ' ± ' + fmt(r.stderr)} | {_fmt_delta(r.delta)} | "
-                f"{r.status} | {r.evidence} | {note} |"
-            )
-        lines.append("")
-    secs = meta.get("seconds_per_check") or {}
-    if secs:
-        lines += ["## Wall time per check", "", "| check | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in secs.items()]
-        lines.append("")
-    return "\n".join(lines)

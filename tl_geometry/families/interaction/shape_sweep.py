@@ -32,27 +32,57 @@ output-space and the loss-gradient AOFE ratio (``space="output"`` and ``space="l
 [`tl_geometry.agop`][tl_geometry.families.interaction.agop]).
 
 Each finished run is one record in a JSON-lines results file ([`tl_geometry.jobs`][tl_geometry.jobs]); a sweep
-that is killed resumes where it stopped, repeating no run. [`grid`][tl_geometry.families.interaction.shape_sweep.grid] / [`paper_grid`][tl_geometry.families.interaction.shape_sweep.paper_grid]
+that is killed resumes where it stopped, repeating no run. [`grid`][tl_geometry.families.interaction.shapes.grid] / [`paper_grid`][tl_geometry.families.interaction.shapes.paper_grid]
 list the shapes (with parameters and padding) without training anything.
+
+Layout, one module per job (every name stays importable from this module):
+
+* [`tl_geometry.families.interaction.tinygpt`][tl_geometry.families.interaction.tinygpt] — the presets, the model
+  ([`build_model`][tl_geometry.families.interaction.tinygpt.build_model]) and its parameter count ([`param_count`][tl_geometry.families.interaction.tinygpt.param_count]);
+* [`tl_geometry.families.interaction.shapes`][tl_geometry.families.interaction.shapes] — the grids of shapes per budget and depth, and the
+  authors' base steps;
+* [`tl_geometry.families.interaction.byte_text`][tl_geometry.families.interaction.byte_text] — the training text as bytes and its windows;
+* [`tl_geometry.families.interaction.tinygpt_training`][tl_geometry.families.interaction.tinygpt_training] — one run ([`train_run`][tl_geometry.families.interaction.tinygpt_training.train_run]);
+* [`tl_geometry.families.interaction.shape_frontier`][tl_geometry.families.interaction.shape_frontier] — the records read back
+  ([`frontier`][tl_geometry.families.interaction.shape_frontier.frontier], [`plot_sweep`][tl_geometry.families.interaction.shape_frontier.plot_sweep]);
+* this module — the settings ([`SweepConfig`][tl_geometry.families.interaction.shape_sweep.SweepConfig], [`PAPER_SWEEP`][tl_geometry.families.interaction.shape_sweep.PAPER_SWEEP]) and the resumable
+  runner ([`plan`][tl_geometry.families.interaction.shape_sweep.plan], [`shape_sweep`][tl_geometry.families.interaction.shape_sweep.shape_sweep]).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-from torch import Tensor
-
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
-
-logger = logging.getLogger(__name__)
+from tl_geometry.families.interaction.byte_text import byte_data
+from tl_geometry.families.interaction.shape_frontier import frontier, plot_sweep
+from tl_geometry.families.interaction.shapes import (
+    PAPER_BUDGETS,
+    PAPER_DEPTHS,
+    PAPER_MAX_PADDING,
+    PAPER_WIDTH_RANGE,
+    Shape,
+    grid,
+    paper_base_steps,
+    paper_grid,
+    shapes_for_budget,
+    width_for_budget,
+)
+from tl_geometry.families.interaction.tinygpt import (
+    PRESETS,
+    _check_preset,
+    build_model,
+    n_params,
+    param_count,
+    tinygpt_config,
+    trainable_params,
+)
+from tl_geometry.families.interaction.tinygpt_training import PAPER_PROJECTION_SEED, train_run
 
 __all__ = [
     "SweepConfig",
@@ -83,25 +113,8 @@ __all__ = [
     "PAPER_PROJECTION_SEED",
 ]
 
-PAPER_BUDGETS = (3.0e5, 6.0e5, 1.0e6, 1.3e6, 1.6e6, 2.0e6, 2.3e6, 2.7e6, 3.0e6, 5.0e6, 10.0e6)
-"""The authors' parameter budgets (their committed results cover 0.3M … 3M, 5M and 10M)."""
-PAPER_DEPTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
-"""The authors' depth list (``--depth_list`` default of transformer_ntp_shape_sweep.py)."""
 CPU_BUDGETS = (1.0e5, 2.0e5, 3.0e5)
-PAPER_WIDTH_RANGE = (16, 1024)
-"""Widths the authors search (``--d_model_min`` / ``--d_model_max``)."""
-PAPER_MAX_PADDING = 0.20
-"""Shapes whose padding exceeds this share of the budget are skipped (``--max_padding_ratio``)."""
-PAPER_PROJECTION_SEED = 42
-"""Seed of the fixed output-space projection P in the authors' code."""
-PRESETS = ("paper", "library")
-"""Model presets: "paper" (the authors' TinyGPT) and "library" (ours, a default TL model with biases)."""
-
-
-def _check_preset(preset: str) -> str:
-    if preset not in PRESETS:
-        raise InputError(f"preset must be one of {PRESETS}, got {preset!r}")
-    return preset
+"""The default budgets of [`SweepConfig`][tl_geometry.families.interaction.shape_sweep.SweepConfig] (CPU-sized)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +125,7 @@ class SweepConfig:
         preset: "library" (default, CPU-sized) or "paper" (the authors' TinyGPT: no linear biases,
             widths in [16, 1024], > 20 % padding skipped; see the module docstring).
             [`PAPER_SWEEP`][tl_geometry.families.interaction.shape_sweep.PAPER_SWEEP] is the authors' whole protocol.
-        budgets: parameter budgets (CPU default 0.1M–0.3M; [`PAPER_BUDGETS`][tl_geometry.families.interaction.shape_sweep.PAPER_BUDGETS] for the paper's).
+        budgets: parameter budgets (CPU default 0.1M–0.3M; [`PAPER_BUDGETS`][tl_geometry.families.interaction.shapes.PAPER_BUDGETS] for the paper's).
         depths: depths to try (default 1 … ``max_depth``, skipping depths with no width).
         max_depth: upper depth when ``depths`` is None.
         d_head: head dimension (4 in the paper); n_heads = d_model / d_head.
@@ -256,446 +269,6 @@ PAPER_SWEEP = SweepConfig(
 """The authors' protocol (transformer_ntp_shape_sweep.py defaults); GPU-sized: 60 bytes per parameter."""
 
 
-# ----------------------------------------------------------------------------- model and parameter count
-def tinygpt_config(
-    n_layers: int,
-    d_model: int,
-    *,
-    d_head: int = 4,
-    n_ctx: int = 256,
-    d_vocab: int = 256,
-    seed: int = 0,
-    preset: str = "library",
-):
-    """HookedTransformerConfig of a byte-level pre-LN TinyGPT (d_mlp = 4·d_model, GELU, learned positions).
-
-    ``preset="paper"`` sets the authors' initialization scale (0.02); use [`build_model`][tl_geometry.families.interaction.shape_sweep.build_model],
-    which also removes the linear biases and rescales the residual projections.
-    """
-    from transformer_lens import HookedTransformerConfig
-
-    _check_preset(preset)
-    if d_model % d_head:
-        raise InputError(f"d_model={d_model} is not a multiple of d_head={d_head}")
-    extra: dict[str, Any] = {"initializer_range": 0.02} if preset == "paper" else {}
-    return HookedTransformerConfig(
-        n_layers=int(n_layers),
-        d_model=int(d_model),
-        d_head=int(d_head),
-        n_heads=int(d_model) // int(d_head),
-        d_mlp=4 * int(d_model),
-        d_vocab=int(d_vocab),
-        n_ctx=int(n_ctx),
-        act_fn="gelu",
-        normalization_type="LN",
-        positional_embedding_type="standard",
-        seed=int(seed),
-        **extra,
-    )
-
-
-def build_model(
-    n_layers: int,
-    d_model: int,
-    *,
-    preset: str = "paper",
-    d_head: int = 4,
-    n_ctx: int = 256,
-    d_vocab: int = 256,
-    seed: int = 0,
-):
-    """A TinyGPT ``HookedTransformer`` of the given preset, initialized with ``seed``.
-
-    ``"paper"``: the authors' TinyGPT_NTP as a TransformerLens model: the linear biases (b_Q, b_K,
-    b_V, b_O, b_in, b_out, b_U) are zero and frozen (``requires_grad=False``: no gradient, no
-    optimizer step, not counted), every weight N(0, 0.02), W_O and W_out N(0, 0.02/√(2L)),
-    LayerNorms weight 1 / bias 0. Its trainable parameters number ``param_count(L, d, "paper")``.
-    ``"library"``: TransformerLens's default initialization, every parameter trainable.
-    """
-    from transformer_lens import HookedTransformer
-
-    cfg = tinygpt_config(n_layers, d_model, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, seed=seed, preset=preset)
-    torch.manual_seed(int(seed))
-    model = HookedTransformer(cfg)
-    if preset == "paper":
-        std, std_res = 0.02, 0.02 / math.sqrt(2 * int(n_layers))
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                leaf = name.rsplit(".", 1)[-1]
-                if name.startswith("ln_final.") or ".ln1." in name or ".ln2." in name:
-                    p.fill_(1.0) if leaf == "w" else p.zero_()
-                elif leaf.startswith("b_"):  # a linear bias: the authors' model has none
-                    p.zero_()
-                    p.requires_grad_(False)
-                elif leaf in ("W_O", "W_out"):
-                    p.normal_(0.0, std_res)
-                else:  # W_E, W_pos, W_Q, W_K, W_V, W_in, W_U
-                    p.normal_(0.0, std)
-    return model
-
-
-def trainable_params(model: Any) -> int:
-    """Parameters that train (the count a budget is about)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-def param_count(depth: int, width: int, *, preset: str = "paper", n_ctx: int = 256, d_vocab: int = 256) -> int:
-    """Trainable parameters of a TinyGPT of ``depth`` layers and d_model ``width``.
-
-    ``"paper"`` (the authors' count, no linear biases): ``V·d + n_ctx·d + L(12d² + 4d) + 2d + d·V``
-    (token and position embeddings, per block QKV 3d², out-projection d², MLP 8d² and two
-    LayerNorms 4d, final LayerNorm 2d, unembedding). ``param_count(5, 120) == 958_800``.
-    ``"library"`` (every bias): ``V·d + n_ctx·d + L(12d² + 13d) + 2d + d·V + V``.
-
-    Examples:
-        >>> param_count(5, 120)
-        958800
-        >>> param_count(5, 120, preset="library")
-        964456
-    """
-    _check_preset(preset)
-    d, L, V = int(width), int(depth), int(d_vocab)
-    if d < 1 or L < 1 or V < 1 or int(n_ctx) < 1:
-        raise InputError(f"depth, width, n_ctx and d_vocab must be >= 1, got {depth}, {width}, {n_ctx}, {d_vocab}")
-    if preset == "paper":
-        return V * d + int(n_ctx) * d + L * (12 * d * d + 4 * d) + 2 * d + d * V
-    return V * d + int(n_ctx) * d + L * (12 * d * d + 13 * d) + 2 * d + d * V + V
-
-
-def n_params(n_layers: int, d_model: int, *, n_ctx: int = 256, d_vocab: int = 256, preset: str = "library") -> int:
-    """Parameters of the ``"library"`` TinyGPT (all of them); [`param_count`][tl_geometry.families.interaction.shape_sweep.param_count] with that preset."""
-    return param_count(n_layers, d_model, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
-
-
-def _width_range(preset: str, d_head: int) -> tuple[int, int | None]:
-    if preset == "paper":
-        lo, hi = PAPER_WIDTH_RANGE
-        return max(d_head, lo // d_head * d_head), max(d_head, hi // d_head * d_head)
-    return d_head, None
-
-
-def width_for_budget(
-    budget: float, n_layers: int, *, d_head: int = 4, n_ctx: int = 256, d_vocab: int = 256, preset: str = "library"
-) -> int | None:
-    """Widest d_model (a multiple of d_head) with param_count ≤ budget at this depth, or None.
-
-    ``"library"``: widths from d_head up. ``"paper"``: widths in [16, 1024] (the authors' binary
-    search returns the same width, the count being increasing in d); None when 16 is already over.
-    """
-    lo, hi = _width_range(_check_preset(preset), int(d_head))
-    count = lambda w: param_count(n_layers, w, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)  # noqa: E731
-    if count(lo) > budget:
-        return None
-    d = lo
-    while (hi is None or d + d_head <= hi) and count(d + d_head) <= budget:
-        d += int(d_head)
-    return d
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One (budget, depth) cell of a sweep grid.
-
-    Attributes:
-        budget, depth, d_model (None when no width fits), n_heads, d_mlp.
-        active: trainable parameters of the shape; pad: budget − active; pad_ratio: pad / budget.
-        r_dw: depth / d_model. skip: why the shape is not run ("" when it is).
-    """
-
-    budget: float
-    depth: int
-    d_model: int | None
-    n_heads: int | None
-    d_mlp: int | None
-    active: int | None
-    pad: int | None
-    pad_ratio: float | None
-    r_dw: float | None
-    skip: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def grid(
-    budgets: Sequence[float],
-    depths: Sequence[int],
-    *,
-    preset: str = "paper",
-    d_head: int = 4,
-    n_ctx: int = 256,
-    d_vocab: int = 256,
-    include_skipped: bool = False,
-) -> list[Shape]:
-    """The shapes of a sweep, budget by budget and depth by depth, without training anything.
-
-    A depth with no width under the budget is skipped ("no width"); in the paper preset so is a
-    shape whose padding exceeds [`PAPER_MAX_PADDING`][tl_geometry.families.interaction.shape_sweep.PAPER_MAX_PADDING] of the budget (the authors' rule).
-    ``include_skipped`` also returns the skipped cells (``skip`` says why).
-    """
-    _check_preset(preset)
-    out = []
-    for b in budgets:
-        for L in depths:
-            d = width_for_budget(b, L, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, preset=preset)
-            if d is None:
-                s = Shape(float(b), int(L), None, None, None, None, None, None, None, "no width")
-            else:
-                a = param_count(L, d, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
-                pad = int(b - a)
-                skip = ""
-                if preset == "paper" and pad / b > PAPER_MAX_PADDING:
-                    skip = f"padding {pad / b:.1%} > {PAPER_MAX_PADDING:.0%}"
-                s = Shape(float(b), int(L), d, d // d_head, 4 * d, a, pad, pad / b, L / d, skip)
-            if include_skipped or not s.skip:
-                out.append(s)
-    return out
-
-
-def paper_grid(*, include_skipped: bool = False) -> list[Shape]:
-    """The authors' grid: [`PAPER_BUDGETS`][tl_geometry.families.interaction.shape_sweep.PAPER_BUDGETS] × [`PAPER_DEPTHS`][tl_geometry.families.interaction.shape_sweep.PAPER_DEPTHS] with the paper preset.
-
-    Contains the paper's best shapes (1M: depth 5 / d_model 120, 958,800 parameters; 10M: depth
-    10 / d_model 284) and every shape of the authors' committed results.
-    """
-    return grid(PAPER_BUDGETS, PAPER_DEPTHS, preset="paper", include_skipped=include_skipped)
-
-
-def shapes_for_budget(
-    budget: float,
-    depths: Sequence[int] | None = None,
-    *,
-    max_depth: int = 6,
-    d_head: int = 4,
-    n_ctx: int = 256,
-    d_vocab: int = 256,
-    preset: str = "library",
-) -> list[tuple[int, int]]:
-    """(depth, d_model) per depth, the widest shape under ``budget``; skipped depths left out.
-
-    Raises:
-        ValueError: the budget is too small for even depth 1 at the smallest width.
-    """
-    lo, _ = _width_range(_check_preset(preset), int(d_head))
-    if width_for_budget(budget, 1, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, preset=preset) is None:
-        need = param_count(1, lo, preset=preset, n_ctx=n_ctx, d_vocab=d_vocab)
-        raise InputError(
-            f"budget {budget:g} is too small for even depth 1 (needs >= {need} parameters at d_model={lo})"
-        )
-    cells = grid(
-        [budget],
-        list(range(1, max_depth + 1)) if depths is None else depths,
-        preset=preset,
-        d_head=d_head,
-        n_ctx=n_ctx,
-        d_vocab=d_vocab,
-    )
-    return [(s.depth, s.d_model) for s in cells if s.d_model is not None]  # grid() keeps runnable shapes only
-
-
-def paper_base_steps(
-    budget: float, *, bytes_per_param: float = 60.0, n_ctx: int = 256, batch_size: int = 64, min_steps: int = 200
-) -> int:
-    """The authors' base steps: ``max(200, ⌊⌊bytes_per_param · budget⌋ / n_ctx⌋ // batch_size)``."""
-    return max(int(min_steps), int(bytes_per_param * budget) // int(n_ctx) // int(batch_size))
-
-
-def byte_data(source: str = "pydoc+shakespeare", *, test_fraction: float = 0.1) -> tuple[Tensor, Tensor]:
-    """(train, test) uint8→long byte tensors of real text; the test split is the last fraction."""
-    from pathlib import Path
-
-    from tl_geometry import corpus
-
-    names = [s for s in source.split("+") if s]
-    parts = []
-    for s in names:
-        if s in corpus.SOURCES:
-            try:
-                parts += corpus.texts(s)
-            except ValueError as exc:
-                if len(names) == 1:
-                    raise
-                logger.warning("skipping text source %r: %s", s, exc)  # e.g. a shakespeare build without texts
-        elif Path(s).is_file():
-            parts += corpus.texts(s)
-        else:
-            parts += _hf_texts(s)
-    if not parts:
-        raise InputError(f"source {source!r} gave no text")
-    data = torch.frombuffer(bytearray("\n\n".join(parts).encode("utf-8")), dtype=torch.uint8).long()
-    n_test = int(len(data) * test_fraction)
-    if n_test < 2 or len(data) - n_test < 2:
-        raise InputError(f"source {source!r} has only {len(data)} bytes")
-    return data[:-n_test], data[-n_test:]
-
-
-def _hf_texts(name: str) -> list[str]:
-    try:
-        import datasets
-    except ImportError:
-        raise InputError(
-            f"unknown text source {name!r}: not pydoc/shakespeare/a file, and `datasets` is not installed"
-        ) from None
-    try:
-        ds = datasets.load_dataset(name, split="train")
-    except Exception as exc:  # offline, unknown name, ...
-        raise InputError(
-            f"could not load text source {name!r} as a Hugging Face dataset: {type(exc).__name__}: {exc}"
-        ) from None
-    col = "text" if "text" in ds.column_names else ds.column_names[0]
-    return [t for t in ds[col] if t]
-
-
-def _windows(data: Tensor, n: int, length: int, gen: torch.Generator) -> Tensor:
-    if len(data) <= length:
-        raise InputError(f"text of {len(data)} bytes is shorter than a window of {length + 1}")
-    starts = torch.randint(0, len(data) - length, (n,), generator=gen)
-    return torch.stack([data[s : s + length] for s in starts.tolist()])
-
-
-def _eval_windows(data: Tensor, n: int | None, length: int, *, shifted: bool = False) -> Tensor:
-    """Sequential non-overlapping windows; ``shifted``: length+1 bytes each (input + next-byte
-    targets, consecutive windows sharing one byte, as the authors' SequentialWindowDataset)."""
-    span = length + 1 if shifted else length
-    k = (len(data) - 1) // length if shifted else len(data) // length
-    k = k if n is None else min(int(n), k)
-    if k < 1:
-        raise InputError(f"split of {len(data)} bytes is shorter than one window of {span}")
-    if shifted:
-        return data[: k * length + 1].unfold(0, span, length)
-    return data[: k * length].view(k, length)
-
-
-def _loss(model: Any, win: Tensor, *, shifted: bool, reduction: str = "mean") -> Tensor:
-    """Next-byte cross-entropy (nats) of windows: TL's loss (library), or the authors' input/target
-    split of (n_ctx+1)-byte windows (paper: every input position predicts a byte)."""
-    if not shifted:
-        if reduction == "sum":
-            return model(win, return_type="loss", loss_per_token=True).sum()
-        return model(win, return_type="loss")
-    logits = model(win[:, :-1])
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1), reduction=reduction
-    )
-
-
-@torch.no_grad()
-def _ce(model: Any, windows: Tensor, *, shifted: bool, batch_size: int, device: Any) -> float:
-    tot, n = 0.0, 0
-    for b in windows.split(batch_size):
-        b = b.to(device)
-        tot += float(_loss(model, b, shifted=shifted, reduction="sum"))
-        n += b.shape[0] * (b.shape[1] - 1)
-    return tot / n
-
-
-def train_run(
-    params: Mapping[str, Any], train: Tensor, test: Tensor, val: Tensor | None = None, *, device: Any = "cpu"
-) -> dict:
-    """Train one TinyGPT shape and measure it; ``params`` is one job of [`shape_sweep`][tl_geometry.families.interaction.shape_sweep.shape_sweep].
-
-    Returns test_ce (and val_ce with early stopping), train_loss, aofe_ratio_out (output-space
-    AGOP, exact; projection seed 42 in the paper preset), aofe_ratio_loss (loss-gradient AGOP at
-    the token embeddings), wtw_aofe_ratio, r_dw, n_params (trainable), pad, pad_ratio, preset,
-    steps_run, stopped_early, seconds.
-    """
-    from tl_geometry.families.interaction import agop
-    from tl_geometry.metrics.interaction import depth_width_ratio, wtw_aofe
-
-    t0 = time.perf_counter()
-    p = dict(params)
-    preset = _check_preset(p.get("preset", "library"))
-    paper = preset == "paper"
-    device = torch.device(device)
-    L, d, n_ctx = int(p["n_layers"]), int(p["d_model"]), int(p["n_ctx"])
-    model = build_model(L, d, preset=preset, d_head=p["d_head"], n_ctx=n_ctx, seed=p["seed"]).to(device)
-    trainable = [x for x in model.parameters() if x.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=p["lr"], weight_decay=p["weight_decay"])
-    base = int(p["steps"])
-    total = max(base, math.ceil(float(p.get("max_train_factor", 1.0)) * base))
-    w = float(p["warmup"])
-    n_warm = int(w) if w >= 1 else int(w * total)
-
-    def lr_at(step: int) -> float:
-        if step < n_warm:
-            return (step + 1) / n_warm
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - n_warm) / max(1, total - n_warm))))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    gen = torch.Generator().manual_seed(int(p["seed"]) + (1000 * L if paper else 0))
-    span = n_ctx + 1 if paper else n_ctx
-    patience, clip = p.get("patience"), p.get("grad_clip")
-    eval_every = int(p.get("eval_every", 200))
-    val_win = _eval_windows(val, p["eval_seqs"], n_ctx, shifted=paper) if (patience and val is not None) else None
-    best_val, best_state, stale, stopped, steps_run = float("inf"), None, 0, False, 0
-    model.train()
-    loss = torch.tensor(float("nan"))
-    for step in range(total):
-        batch = _windows(train, p["batch_size"], span, gen).to(device)
-        loss = _loss(model, batch, shifted=paper)
-        if not torch.isfinite(loss):
-            raise InputError(f"training diverged (loss {float(loss)}) for depth {L}, d_model {d}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(trainable, float(clip))
-        opt.step()
-        sched.step()
-        steps_run = step + 1
-        if val_win is not None and (steps_run % eval_every == 0 or steps_run == total):
-            model.eval()
-            v = _ce(model, val_win, shifted=paper, batch_size=p["batch_size"], device=device)
-            model.train()
-            if v + 1e-6 < best_val:
-                best_val, stale = v, 0
-                best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
-            else:
-                stale += 1
-            if patience is not None and steps_run >= base and stale >= int(patience):  # val_win implies patience
-                stopped = True
-                break
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    model.eval()
-    test_win = _eval_windows(test, p["eval_seqs"], n_ctx, shifted=paper)
-    test_ce = _ce(model, test_win, shifted=paper, batch_size=p["batch_size"], device=device)
-    if p.get("agop_split", "test") == "train":
-        agop_win = _windows(train, p["n_agop_seqs"], n_ctx, torch.Generator().manual_seed(int(p["seed"]) + 42))
-    else:
-        agop_win = _eval_windows(test, p["n_agop_seqs"], n_ctx)
-    bs = min(len(agop_win), 32 if device.type == "cuda" else 8)
-    out = agop(
-        model,
-        agop_win,
-        space="output",
-        exact=True,
-        progress=False,
-        batch_size=bs,
-        projection_seed=PAPER_PROJECTION_SEED if paper else None,
-    )
-    lossg = agop(model, agop_win, space="loss", progress=False, batch_size=bs)
-    active = trainable_params(model)
-    budget = float(p.get("budget", active))
-    rec = {
-        "test_ce": test_ce,
-        "train_loss": float(loss.detach()),
-        "aofe_ratio_out": out.stats["blocks.0.hook_resid_pre"].ratio,
-        "aofe_ratio_loss": lossg.stats["hook_embed"].ratio,
-        "wtw_aofe_ratio": float(wtw_aofe(model.W_E.detach()).ratio),
-        "r_dw": depth_width_ratio(model.cfg),
-        "n_params": active,
-        "pad": int(budget - active),
-        "pad_ratio": (budget - active) / budget,
-        "preset": preset,
-        "steps_run": steps_run,
-        "stopped_early": stopped,
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
-    if val_win is not None:
-        rec["val_ce"] = best_val
-    return rec
-
-
 def _steps(cfg: SweepConfig, budget: float, L: int, d: int) -> int:
     if not cfg.bytes_per_param:
         return int(cfg.steps)
@@ -781,53 +354,3 @@ def shape_sweep(
         pass
     keys = {job_key(j) for j in jobs}
     return [r for r in rf.records() if r.get("key") in keys and r.get("status") == "ok"]
-
-
-def frontier(records: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Best run per budget: budget, n_layers, d_model, alpha (= R_D/W of the best), test_ce."""
-    best: dict[float, Mapping] = {}
-    for r in records:
-        b = r["params"]["budget"]
-        if b not in best or r["test_ce"] < best[b]["test_ce"]:
-            best[b] = r
-    return [
-        {
-            "budget": b,
-            "n_layers": r["params"]["n_layers"],
-            "d_model": r["params"]["d_model"],
-            "alpha": r["r_dw"],
-            "test_ce": r["test_ce"],
-        }
-        for b, r in sorted(best.items())
-    ]
-
-
-def plot_sweep(records: Sequence[Mapping[str, Any]], path: Any = None):
-    """Left: test CE vs R_D/W per budget, efficient interval shaded. Right: frontier α* per budget."""
-    from tl_geometry.plotting import pyplot
-
-    plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
-
-    from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
-
-    if not records:
-        raise InputError("no sweep records to plot")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    a1.axvspan(*EFFICIENT_INTERVAL, color="0.85", label="efficient interval")
-    for b in sorted({r["params"]["budget"] for r in records}):
-        rs = sorted((r for r in records if r["params"]["budget"] == b), key=lambda r: r["r_dw"])
-        a1.plot([r["r_dw"] for r in rs], [r["test_ce"] for r in rs], "o-", label=f"{b / 1e6:g}M")
-    a1.set_xscale("log")
-    a1.set_xlabel("R_D/W = depth / d_model")
-    a1.set_ylabel("test cross-entropy (nats/byte)")
-    a1.legend(fontsize=8)
-    fr = frontier(records)
-    a2.axhspan(*EFFICIENT_INTERVAL, color="0.85")
-    a2.plot([f["budget"] for f in fr], [f["alpha"] for f in fr], "o-")
-    a2.set_xscale("log")
-    a2.set_xlabel("parameter budget")
-    a2.set_ylabel("α* (best R_D/W)")
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=120)
-    return fig

@@ -425,6 +425,7 @@ register_family(
             ),
         ),
         read="tl_geometry.families.sae.reading:read_sae",
+        explain="tl_geometry.families.sae.reading:explain_nan",
         note="tl_geometry.families.sae.reading:no_sae_note",
         checks="tl_geometry.families.sae.checks",
         command="tl_geometry.families.sae.cli",

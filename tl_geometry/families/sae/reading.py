@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.readings import fmt, rows_of
-from tl_geometry.report import GeometryReport
+from tl_geometry.readings import NO_COUNT, fmt, rows_of
+from tl_geometry.report import GeometryReport, Row
 
 
 def no_sae_note(report: GeometryReport, *, hint: str = "") -> str | None:
@@ -79,3 +79,19 @@ def read_sae(report: GeometryReport) -> list[str]:
             + ", so SAE widths cannot be compared with it."
         )
     return out
+
+
+def explain_nan(row: Row) -> str:
+    """Why an SAE ratio is NaN, from its ``verdict`` and reason ("" otherwise; the family's
+    ``explain`` for [`tl_geometry.readings.nan_reason`][tl_geometry.readings.nan_reason])."""
+    verdict = row.extras.get("verdict")
+    if verdict == "indeterminate":
+        why = row.extras.get("reason") or NO_COUNT
+        return f"indeterminate: the host's capacity k is not a count, so there is nothing to divide by ({why})"
+    if row.extras.get("status") == "indeterminate":
+        return ""  # an indeterminate count says more than a missing tied= / d_vocab=: nan_reason words it
+    if verdict == "tied unknown":
+        return "not computed: whether the host ties its embedding and unembedding is unknown (pass tied=)"
+    if verdict == "d_vocab unknown":
+        return "not computed: the host's vocabulary size is unknown (pass d_vocab=)"
+    return ""

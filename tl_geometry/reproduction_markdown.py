@@ -1,0 +1,103 @@
+"""The markdown of a reproduce run (``OUT/reproduce.md``) and the value formats its tables use.
+
+[`ReproduceResult.to_markdown`][tl_geometry.reproduction.ReproduceResult.to_markdown] renders with [`markdown`][tl_geometry.reproduction_markdown.markdown];
+``scripts/reproduce_docs.py`` builds the docs' table from the same cells ([`fmt`][tl_geometry.reproduction_markdown.fmt],
+[`fmt_paper`][tl_geometry.reproduction_markdown.fmt_paper], the Δ column and [`EVIDENCE_MEANING`][tl_geometry.reproduction_markdown.EVIDENCE_MEANING]).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from tl_geometry.reproduction import EVIDENCE, ReproRow, families_with_checks, headline
+
+__all__ = ["fmt", "fmt_paper", "EVIDENCE_MEANING", "markdown"]
+
+
+def fmt(x: Any) -> str:
+    """A value for the table: 4 significant digits, scientific beyond 10⁶."""
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}" if abs(x) < 10**7 else f"{x:.3g}"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+            return f"{x:.3e}"
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _fmt_delta(d: float | None) -> str:
+    if d is None:
+        return ""
+    if d == 0:
+        return "0"
+    return f"{d * 100:+.2g}%" if abs(d) >= 1e-4 else f"{d * 100:+.1e}%"
+
+
+def fmt_paper(r: ReproRow) -> str:
+    """The paper column: the paper's value, or "(ref. …)" for a measured row's reference, or "—"."""
+    if r.paper is None and r.reference is not None:
+        return f"(ref. {fmt(r.reference)})"
+    return fmt(r.paper)
+
+
+EVIDENCE_MEANING = {
+    "independent": "our simulation, training or measurement gives the paper's number",
+    "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
+    "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
+    "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
+}
+"""One line per evidence class for the tables' legend."""
+
+
+def markdown(rows: Iterable[ReproRow], meta: dict) -> str:
+    """``OUT/reproduce.md``: the run's header and headline, the evidence legend, one table per family
+    (in section order) and the wall time per check."""
+    rows = list(rows)
+    lines = [
+        "# The papers' numbers next to ours",
+        "",
+        f"tl_geometry {meta.get('tl_geometry_version')} (commit {meta.get('git_commit') or 'unknown'}), size "
+        f"**{meta.get('size')}**, device {meta.get('device')}, finished {meta.get('finished_utc')}; "
+        f"this run took {meta.get('wall_seconds_this_run')} s.",
+        "",
+        f"**{len(rows)} rows — {headline(rows)}.**",
+        "",
+        *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
+        "",
+        "Δ = (ours − paper) / |paper|; *reproduced* means |Δ| within the row's tolerance (default: one unit of "
+        "the last digit the paper printed).",
+        "",
+    ]
+    for fam in families_with_checks():
+        fr = [r for r in rows if r.family == fam]
+        if not fr:
+            continue
+        lines += [
+            f"## {fam}",
+            "",
+            "| figure | paper | ours | Δ | status | evidence | note |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in fr:
+            note = f"[{r.preset}] {r.note}".strip() if r.preset else r.note
+            note = note.replace("|", "\\|")
+            lines.append(
+                f"| {r.figure.replace('|', '/')} | {fmt_paper(r)} | {fmt(r.ours)}"
+                f"{'' if r.stderr is None else ' ± ' + fmt(r.stderr)} | {_fmt_delta(r.delta)} | "
+                f"{r.status} | {r.evidence} | {note} |"
+            )
+        lines.append("")
+    secs = meta.get("seconds_per_check") or {}
+    if secs:
+        lines += ["## Wall time per check", "", "| check | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in secs.items()]
+        lines.append("")
+    return "\n".join(lines)
