@@ -8,7 +8,8 @@ Argument groups (one definition each, each command passing its own defaults and 
 
 Their checks: [`model_flag_checks`][tl_geometry.cli_args.model_flag_checks] (what each size flag accepts, plus a
 command's own) and [`check_model_args`][tl_geometry.cli_args.check_model_args] (every check that needs no model),
-then [`check_outputs`][tl_geometry.cli_args.check_outputs]; [`write_report`][tl_geometry.cli_args.write_report] and
+then [`check_outputs`][tl_geometry.cli_args.check_outputs]; after the load [`corpus_tokens`][tl_geometry.cli_args.corpus_tokens]
+and [`chosen_hooks`][tl_geometry.cli_args.chosen_hooks] read what the flags ask for, and [`write_report`][tl_geometry.cli_args.write_report] and
 [`write_figures`][tl_geometry.cli_args.write_figures] write the results. ``report``, ``pga``, ``agop``, ``id`` and
 ``sweep`` call the checks first, so a bad ``--k 0``, ``--batch-size 0``, ``--n-seqs 0``, ``--layers 99``, a
 missing corpus file or an existing ``--out`` is refused in a fraction of a second instead of after a 12–60 s model
@@ -18,7 +19,7 @@ load. Each check goes through `tl_geometry._checks` (the one validation layer) a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tl_geometry import _checks
@@ -214,6 +215,29 @@ def check_outputs(args: Any) -> None:
         from tl_geometry.html import figure_files
 
         outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
+
+
+def corpus_tokens(model: Any, args: Any) -> Any:
+    """The token sample [`add_model_text`][tl_geometry.cli_args.add_model_text]'s flags and ``--seed`` ask for,
+    tokenized by ``model`` ([`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens])."""
+    from tl_geometry import corpus
+
+    return corpus.tokens(
+        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
+    )
+
+
+def chosen_hooks(model: Any, args: Any, *, site: str, default: Callable[[], Any] | None = None) -> Any:
+    """The hooks [`add_layers_hooks`][tl_geometry.cli_args.add_layers_hooks]'s flags ask for: ``--hooks``, else
+    ``blocks.{l}.hook_resid_<site>`` at each of ``--layers``, else ``default()`` (None without ``default``:
+    the metric's own default)."""
+    if args.hooks:
+        return args.hooks
+    if args.layers is not None:
+        from tl_geometry import capture
+
+        return capture.resid_hooks(model, site, args.layers)
+    return default() if default is not None else None
 
 
 def write_report(args: Any, report: Any) -> None:

@@ -60,15 +60,12 @@ def check_args(args) -> None:
 
 def run(args) -> int:
     import tl_geometry as tg
-    from tl_geometry import capture
 
     check_args(args)  # every flag, the corpus, the device, --layers against the model's files
     cli_args.check_outputs(args)  # checked before the model is loaded
     model = tg.models.load(args.model, device=args.device)
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
-    )
-    hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(model, args, site="pre")
     res = tg.agop(
         model,
         tokens,

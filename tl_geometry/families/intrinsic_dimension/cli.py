@@ -35,21 +35,13 @@ def check_args(args) -> None:
 
 def run(args) -> int:
     import tl_geometry as tg
-    from tl_geometry import capture
     from tl_geometry.families.intrinsic_dimension import default_hooks, intrinsic_dimension
 
     check_args(args)
     cli_args.check_outputs(args)  # the destinations are checked before the model is loaded
     model = tg.models.load(args.model, device=args.device)
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
-    )
-    if args.hooks:
-        hooks = args.hooks
-    elif args.layers is not None:
-        hooks = capture.resid_hooks(model, "post", args.layers)
-    else:
-        hooks = default_hooks(model)
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(model, args, site="post", default=lambda: default_hooks(model))
     rep = intrinsic_dimension(
         model,
         tokens,

@@ -61,15 +61,15 @@ def run(args) -> int:
     model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
         raise InputError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(  # default: the preset's
+        model,
+        args,
+        site="post",
+        default=lambda: (
+            capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
+        ),
     )
-    if args.hooks:
-        hooks = args.hooks
-    elif args.layers is not None:
-        hooks = capture.resid_hooks(model, "post", args.layers)
-    else:
-        hooks = capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
     rep = tg.pga(
         model,
         tokens,
