@@ -146,17 +146,7 @@ def has_hooked_transformer() -> bool:
 def portable_tiny_model(n_layers: int = 2, d_model: int = 16, seed: int = 0, *, bridge: bool = False):
     """A tiny random model: a HookedTransformer on TransformerLens 3.x, a TransformerBridge on 4.x
     (or with ``bridge=True``)."""
-    kw = dict(
-        n_layers=n_layers,
-        d_model=d_model,
-        n_ctx=32,
-        d_head=4,
-        n_heads=4,
-        d_mlp=32,
-        d_vocab=53,
-        act_fn="gelu",
-        normalization_type="LN",
-    )
+    kw = {**TINY_SHAPE, "n_layers": n_layers, "d_model": d_model, "n_ctx": 32, "d_head": 4, "d_mlp": 32, "d_vocab": 53}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(seed)
