@@ -5,7 +5,8 @@ Three groups:
 - **Tiny models** (no pretrained weights, no network): :func:`make_tiny_model` /
   :func:`tiny_config` (a ``HookedTransformer``, TransformerLens < 4; a test that calls them
   carries ``@pytest.mark.needs_hooked``), :func:`make_tiny_bridge` (a ``TransformerBridge``),
-  :func:`make_byte_model` with :class:`ByteTokenizer` (real text without a download), and
+  :func:`make_byte_model` with :class:`ByteTokenizer` (real text without a download),
+  :func:`run_with_leaf` (an activation made an autograd leaf, for slow gradient references), and
   :func:`load_script` for tests of ``scripts/``.
 - **Sweeps** (sweep, crash/resume, determinism, memory): :func:`portable_tiny_model` (a
   HookedTransformer on TransformerLens 3.x, else a TransformerBridge) and :func:`tiny_loader`,
@@ -50,23 +51,24 @@ def _hooked_transformer_classes():
     return HookedTransformer, HookedTransformerConfig
 
 
+#: The shape of the ``tiny_model`` fixture (:func:`make_tiny_model`, :func:`make_tiny_bridge`).
+TINY_SHAPE = dict(
+    n_layers=3,
+    d_model=32,
+    n_ctx=64,
+    d_head=8,
+    n_heads=4,
+    d_mlp=64,
+    d_vocab=101,
+    act_fn="gelu",
+    normalization_type="LN",
+)
+
+
 def tiny_config(**overrides):
     _, HookedTransformerConfig = _hooked_transformer_classes()
 
-    kw = dict(
-        n_layers=3,
-        d_model=32,
-        n_ctx=64,
-        d_head=8,
-        n_heads=4,
-        d_mlp=64,
-        d_vocab=101,
-        act_fn="gelu",
-        normalization_type="LN",
-        seed=0,
-    )
-    kw.update(overrides)
-    return HookedTransformerConfig(**kw)
+    return HookedTransformerConfig(**{**TINY_SHAPE, "seed": 0, **overrides})
 
 
 def make_tiny_model(**overrides):
@@ -82,18 +84,7 @@ def make_tiny_model(**overrides):
 def make_tiny_bridge(**overrides):
     from transformer_lens.model_bridge import TransformerBridge
 
-    kw = dict(
-        n_layers=3,
-        d_model=32,
-        n_ctx=64,
-        d_head=8,
-        n_heads=4,
-        d_mlp=64,
-        d_vocab=101,
-        act_fn="gelu",
-        normalization_type="LN",
-    )
-    kw.update(overrides)
+    kw = {**TINY_SHAPE, **overrides}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
@@ -118,6 +109,20 @@ def make_byte_model(**overrides):
     return m
 
 
+def run_with_leaf(model, tokens, hook: str):
+    """Run ``model`` on ``tokens`` with the activation at ``hook`` replaced by a detached copy that
+    requires grad: returns ``(output, leaf)``, so ``torch.autograd.grad(f(output), leaf)`` is the
+    gradient at that activation (the slow reference the AGOP tests compare with)."""
+    store = {}
+
+    def keep(act, hook):
+        store["leaf"] = act.detach().clone().requires_grad_(True)
+        return store["leaf"]
+
+    out = model.run_with_hooks(tokens, fwd_hooks=[(hook, keep)])
+    return out, store["leaf"]
+
+
 def load_script(name: str):
     """Import ``scripts/<name>.py`` (not a package) as a module, for tests of the scripts."""
     import importlib.util
@@ -138,23 +143,14 @@ def has_hooked_transformer() -> bool:
     return True
 
 
-def portable_tiny_model(n_layers: int = 2, d_model: int = 16, seed: int = 0):
-    """A tiny random model: a HookedTransformer on TransformerLens 3.x, a TransformerBridge on 4.x."""
-    kw = dict(
-        n_layers=n_layers,
-        d_model=d_model,
-        n_ctx=32,
-        d_head=4,
-        n_heads=4,
-        d_mlp=32,
-        d_vocab=53,
-        act_fn="gelu",
-        normalization_type="LN",
-    )
+def portable_tiny_model(n_layers: int = 2, d_model: int = 16, seed: int = 0, *, bridge: bool = False):
+    """A tiny random model: a HookedTransformer on TransformerLens 3.x, a TransformerBridge on 4.x
+    (or with ``bridge=True``)."""
+    kw = {**TINY_SHAPE, "n_layers": n_layers, "d_model": d_model, "n_ctx": 32, "d_head": 4, "d_mlp": 32, "d_vocab": 53}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(seed)
-        if has_hooked_transformer():
+        if not bridge and has_hooked_transformer():
             from transformer_lens import HookedTransformer, HookedTransformerConfig
 
             model = HookedTransformer(HookedTransformerConfig(**kw, seed=seed))

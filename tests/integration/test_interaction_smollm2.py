@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
+from tests.helpers import run_with_leaf
 
 pytestmark = pytest.mark.integration
 
@@ -35,16 +36,9 @@ def test_probe_gradients_equal_autograd_on_smollm2(smollm2, tokens):
     gen = torch.Generator().manual_seed(3)
     G = torch.zeros(576, 576, dtype=torch.float64)
     for _ in range(2):
-        store = {}
-
-        def hook_fn(act, hook):
-            a = act.detach().clone().requires_grad_(True)
-            store["a"] = a  # noqa: B023  (called in this iteration)
-            return a
-
-        logits = smollm2.run_with_hooks(tok, fwd_hooks=[(h, hook_fn)])
+        logits, leaf = run_with_leaf(smollm2, tok, h)
         u = torch.randn(logits.shape, generator=gen)
-        (g,) = torch.autograd.grad((u * logits).sum(), store["a"])
+        (g,) = torch.autograd.grad((u * logits).sum(), leaf)
         g = g[0, keep].double()
         G += g.T @ g
     G /= 2 * int(keep.sum())

@@ -16,10 +16,10 @@ def test_no_command_prints_help(capsys):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["report", "--n-seqs", "0"], "--n-seqs must be >= 1"),
+        (["report", "--n-seqs", "0"], "--n-seqs must be an integer >= 1, got 0"),
         (["report", "--metrics", "shapee"], "unknown metric 'shapee'"),
-        (["report", "--n-null", "1"], "--n-null must be >= 2"),
-        (["report", "--n-probes", "0"], "--n-probes must be >= 2"),
+        (["report", "--n-null", "1"], "--n-null must be an integer >= 2, got 1"),
+        (["report", "--n-probes", "0"], "--n-probes must be an integer >= 2, got 0"),
     ],
 )
 def test_bad_arguments_one_line(argv, match, capsys, tmp_path):
@@ -76,10 +76,10 @@ def _no_load(*args, **kwargs):
     "argv, match",
     [
         (["--corpus", "/nonexistent/corpus.txt"], "corpus '/nonexistent/corpus.txt': no such source"),
-        (["--max-points", "1"], "--max-points must be >= 2"),
-        (["--n-null", "1"], "--n-null must be >= 2"),
-        (["--n-probes", "1"], "--n-probes must be >= 2"),
-        (["--seq-len", "1"], "--seq-len >= 2"),
+        (["--max-points", "1"], "--max-points must be an integer >= 2, got 1"),
+        (["--n-null", "1"], "--n-null must be an integer >= 2, got 1"),
+        (["--n-probes", "1"], "--n-probes must be an integer >= 2, got 1"),
+        (["--seq-len", "1"], "--seq-len must be an integer >= 2, got 1"),
         (["--seed", "-1"], "seed must be a non-negative integer"),
         (["--device", "gpu"], "not a torch device"),
         (["--max-memory-gb", "0"], "max_memory_gb must be a positive number"),

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tests.helpers import make_tiny_model
+from tests.helpers import make_tiny_model, run_with_leaf
 from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
 from tl_geometry.metrics.interaction import AGOPAccumulator, projection_matrix
 
@@ -35,18 +35,12 @@ def ref_agop_exact(model, tokens, hook):
     G = torch.zeros(d, d, dtype=torch.float64)
     n = 0
     for b in range(tokens.shape[0]):
-        store = {}
-
-        def keep(act, hook):
-            a = act.detach().clone().requires_grad_(True)
-            store["a"] = a  # noqa: B023  (called in this iteration)
-            return a
-
-        logits = model.run_with_hooks(tokens[b : b + 1], fwd_hooks=[(hook, keep)])[0]  # (T, V)
+        logits, leaf = run_with_leaf(model, tokens[b : b + 1], hook)
+        logits = logits[0]  # (T, V)
         T, V = logits.shape
         rows = []
         for t, v in itertools.product(range(T), range(V)):
-            (g,) = torch.autograd.grad(logits[t, v], store["a"], retain_graph=True)
+            (g,) = torch.autograd.grad(logits[t, v], leaf, retain_graph=True)
             rows.append(g[0].double())  # (T, d): ∂F_{t,v}/∂a_{s}
         J = torch.stack(rows)  # (T·V, T, d)
         for s in range(T):
@@ -160,23 +154,13 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
     tok = tiny_tokens[:2]
     res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=2, seed=5, progress=False, probes="logits")
     gen = torch.Generator().manual_seed(5)
-    store = {}
-
-    def keep(name):
-        def fn(act, hook):
-            a = act.detach().clone().requires_grad_(True)
-            store[name] = a
-            return a
-
-        return fn
-
     # HOOKS[0] is upstream of HOOKS[1]: capture each in its own forward so each is a leaf
     Gs = {h: 0 for h in HOOKS}
     us = [torch.randn(2, 16, 101, generator=gen) for _ in range(2)]
     for h in HOOKS:
         for u in us:
-            logits = tiny_model.run_with_hooks(tok, fwd_hooks=[(h, keep(h))])
-            (g,) = torch.autograd.grad((u * logits).sum(), store[h])
+            logits, leaf = run_with_leaf(tiny_model, tok, h)
+            (g,) = torch.autograd.grad((u * logits).sum(), leaf)
             g = g.reshape(-1, 32).double()
             Gs[h] = Gs[h] + g.T @ g
     for h in HOOKS:
@@ -185,15 +169,8 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
 
 def _leaf_grads(model, tok, h, scalar_of_logits):
     """∂ scalar_of_logits(logits) / ∂ activation at h, the activation made a leaf (slow reference)."""
-    store = {}
-
-    def keep(act, hook):
-        a = act.detach().clone().requires_grad_(True)
-        store["a"] = a
-        return a
-
-    logits = model.run_with_hooks(tok, fwd_hooks=[(h, keep)])
-    (g,) = torch.autograd.grad(scalar_of_logits(logits), store["a"])
+    logits, leaf = run_with_leaf(model, tok, h)
+    (g,) = torch.autograd.grad(scalar_of_logits(logits), leaf)
     return g
 
 
@@ -327,15 +304,9 @@ def test_output_space_exact_reference_and_probes(tiny_model, tiny_tokens):
     P = projection_matrix(8, 101, seed=0)
     ref = torch.zeros(8, 8, dtype=torch.float64)
     for b in range(3):
-        store = {}
-
-        def keep(act, hook):
-            a = act.detach().clone().requires_grad_(True)
-            store["a"] = a  # noqa: B023  (called in this iteration)
-            return a
-
-        y = tiny_model.run_with_hooks(tok[b : b + 1], fwd_hooks=[(h, keep)])[0, -1] @ P.T
-        PJ = torch.stack([torch.autograd.grad(y[k], store["a"], retain_graph=True)[0].flatten() for k in range(8)])
+        logits, leaf = run_with_leaf(tiny_model, tok[b : b + 1], h)
+        y = logits[0, -1] @ P.T
+        PJ = torch.stack([torch.autograd.grad(y[k], leaf, retain_graph=True)[0].flatten() for k in range(8)])
         ref += PJ.double() @ PJ.double().T
     torch.testing.assert_close(ex.matrices[h].double(), ref / 3, rtol=1e-4, atol=1e-6)
     assert ex.matrices[h].shape == (8, 8) and ex.space == "output"

@@ -14,6 +14,11 @@ def byte_model():
     return make_byte_model()
 
 
+def _run(model, metrics, out=None, **kw):
+    """``run_report`` on two 16-token sequences, without progress bars."""
+    return run_report(model, n_seqs=2, seq_len=16, metrics=metrics, out=out, progress=False, **kw)
+
+
 @pytest.fixture
 def broken_metrics():
     @tg.register_metric("_t_fail", needs="activations")
@@ -30,15 +35,7 @@ def broken_metrics():
 
 
 def test_failed_metric_gives_partial_report(byte_model, broken_metrics, tmp_path):
-    rep = run_report(
-        byte_model,
-        n_seqs=2,
-        seq_len=16,
-        metrics=["shape", "_t_fail", "depth_width"],
-        out=tmp_path / "r",
-        figures=False,
-        progress=False,
-    )
+    rep = _run(byte_model, ["shape", "_t_fail", "depth_width"], tmp_path / "r", figures=False)
     assert rep.provenance["status"] == "partial"
     assert "metric exploded" in rep.provenance["errors"]["_t_fail"]
     assert rep.value("shape.d_model") == 32 and "depth_width.ratio" in rep.metrics
@@ -48,24 +45,14 @@ def test_failed_metric_gives_partial_report(byte_model, broken_metrics, tmp_path
 
 def test_interrupted_run_keeps_results_marked(byte_model, broken_metrics, tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        run_report(
-            byte_model,
-            n_seqs=2,
-            seq_len=16,
-            metrics=["shape", "_t_interrupt", "depth_width"],
-            out=tmp_path / "r",
-            figures=False,
-            progress=False,
-        )
+        _run(byte_model, ["shape", "_t_interrupt", "depth_width"], tmp_path / "r", figures=False)
     saved = tg.GeometryReport.from_json(tmp_path / "r" / "report.json")
     assert saved.provenance["status"] == "interrupted"
     assert "shape.n_layers" in saved.metrics and "depth_width.ratio" not in saved.metrics
 
 
 def test_complete_run_with_figures(byte_model, tmp_path):
-    rep = run_report(
-        byte_model, n_seqs=2, seq_len=16, metrics=["shape", "epsilon", "spectral"], out=tmp_path / "r", progress=False
-    )
+    rep = _run(byte_model, ["shape", "epsilon", "spectral"], tmp_path / "r")
     assert rep.provenance["status"] == "complete" and rep.provenance["n_tokens"] == 32
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"report.json", "report.md", "index.html", "spectral.png"} <= files
@@ -90,9 +77,7 @@ def _assert_marked(folder, status):
 def test_fresh_interrupted_run_is_marked_in_every_file(byte_model, broken_metrics, tmp_path):
     out = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        run_report(
-            byte_model, n_seqs=2, seq_len=16, metrics=["shape", "_t_interrupt", "depth_width"], out=out, progress=False
-        )
+        _run(byte_model, ["shape", "_t_interrupt", "depth_width"], out)
     _assert_marked(out, "interrupted")  # no previous report: the partial one is promoted, marked
     assert "depth_width" in tg.GeometryReport.from_json(out / "report.json").provenance["missing_metrics"]
     assert not (out / "partial-run").exists() and not (out / ".tl-geometry.lock").exists()
@@ -100,38 +85,22 @@ def test_fresh_interrupted_run_is_marked_in_every_file(byte_model, broken_metric
 
 def test_interrupted_force_run_keeps_the_previous_report(byte_model, broken_metrics, tmp_path):
     out = tmp_path / "r"
-    run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "spectral"], out=out, progress=False)
+    _run(byte_model, ["shape", "spectral"], out)
     before = _snapshot(out)
     assert "spectral.png" in before and "index.html" in before
     with pytest.raises(KeyboardInterrupt):
-        run_report(
-            byte_model,
-            n_seqs=2,
-            seq_len=16,
-            metrics=["shape", "_t_interrupt", "spectral"],
-            out=out,
-            force=True,
-            progress=False,
-        )
+        _run(byte_model, ["shape", "_t_interrupt", "spectral"], out, force=True)
     assert _snapshot(out) == before  # byte for byte: report.json, report.md, index.html, PNGs
     _assert_marked(out / "partial-run", "interrupted")
     assert not (out / ".tl-geometry.lock").exists()
     # the next complete run replaces both
-    run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape"], out=out, force=True, progress=False)
+    _run(byte_model, ["shape"], out, force=True)
     assert tg.GeometryReport.from_json(out / "report.json").provenance["status"] == "complete"
     assert not (out / "partial-run").exists() and not (out / "spectral.png").exists()
 
 
 def test_failed_metric_is_marked_in_every_file(byte_model, broken_metrics, tmp_path):
-    run_report(
-        byte_model,
-        n_seqs=2,
-        seq_len=16,
-        metrics=["shape", "_t_fail"],
-        out=tmp_path / "r",
-        figures=False,
-        progress=False,
-    )
+    _run(byte_model, ["shape", "_t_fail"], tmp_path / "r", figures=False)
     _assert_marked(tmp_path / "r", "partial")
     assert "metric exploded" in (tmp_path / "r" / "index.html").read_text()
 
@@ -164,7 +133,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
     from pathlib import Path
 
     out = tmp_path / "r"
-    run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "spectral"], out=out, progress=False)
+    _run(byte_model, ["shape", "spectral"], out)
     before = _snapshot(out)
     script = tmp_path / "kill_me.py"
     script.write_text(_KILL_SCRIPT)
@@ -184,7 +153,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
         from tl_geometry.outdir import OutputLockedError
 
         with pytest.raises(OutputLockedError, match=f"pid {proc.pid}"):
-            run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape"], out=out, force=True, progress=False)
+            _run(byte_model, ["shape"], out, force=True)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -194,7 +163,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
     assert _snapshot(out) == before
     _assert_marked(out / "partial-run", "running")  # written after "shape", before the kill
     assert "pid=" in (out / ".tl-geometry.lock").read_text()  # left by the dead process
-    run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape"], out=out, force=True, progress=False)
+    _run(byte_model, ["shape"], out, force=True)
     assert tg.GeometryReport.from_json(out / "report.json").provenance["status"] == "complete"
     assert not (out / "partial-run").exists() and not (out / ".tl-geometry.lock").exists()
 
@@ -223,7 +192,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(byte_model, tmp_path):
     out = tmp_path / "r"
     out.mkdir()
     (out / ".tl-geometry.lock").write_text("pid=999999999\nhost=elsewhere\nstarted=yesterday\n")
-    rep = run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape"], out=out, progress=False)
+    rep = _run(byte_model, ["shape"], out)
     assert rep.provenance["status"] == "complete" and (out / "report.json").is_file()
     assert not (out / ".tl-geometry.lock").exists()
 
@@ -350,7 +319,7 @@ def test_report_files_follow_the_umask(byte_model, tmp_path, umask, file_mode, d
 
     old = os.umask(umask)
     try:
-        run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape", "spectral"], out=tmp_path / "r", progress=False)
+        _run(byte_model, ["shape", "spectral"], tmp_path / "r")
     finally:
         os.umask(old)
     out = tmp_path / "r"
@@ -379,5 +348,5 @@ def test_progress_false_silences_the_metrics_own_bars(byte_model, tmp_path, caps
 def test_transformer_lens_version_recorded(byte_model):
     from importlib.metadata import version
 
-    rep = run_report(byte_model, n_seqs=2, seq_len=16, metrics=["shape"], progress=False)
+    rep = _run(byte_model, ["shape"])
     assert rep.provenance["transformer_lens_version"] == version("transformer_lens") != "?"

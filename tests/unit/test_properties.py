@@ -311,20 +311,7 @@ def _models():
         from transformer_lens.model_bridge import TransformerBridge  # noqa: F401
 
         if H.has_hooked_transformer():  # on TL 4 tiny_model already is a bridge
-            kw = dict(
-                n_layers=2,
-                d_model=16,
-                n_ctx=32,
-                d_head=4,
-                n_heads=4,
-                d_mlp=32,
-                d_vocab=53,
-                act_fn="gelu",
-                normalization_type="LN",
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out.append(("bridge", TransformerBridge.boot_native(kw).eval()))
+            out.append(("bridge", H.portable_tiny_model(2, 16, bridge=True)))
     except ImportError:
         pass
     return out

@@ -154,32 +154,33 @@ def test_frontier_and_plot(tmp_path):
         ss.plot_sweep([])
 
 
+def shape_argv(text_file, out, budgets=("9000",)):
+    """``tl-geometry sweep shape`` over one-layer shapes trained 2 steps at context 16 (seconds each)."""
+    return [
+        "sweep",
+        "shape",
+        "--budgets",
+        *budgets,
+        "--depths",
+        "1",
+        "--steps",
+        "2",
+        "--n-ctx",
+        "16",
+        "--source",
+        text_file,
+        "--out",
+        str(out),
+    ]
+
+
 def test_cli_sweep_shape(text_file, tmp_path, capsys):
     from tl_geometry.cli import main
     from tl_geometry.commands import sweep
 
     assert {"shape", "toy"} <= set(sweep.BUILDERS)
     out = tmp_path / "cli.jsonl"
-    rc = main(
-        [
-            "sweep",
-            "shape",
-            "--budgets",
-            "9000",
-            "--depths",
-            "1",
-            "--steps",
-            "2",
-            "--n-ctx",
-            "16",
-            "--source",
-            text_file,
-            "--out",
-            str(out),
-            "--figure",
-            str(tmp_path / "f.png"),
-        ]
-    )
+    rc = main(shape_argv(text_file, out) + ["--figure", str(tmp_path / "f.png")])
     assert rc == 0 and len(out.read_text().splitlines()) == 2  # the header line and the one shape
     assert "best at" in capsys.readouterr().out
     assert main(["sweep", "shape", "--budgets", "10", "--out", str(out)]) == 2
@@ -422,24 +423,8 @@ def test_cli_dry_run_marks_done_runs(text_file, tmp_path, capsys):
     from tl_geometry.cli import main
 
     out = tmp_path / "d.jsonl"
-    args = [
-        "sweep",
-        "shape",
-        "--budgets",
-        "9000",
-        "12000",
-        "--depths",
-        "1",
-        "--steps",
-        "2",
-        "--n-ctx",
-        "16",
-        "--source",
-        text_file,
-        "--out",
-        str(out),
-    ]
-    assert main(["sweep", "shape", "--budgets", "9000", *args[5:]]) == 0
+    args = shape_argv(text_file, out, budgets=("9000", "12000"))
+    assert main(shape_argv(text_file, out)) == 0
     capsys.readouterr()
     assert main(args + ["--dry-run"]) == 0
     text = capsys.readouterr().out

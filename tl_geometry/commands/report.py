@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry import cli_args
+from tl_geometry import _checks, cli_args
 from tl_geometry.errors import InputError
 
 
@@ -50,17 +50,23 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+FLAG_CHECKS = {
+    **cli_args.TEXT_SIZES,
+    "n_null": _checks.int_at_least(2),
+    "n_probes": _checks.int_at_least(2),
+    "max_points": _checks.int_at_least(2),
+}
+"""What each size flag accepts (the one validation layer, `tl_geometry._checks`); the family
+flags may be left out (their defaults are the report's), the rest is checked by the run."""
+
+
 def run(args) -> int:
     from pathlib import Path
 
     from tl_geometry.pipeline import run_report
 
-    if args.n_seqs < 1 or args.seq_len < 2:
-        raise InputError(f"--n-seqs must be >= 1 and --seq-len >= 2 (got {args.n_seqs}, {args.seq_len})")
+    cli_args.check_flags(args, FLAG_CHECKS, optional=("n_null", "n_probes", "max_points"))
     options: dict[str, dict] = {}
-    for flag, value in (("--n-null", args.n_null), ("--n-probes", args.n_probes), ("--max-points", args.max_points)):
-        if value is not None and value < 2:
-            raise InputError(f"{flag} must be >= 2, got {value}")
     from tl_geometry.pipeline import default_metrics
 
     running = list(args.metrics) if args.metrics else default_metrics()

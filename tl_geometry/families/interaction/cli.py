@@ -10,16 +10,12 @@
 from __future__ import annotations
 
 from tl_geometry import _checks, cli_args
-from tl_geometry.errors import InputError
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("agop", help="AGOP / AOFE ratio at hook points (interaction paper)")
     cli_args.add_model_text(p, n_seqs=8, seq_len=128)
-    p.add_argument(
-        "--layers", type=int, nargs="+", default=None, help="layers for blocks.{l}.hook_resid_pre (default all)"
-    )
-    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    cli_args.add_layers_hooks(p, site="pre", default="all")
     p.add_argument("--n-probes", type=int, default=64, help="Gaussian probes (>= 2)")
     p.add_argument(
         "--space",
@@ -36,60 +32,40 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--exact", action="store_true", help="exact Jacobians (tiny models only)")
     p.add_argument("--nfa", action="store_true", help="also the NFA correlation per layer (W_in W_inᵀ vs AGOP)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
-    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
-    p.add_argument(
-        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
-    )
+    cli_args.add_outputs(p)
     p.set_defaults(func=run)
 
 
-FLAG_CHECKS = {
-    "n_seqs": _checks.int_at_least(1),
-    "seq_len": _checks.int_at_least(2),
-    "layers": _checks.int_at_least(0),
-    "batch_size": _checks.int_at_least(1),
-    "seed": _checks.SEED,
-    "projection_seed": _checks.Check(
+FLAG_CHECKS = cli_args.model_flag_checks(
+    projection_seed=_checks.Check(
         "a non-negative integer or None", lambda v: v is None or _checks.SEED.problem(v) is None
     ),
-    "threads": _checks.int_at_least(1, none_ok=True),
-}
-"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
+)
+"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`); ``--n-probes``
+as `n_probes_check` says."""
+
+
+def n_probes_check(args) -> _checks.Check:
+    """``--n-probes``: at least 2 for the random-probe estimate (its standard error needs two), 1 with
+    ``--exact`` or ``--space loss``."""
+    return _checks.int_at_least(1 if args.exact or args.space == "loss" else 2)
 
 
 def check_args(args) -> None:
     """Every check that needs no model, before the load (as ``report``)."""
-    from tl_geometry import cli_args as _early
-
-    if args.hooks and args.layers is not None:
-        raise InputError("pass either --hooks or --layers, not both")
-    _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
-    if not args.exact and args.space != "loss":
-        _checks.integer(args.n_probes, "--n-probes", lo=2)
-    else:
-        _checks.integer(args.n_probes, "--n-probes", lo=1)
-    _early.check_device(args.device)
-    _early.check_corpus(args.corpus, args.corpus_encoding)
-    _early.check_model_fit(args.model, layers=args.layers, seq_len=args.seq_len)
+    cli_args.check_model_args(args, {**FLAG_CHECKS, "n_probes": n_probes_check(args)})
 
 
 def run(args) -> int:
     import tl_geometry as tg
-    from tl_geometry import capture
 
     check_args(args)  # every flag, the corpus, the device, --layers against the model's files
-    from tl_geometry import outdir
-
-    if args.out:  # checked before the model is loaded
-        outdir.check_out_file(args.out, force=args.force, what="report file")
+    cli_args.check_outputs(args)  # checked before the model is loaded
     model = tg.models.load(args.model, device=args.device)
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
-    )
-    hooks = args.hooks or (capture.resid_hooks(model, "pre", args.layers) if args.layers is not None else None)
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(model, args, site="pre")
     res = tg.agop(
         model,
         tokens,
@@ -118,7 +94,5 @@ def run(args) -> int:
         for row in reports[-1].rows:
             print(f"{row.hook:<34} {row.metric:<14} {row.value:.4f}")
     if args.out:
-        text = tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed).to_json()
-        outdir.write_file(args.out, text, force=args.force, what="report file")
-        print(f"wrote {args.out}")
+        cli_args.write_report(args, tg.GeometryReport.merge(*reports, corpus=args.corpus, seed=args.seed))
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tl_geometry import _checks, cli_args
-from tl_geometry.errors import InputError
 
 
 def add_parser(subparsers) -> None:
@@ -11,74 +10,38 @@ def add_parser(subparsers) -> None:
         "id", help="intrinsic dimension by layer: TwoNN (Facco 2017) and GRIDE at growing scale (Denti 2022)"
     )
     cli_args.add_model_text(p, n_seqs=16, seq_len=256)
-    p.add_argument(
-        "--layers",
-        type=int,
-        nargs="+",
-        default=None,
-        help="layers for blocks.{l}.hook_resid_post (default: the embeddings and every layer)",
-    )
-    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    cli_args.add_layers_hooks(p, site="post", default="the embeddings and every layer")
     p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
     p.add_argument("--range-max", type=int, default=64, help="GRIDE's largest neighbour order (default 64)")
     p.add_argument("--discard-fraction", type=float, default=0.1, help="TwoNN's largest ratios left out (default 0.1)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
-    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
-    p.add_argument("--figures", default=None, help="write the ID figure (PNG) into this directory")
-    p.add_argument(
-        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
-    )
+    cli_args.add_outputs(p, figures="the ID figure")
     p.set_defaults(func=run)
 
 
-FLAG_CHECKS = {
-    "n_seqs": _checks.int_at_least(1),
-    "seq_len": _checks.int_at_least(2),
-    "layers": _checks.int_at_least(0),
-    "max_points": _checks.int_at_least(32),
-    "range_max": _checks.int_at_least(2),
-    "batch_size": _checks.int_at_least(1),
-    "seed": _checks.SEED,
-    "threads": _checks.int_at_least(1, none_ok=True),
-}
+FLAG_CHECKS = cli_args.model_flag_checks(
+    max_points=_checks.int_at_least(32),
+    range_max=_checks.int_at_least(2),
+    discard_fraction=_checks.real_in(0.0, 1.0, hi_open=True),
+)
 """What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
 
 
 def check_args(args) -> None:
     """Every check that needs no model, before the load: flags, corpus, device, ``--layers``."""
-    if args.hooks and args.layers is not None:
-        raise InputError("pass either --hooks or --layers, not both")
-    if not 0.0 <= args.discard_fraction < 1.0:
-        raise InputError(f"--discard-fraction must lie in [0, 1), got {args.discard_fraction}")
-    cli_args.check_flags(args, FLAG_CHECKS, lists=("layers",))
-    cli_args.check_device(args.device)
-    cli_args.check_corpus(args.corpus, args.corpus_encoding)
-    cli_args.check_model_fit(args.model, layers=args.layers, seq_len=args.seq_len)
+    cli_args.check_model_args(args, FLAG_CHECKS)
 
 
 def run(args) -> int:
     import tl_geometry as tg
-    from tl_geometry import capture, outdir
     from tl_geometry.families.intrinsic_dimension import default_hooks, intrinsic_dimension
-    from tl_geometry.html import figure_files
 
     check_args(args)
-    if args.out:  # the destinations are checked before the model is loaded
-        outdir.check_out_file(args.out, force=args.force, what="report file")
-    if args.figures:
-        outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
+    cli_args.check_outputs(args)  # the destinations are checked before the model is loaded
     model = tg.models.load(args.model, device=args.device)
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
-    )
-    if args.hooks:
-        hooks = args.hooks
-    elif args.layers is not None:
-        hooks = capture.resid_hooks(model, "post", args.layers)
-    else:
-        hooks = default_hooks(model)
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(model, args, site="post", default=lambda: default_hooks(model))
     rep = intrinsic_dimension(
         model,
         tokens,
@@ -91,9 +54,7 @@ def run(args) -> int:
     )
     report = tg.GeometryReport.merge(rep, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape))
     print(summary(report))
-    if args.out:
-        outdir.write_file(args.out, report.to_json(), force=args.force, what="report file")
-        print(f"wrote {args.out}")
+    cli_args.write_report(args, report)
     if args.figures:
         from tl_geometry.families.intrinsic_dimension.figures import plot_id_profile
         from tl_geometry.plotting import pyplot
@@ -107,8 +68,7 @@ def run(args) -> int:
             pyplot().close(fig)
             return {"id_profile": path}
 
-        paths = outdir.write_files(args.figures, draw, force=args.force)
-        print(f"wrote {', '.join(str(p) for p in paths.values())}")
+        cli_args.write_figures(args, draw)
     return 0
 
 

@@ -35,14 +35,7 @@ def add_parser(subparsers) -> None:
         help="weight processing of the loaded model (default: 'none' for --preset paper, 'tl' for library)",
     )
     cli_args.add_model_text(p, n_seqs=16, seq_len=256)
-    p.add_argument(
-        "--layers",
-        type=int,
-        nargs="+",
-        default=None,
-        help="layers for blocks.{l}.hook_resid_post (default: all, or the preset's hooks)",
-    )
-    p.add_argument("--hooks", nargs="+", default=None, help="explicit hook names (instead of --layers)")
+    cli_args.add_layers_hooks(p, site="post", default="all, or the preset's hooks")
     p.add_argument(
         "--ccr", type=int, nargs="+", default=[0, 1, 5, 10], help="CCR levels: top PCs removed (default 0 1 5 10)"
     )
@@ -51,14 +44,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
     p.add_argument("--max-pairs", type=int, default=None, help="subsample pairs above this many (default 4,194,304)")
     p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
-    p.add_argument("--out", default=None, help="write the GeometryReport JSON here")
-    p.add_argument("--figures", default=None, help="write the PGA and spectral figures (PNG) into this directory")
-    p.add_argument(
-        "--force", action="store_true", help="replace existing output files (otherwise an existing one is refused)"
-    )
+    cli_args.add_outputs(p, figures="the PGA and spectral figures")
     p.set_defaults(func=run)
 
 
@@ -68,26 +56,20 @@ def run(args) -> int:
     from tl_geometry.metrics.pga import DEFAULT_MAX_PAIRS
 
     check_args(args)  # every flag, the corpus, the device, --layers / --k against the model's files
-    from tl_geometry import outdir
-    from tl_geometry.html import figure_files
-
-    if args.out:  # the destinations are checked before the model is loaded
-        outdir.check_out_file(args.out, force=args.force, what="report file")
-    if args.figures:
-        outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
+    cli_args.check_outputs(args)  # the destinations are checked before the model is loaded
     processing = args.processing or ("none" if args.preset == "paper" else "tl")
     model = tg.models.load(args.model, device=args.device, processing=processing)
     if not 1 <= args.k < model.cfg.d_model:
         raise InputError(f"--k must satisfy 1 <= k < d_model={model.cfg.d_model}, got {args.k}")
-    tokens = tg.corpus.tokens(
-        model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
+    tokens = cli_args.corpus_tokens(model, args)
+    hooks = cli_args.chosen_hooks(  # default: the preset's
+        model,
+        args,
+        site="post",
+        default=lambda: (
+            capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
+        ),
     )
-    if args.hooks:
-        hooks = args.hooks
-    elif args.layers is not None:
-        hooks = capture.resid_hooks(model, "post", args.layers)
-    else:
-        hooks = capture.hidden_state_hooks(model) if args.preset == "paper" else capture.resid_hooks(model, "post")
     rep = tg.pga(
         model,
         tokens,
@@ -109,44 +91,28 @@ def run(args) -> int:
     )
     print(f"preset {args.preset!r}, weight processing {tg.models.processing_name(model)!r}")
     print(summary(report, args.ccr))
-    if args.out:
-        outdir.write_file(args.out, report.to_json(), force=args.force, what="report file")
-        print(f"wrote {args.out}")
+    cli_args.write_report(args, report)
     if args.figures:
         from tl_geometry.plotting import save_figures
 
-        paths = outdir.write_files(args.figures, lambda tmp: save_figures(report, tmp), force=args.force)
-        print(f"wrote {', '.join(str(p) for p in paths.values())}")
+        cli_args.write_figures(args, lambda tmp: save_figures(report, tmp))
     return 0
 
 
-FLAG_CHECKS = {
-    "n_seqs": _checks.int_at_least(1),
-    "seq_len": _checks.int_at_least(2),
-    "layers": _checks.int_at_least(0),
-    "ccr": _checks.int_at_least(0),
-    "k": _checks.int_at_least(1),
-    "n_null": _checks.int_at_least(2),
-    "max_points": _checks.int_at_least(3),
-    "max_pairs": _checks.int_at_least(1, none_ok=True),
-    "batch_size": _checks.int_at_least(1),
-    "seed": _checks.SEED,
-    "threads": _checks.int_at_least(1, none_ok=True),
-}
+FLAG_CHECKS = cli_args.model_flag_checks(
+    ccr=_checks.int_at_least(0),
+    k=_checks.int_at_least(1),
+    n_null=_checks.int_at_least(2),
+    max_points=_checks.int_at_least(3),
+    max_pairs=_checks.int_at_least(1, none_ok=True),
+)
 """What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
 
 
 def check_args(args) -> None:
     """Every check that needs no model, before the load (as ``report``): flags, corpus, device,
     and ``--layers`` / ``--k`` against n_layers / d_model read from the model's files."""
-    from tl_geometry import cli_args as _early
-
-    if args.hooks and args.layers is not None:
-        raise InputError("pass either --hooks or --layers, not both")
-    _early.check_flags(args, FLAG_CHECKS, lists=("layers", "ccr"))
-    _early.check_device(args.device)
-    _early.check_corpus(args.corpus, args.corpus_encoding)
-    _early.check_model_fit(args.model, layers=args.layers, k=args.k, seq_len=args.seq_len)
+    cli_args.check_model_args(args, FLAG_CHECKS, lists=("layers", "ccr"), k=args.k)
 
 
 def summary(report, ccrs) -> str:
