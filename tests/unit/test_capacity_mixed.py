@@ -182,7 +182,7 @@ def test_fast_pass_gives_the_same_bits_on_any_number_of_threads():
     x = torch.randn(41_333, 40, generator=_gen(7)) + 0.4
     one, three = _fast_state(x, 1), _fast_state(x, 3)
     assert one.mixed_blocks == three.mixed_blocks == 3 and one.n == three.n == x.shape[0]
-    assert three.buf is not None and three.buf.shape[1] == 41  # the fast pass ran (R with its ones column)
+    assert three.scratch and three.scratch[0].shape == (_gram.SUB_ROWS, 40)  # the fast pass ran
     assert torch.equal(one.C, three.C) and torch.equal(one.sr, three.sr) and torch.equal(one.c, three.c)
     acc = SimilarityAccumulator(precision="mixed")
     acc.state = three
@@ -190,8 +190,8 @@ def test_fast_pass_gives_the_same_bits_on_any_number_of_threads():
     _close(acc.compute(), pairwise_reference(x.numpy()))
 
 
-def test_the_ones_column_gives_the_row_sums():
-    # Σ r_i comes out of the ?syrk of [R | 1]: compare with the float64 sum of the same float32 residuals
+def test_fast_pass_sums_equal_float64_sums_of_its_float32_residuals():
+    # Σ r_i (64-row float32 sums) and C (float32 ?syrk) against float64 sums of the same float32 residuals
     x = torch.randn(5000, 24, generator=_gen(8)) * torch.linspace(0.1, 10.0, 24)
     state = _gram.GramState(24, torch.device("cpu"))
     _gram.add_block_mixed(state, x, 0)
