@@ -1,7 +1,7 @@
 """The papers' published numbers next to ours: ``tl-geometry reproduce`` / [`reproduce`][tl_geometry.reproduction.reproduce].
 
 Every published figure this machine can reach is one **check**: a small function that computes
-our value and returns one or more [`ReproRow`][tl_geometry.reproduction.ReproRow] (paper value, ours, relative Δ, the row's
+our value and returns one or more [`ReproRow`][tl_geometry.reproduction_rows.ReproRow] (paper value, ours, relative Δ, the row's
 tolerance, a status and a note saying why when it differs). Checks are grouped by family
 (``capacity``, ``pga``, ``interaction``, ``sae``) and sized by ``size``:
 
@@ -11,7 +11,7 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
   reduced sizes otherwise (recorded per row in ``sizes``).
 * ``"full"``: the papers' sizes (for a GPU).
 
-Evidence classes ([`EVIDENCE`][tl_geometry.reproduction.EVIDENCE]; every row has one, and the headline counts them apart):
+Evidence classes ([`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE]; every row has one, and the headline counts them apart):
 
 * ``independent`` — our simulation, training or measurement from weights gives the paper's
   number (packing cells from our optimizer over several seeds, the toy double descent);
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import platform
 import subprocess
@@ -66,6 +65,19 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError
+
+# The rows (their vocabulary, the dataclass, the builders) live in reproduction_rows, which imports
+# this module only inside a function; every name stays importable from here.
+from tl_geometry.reproduction_rows import (
+    EVIDENCE,
+    STATUSES,
+    ReproRow,
+    is_num,
+    make_row,
+    published_row,
+    published_tolerance,
+)
+from tl_geometry.reproduction_rows import _compare as _compare
 from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
@@ -128,131 +140,9 @@ def __getattr__(name: str) -> Any:
 
 
 SIZES = ("tiny", "cpu", "full")
-STATUSES = (
-    "reproduced",
-    "differs",
-    "measured",
-    "needs a GPU",
-    "needs the hub",
-    "skipped (tiny)",
-    "not run (--full)",
-    "error",
-)
-EVIDENCE = ("independent", "recomputed", "consistency", "measured")
-"""What a row proves (see the module docstring)."""
 RESULTS_NAME = "reproduce.jsonl"
 ROWS_VERSION = 2
 """Version of the row schema in the resume file: records of an older schema are run again."""
-
-
-# ----------------------------------------------------------------------------- rows
-@dataclass(frozen=True)
-class ReproRow:
-    """One published figure next to ours.
-
-    Attributes:
-        id: stable identifier (``family.check.item``).
-        family: a family that declares checks ("capacity", "pga", "intrinsic_dimension", "interaction", "sae", or a plugin's).
-        figure: what the paper published, and where.
-        paper: the published value (a number, or text such as a range).
-        ours: our value (a number, text, or None when not run).
-        tolerance: relative tolerance on Δ for "reproduced" (None: not a numeric comparison).
-        status: one of `STATUSES`.
-        evidence: what the row proves, one of [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE]: "independent" (our simulation,
-            training or measurement gives the paper's number), "recomputed" (a closed formula
-            re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
-            arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
-            so ``paper`` is None).
-        note: why it differs / what was run.
-        preset: the protocol our value used ("paper", "library", ...).
-        sizes: the sizes of our run (steps, trials, points, ...).
-        seconds: wall time of the check that produced the row.
-        reference: for a "measured" row, the papers' value for other models shown for orientation
-            (never compared, never called the paper's value for this one).
-        stderr: the standard error of ``ours`` where it is a sampled number (None: exact or not given).
-    """
-
-    id: str
-    family: str
-    figure: str
-    paper: Any
-    ours: Any
-    tolerance: float | None
-    status: str
-    evidence: str
-    note: str = ""
-    preset: str = ""
-    sizes: dict = field(default_factory=dict)
-    seconds: float = float("nan")
-    reference: Any = None
-    stderr: float | None = None
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise InputError(f"status must be one of {STATUSES}, got {self.status!r}")
-        if self.family not in families_with_checks():
-            raise InputError(f"family must be one of {families_with_checks()}, got {self.family!r}")
-        if self.evidence not in EVIDENCE:
-            raise InputError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r} (row {self.id!r})")
-        if self.evidence == "measured" and self.paper is not None:
-            raise InputError(
-                f"a 'measured' row has no paper value (row {self.id!r} has paper={self.paper!r}); "
-                "put the papers' value for other models in `reference`"
-            )
-        if self.evidence == "measured" and self.status in ("reproduced", "differs"):
-            raise InputError(f"a 'measured' row compares nothing: status {self.status!r} (row {self.id!r})")
-        if self.status == "measured" and self.evidence != "measured":
-            raise InputError(f"status 'measured' needs evidence 'measured', got {self.evidence!r} (row {self.id!r})")
-
-    @property
-    def delta(self) -> float | None:
-        """Relative difference (ours − paper) / |paper| when both are numbers, else None."""
-        if is_num(self.paper) and is_num(self.ours) and self.paper != 0:
-            return (float(self.ours) - float(self.paper)) / abs(float(self.paper))
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["delta"] = self.delta
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ReproRow:
-        names = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-
-def is_num(x: Any) -> bool:
-    """Whether ``x`` is a finite real number (not a bool)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
-
-
-def published_tolerance(text: str) -> tuple[float, float]:
-    """(value, relative tolerance) of a number as the paper printed it: one unit of its last digit.
-
-    Published numbers are rounded (or truncated) to the digits shown, so agreement "to the
-    published precision" means |ours − value| ≤ one unit of the last printed digit.
-
-    Examples:
-        >>> v, t = published_tolerance("3.99e7"); v, round(t, 5)
-        (39900000.0, 0.00251)
-        >>> v, t = published_tolerance("277"); v, round(t, 5)
-        (277.0, 0.00361)
-    """
-    s = str(text).strip().lower()
-    mant, _, exp = s.partition("e")
-    value = float(s)
-    if value == 0:
-        raise InputError(f"cannot form a relative tolerance for a published 0 ({text!r})")
-    decimals = len(mant.split(".", 1)[1]) if "." in mant else 0
-    unit = 10.0 ** (-decimals) * 10.0 ** (int(exp) if exp else 0)
-    return value, unit / abs(value)
-
-
-def _compare(paper: float, ours: float, tol: float) -> str:
-    if not (is_num(ours) and is_num(paper)):
-        return "differs"
-    return "reproduced" if abs(float(ours) - float(paper)) <= tol * abs(float(paper)) * (1 + 1e-9) else "differs"
 
 
 # ----------------------------------------------------------------------------- context
@@ -329,7 +219,7 @@ def check(id: str, title: str, *, evidence: str, uses_model: bool = False, heavy
     """Decorator registering ``fn(ctx) -> list[ReproRow]`` as the check ``id`` (``family.name``).
 
     A family's checks module (``FamilySpec.checks``) uses it at import; ``evidence`` is the class of
-    the row written when the check is skipped or raises (see [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE])."""
+    the row written when the check is skipped or raises (see [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE])."""
     if evidence not in EVIDENCE:
         raise InputError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
 
@@ -341,62 +231,6 @@ def check(id: str, title: str, *, evidence: str, uses_model: bool = False, heavy
         return fn
 
     return deco
-
-
-def make_row(
-    id,
-    figure,
-    paper,
-    ours,
-    tol,
-    *,
-    evidence,
-    status=None,
-    note="",
-    preset="",
-    sizes=None,
-    why="",
-    reference=None,
-    stderr=None,
-):
-    """Build a [`ReproRow`][tl_geometry.reproduction.ReproRow]; status from the tolerance unless given; ``why`` is appended when it differs."""
-    family = id.split(".", 1)[0]
-    if status is None:
-        status = _compare(paper, ours, tol) if tol is not None else "measured"
-        if status == "differs" and why:
-            note = f"{note}; {why}" if note else why
-    return ReproRow(
-        id=id,
-        family=family,
-        figure=figure,
-        paper=paper,
-        ours=ours,
-        tolerance=tol,
-        status=status,
-        evidence=evidence,
-        note=note,
-        preset=preset,
-        sizes=dict(sizes or {}),
-        reference=reference,
-        stderr=stderr,
-    )
-
-
-def published_row(id, figure, paper_text, ours, *, evidence, note="", preset="", sizes=None, why="", tol=None):
-    """A row whose paper value and tolerance come from the printed text (see [`published_tolerance`][tl_geometry.reproduction.published_tolerance])."""
-    paper, t = published_tolerance(paper_text)
-    return make_row(
-        id,
-        figure,
-        paper,
-        ours,
-        t if tol is None else tol,
-        evidence=evidence,
-        note=note,
-        preset=preset,
-        sizes=sizes,
-        why=why,
-    )
 
 
 # ----------------------------------------------------------------------------- runner
@@ -444,7 +278,7 @@ _HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "me
 
 
 def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
-    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.reproduction.EVIDENCE] / `STATUSES` order, non-empty only."""
+    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE] / `STATUSES` order, non-empty only."""
     rows = list(rows)
     out: dict[str, dict[str, int]] = {}
     for ev in EVIDENCE:

@@ -172,6 +172,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipeline",
             "reproduction",
             "reproduction_markdown",
+            "reproduction_rows",
             "sweeps",
             "cli_args",
         ),
