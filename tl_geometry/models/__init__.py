@@ -28,7 +28,6 @@ the flags, and ``model._tl_geometry_processing_name``) and in every report's pro
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import warnings
@@ -163,8 +162,9 @@ def load(
         return name
     if is_path(name):
         dev = check_device(device)
-        files = functools.partial(load_hf_path, name, dtype=dtype)
-        return _built(files, name, display_name(name), dev, dtype, n_ctx, (pname, flags))
+        return _built(
+            lambda: load_hf_path(name, dtype=dtype), name, display_name(name), dev, dtype, n_ctx, (pname, flags)
+        )
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
     dev = check_device(device)
