@@ -99,13 +99,13 @@ def test_report_checks_inputs_before_loading(argv, match, tmp_path, monkeypatch,
 def test_report_unwritable_out_one_line_before_load(tmp_path, monkeypatch, capsys):
     import errno
 
-    from tl_geometry import models, outdir
+    from tl_geometry import models, outfile
 
     def denied(folder):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(models, "load", _no_load)
-    monkeypatch.setattr(outdir, "_mkstemp", denied)
+    monkeypatch.setattr(outfile, "_mkstemp", denied)  # the writability probe's, where it is looked up
     assert main(["report", "--out", str(tmp_path / "o"), "--metrics", "shape"]) == 2
     err = capsys.readouterr().err.strip()
     assert "cannot write to the folder" in err and "permission denied" in err and "\n" not in err

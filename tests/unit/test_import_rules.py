@@ -33,6 +33,7 @@ PURE_FORBIDDEN = (
     "capture",
     "families",
     "registry",
+    "family_registry",
     "report",
     "models",
     "plotting",
@@ -51,12 +52,14 @@ PURE_FORBIDDEN = (
     "sweeps",
     "experiments",
     "outdir",
+    "outfile",
 )
 #: What the capture package may not import.
 CAPTURE_FORBIDDEN = (
     "metrics",
     "families",
     "registry",
+    "family_registry",
     "report",
     "plotting",
     "readings",
@@ -160,7 +163,22 @@ def test_the_rule_fails_on_a_violation(tmp_path, folder, source, forbidden):
 ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "tables", "_checks", "threads")),
     ("metrics", ("metrics",)),
-    ("machinery", ("capture", "corpus", "hub", "jobs", "outdir", "registry", "models", "ray_executor", "weight_files")),
+    (
+        "machinery",
+        (
+            "capture",
+            "corpus",
+            "hub",
+            "jobs",
+            "outdir",
+            "outfile",
+            "registry",
+            "family_registry",
+            "models",
+            "ray_executor",
+            "weight_files",
+        ),
+    ),
     (
         "rendering",
         (
@@ -342,5 +360,16 @@ def test_importing_the_math_loads_no_model_code():
     loaded = _loaded_after(
         "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction"
     )
-    for other in ("capture", "models", "families", "registry", "report", "plotting", "readings", "html", "analysis"):
+    for other in (
+        "capture",
+        "models",
+        "families",
+        "registry",
+        "family_registry",
+        "report",
+        "plotting",
+        "readings",
+        "html",
+        "analysis",
+    ):
         assert not any(m == f"tl_geometry.{other}" or m.startswith(f"tl_geometry.{other}.") for m in loaded), other

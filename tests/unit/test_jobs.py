@@ -270,17 +270,17 @@ def test_a_file_from_before_the_header_is_still_read_resumed_and_repaired(tmp_pa
 
 
 def test_the_file_is_created_with_its_header_and_never_replaces_one_made_meanwhile(tmp_path, monkeypatch):
-    from tl_geometry import outdir
+    from tl_geometry import outdir, outfile
 
     p = tmp_path / "r.jsonl"
     rf = ResultsFile(p)
-    real = outdir._install
+    real = outfile._install
 
     def racing(tmp, path, **kw):  # another process creates the file between our check and our write
         path.write_text("someone else's\n")
         return real(tmp, path, **kw)
 
-    monkeypatch.setattr(outdir, "_install", racing)
+    monkeypatch.setattr(outfile, "_install", racing)  # output_file looks it up in its own module
     with pytest.raises(outdir.OutputExistsError, match="already exists"):
         rf.append({"k": 1}, {"v": 1})
     assert p.read_text() == "someone else's\n"

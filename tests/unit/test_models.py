@@ -161,7 +161,8 @@ def test_gguf_path_goes_through_the_gguf_loader(hf_dir, tmp_path, monkeypatch):
         seen.append(path)
         return models.load_hf_path(d)
 
-    monkeypatch.setattr(models, "load_hf_gguf", fake_gguf)
+    # load_hf_path looks the GGUF loader up in its own module
+    monkeypatch.setattr(models.hf_loading, "load_hf_gguf", fake_gguf)
     model = models.load(str(gguf_file))
     assert seen == [gguf_file] and model._tl_geometry_name == "m"
 

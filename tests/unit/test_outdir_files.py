@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tl_geometry import html, outdir
+from tl_geometry import html, outdir, outfile
 from tl_geometry.cli import main
 from tl_geometry.report import GeometryReport, Row, atomic_write_text
 
@@ -269,7 +269,7 @@ def test_an_unwritable_destination_is_refused_before_any_work(tmp_path, capsys, 
     def probe(folder):
         raise PermissionError(errno.EACCES, "Permission denied", str(folder / ".tl-geometry-probe.xyz"))
 
-    monkeypatch.setattr(outdir, "_probe", probe)
+    monkeypatch.setattr(outfile, "_probe", probe)  # where check_writable and check_out_file look it up
     for argv in _commands(tmp_path, str(tmp_path / "new.json")):
         if "--figures" in argv:
             argv = ["pga", "--figures", str(tmp_path / "figs")]

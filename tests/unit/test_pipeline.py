@@ -280,13 +280,13 @@ def test_unwritable_output_directory_refused_before_load(tmp_path, monkeypatch):
     read-only directory or mount; root ignores permission bits, so chmod alone cannot show it)."""
     import errno
 
-    from tl_geometry import models, outdir
+    from tl_geometry import models, outdir, outfile
 
     def denied(folder):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(models, "load", _no_load)
-    monkeypatch.setattr(outdir, "_mkstemp", denied)
+    monkeypatch.setattr(outfile, "_mkstemp", denied)  # the writability probe's, where it is looked up
     for out in (tmp_path / "ro", tmp_path / "ro" / "new" / "deeper"):
         (tmp_path / "ro").mkdir(exist_ok=True)
         with pytest.raises(outdir.OutputNotWritableError, match="cannot write to the .*permission denied"):

@@ -25,6 +25,7 @@ PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "marshal", "shelve", "
 DYNAMIC_IMPORT_OK = {
     "cli.py",  # sub-commands: commands/ and the families' declared command modules
     "registry.py",  # plugins and the built-in families
+    "family_registry.py",  # a family's "module:function" declarations (registry.Lazy)
     "sweeps.py",  # a user's --loader module:function
     "commands/__init__.py",
     "__init__.py",  # the lazy package root: module names from its own table

