@@ -24,6 +24,7 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.thread_choice import ThreadChoice
 from tl_geometry.tables import Tabular
 
 
@@ -93,6 +94,7 @@ def id_jackknife(
     range_max: int = DEFAULT_RANGE_MAX,
     drop_outliers: bool = True,
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
+    threads: ThreadChoice | None = None,
 ) -> IDJackknife:
     """Standard errors of TwoNN and GRIDE (every scale of [`gride_scaling`][tl_geometry.metrics.intrinsic_dimension.gride_scaling])
     from a delete-a-group jackknife: each estimate is recomputed without group g, for every g, and
@@ -114,7 +116,7 @@ def id_jackknife(
         x: points (N, d), as for [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn] (all of
             them: no subsample here).
         groups: (N,) integer group label per point; at least 2 distinct labels.
-        discard_fraction, range_max, drop_outliers, max_memory_mb: as for
+        discard_fraction, range_max, drop_outliers, max_memory_mb, threads: as for
             [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn] and
             [`gride_scaling`][tl_geometry.metrics.intrinsic_dimension.gride_scaling].
 
@@ -143,7 +145,7 @@ def id_jackknife(
     need = max(2, 2**n_steps)
     n1s = tuple(2**i for i in range(n_steps))
     cand_k = min(n - 1, 2 * need + 8)
-    dist, idx = _neighbors(t, cand_k, mem)
+    dist, idx = _neighbors(t, cand_k, mem, threads)
     dist_np, idx_np = dist.cpu().numpy(), idx.cpu().numpy()
     reps = []
     for lab in labels:

@@ -34,8 +34,8 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
 from tl_geometry.tables import Tabular
-from tl_geometry.threads import kernel
 
 logger = logging.getLogger(__name__)
 
@@ -479,13 +479,15 @@ def _pearson(x: Tensor, y: Tensor) -> float:
     return float((x * y).sum() / den)
 
 
-def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFACorrelation:
+def nfa_correlation(
+    W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], *, threads: ThreadChoice | None = None
+) -> NFACorrelation:
     """Pearson correlation of the off-diagonal entries of ``W_in W_inᵀ`` with those of G and G^(1/2).
 
     The neural feature ansatz (Radhakrishnan et al., Science 2024) states that a trained layer's
     Gram ``W Wᵀ`` (with W mapping the layer input, here TL's ``W_in`` of shape d_model × d_mlp)
     is proportional to a power of the AGOP taken with respect to that input; powers 1 and 1/2
-    are both in use.
+    are both in use. ``threads``: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the eigendecomposition of G (default: one thread).
 
     Raises:
         ValueError: shapes disagree, fewer than 3 dimensions (≤ 1 pair), non-finite entries.
@@ -499,7 +501,7 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     W = W_in.detach().double()
     gram = W @ W.T
     Gs = 0.5 * (G.double() + G.double().T)
-    with kernel("lapack", Gs.device):  # one thread: reproducible bits, immune to other work
+    with resolve(threads).kernel("lapack", Gs.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(Gs)
     root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
     iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
@@ -507,13 +509,19 @@ def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFAC
     return NFACorrelation(_pearson(off(gram), off(Gs)), _pearson(off(gram), off(root)), int(iu.shape[1]))
 
 
-def nfa_jackknife(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], replicates: list[Tensor]) -> NFACorrelation:
+def nfa_jackknife(
+    W_in: Float[Tensor, "d h"],
+    G: Float[Tensor, "d d"],
+    replicates: list[Tensor],
+    *,
+    threads: ThreadChoice | None = None,
+) -> NFACorrelation:
     """[`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation] with delete-a-group jackknife standard errors over probe groups.
 
     ``replicates`` are the AGOP estimates without each probe group ([`leave_group_out`][tl_geometry.metrics.interaction.leave_group_out]); the
     correlations are recomputed on each and ``se = sqrt((K−1)/K · Σ_k (r_(k) − r̄)²)``. Our choice:
     this covers the probe estimator's noise for the given tokens (the same jackknife as the AOFE
-    ratio's), not a fresh draw of text.
+    ratio's), not a fresh draw of text. ``threads`` as in [`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation].
 
     Raises:
         InputError: fewer than 2 replicates, or any error of [`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation].
@@ -522,8 +530,8 @@ def nfa_jackknife(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], replicate
 
     if len(replicates) < 2:
         raise InputError(f"the jackknife needs at least 2 leave-group-out AGOPs, got {len(replicates)}")
-    full = nfa_correlation(W_in, G)
-    reps = [nfa_correlation(W_in, R) for R in replicates]
+    full = nfa_correlation(W_in, G, threads=threads)
+    reps = [nfa_correlation(W_in, R, threads=threads) for R in replicates]
     se = jackknife_se(torch.tensor([[r.pearson, r.pearson_sqrt] for r in reps], dtype=torch.float64)).tolist()
     return NFACorrelation(
         full.pearson, full.pearson_sqrt, full.n_pairs, se[0], se[1], f"jackknife over {len(reps)} probe groups"

@@ -62,8 +62,8 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
 from tl_geometry.tables import Tabular
-from tl_geometry.threads import kernel
 
 __all__ = [
     "TwoNNResult",
@@ -258,7 +258,9 @@ def _points(x: Any, max_points: int | None, seed: int) -> tuple[Tensor, int]:
     return t, n_total
 
 
-def neighbor_distances(x: Any, k: int, *, max_memory_mb: float = DEFAULT_MAX_MEMORY_MB) -> Tensor:
+def neighbor_distances(
+    x: Any, k: int, *, max_memory_mb: float = DEFAULT_MAX_MEMORY_MB, threads: ThreadChoice | None = None
+) -> Tensor:
     """Exact Euclidean distances from each point to its k nearest other points, ascending.
 
     Args:
@@ -266,6 +268,8 @@ def neighbor_distances(x: Any, k: int, *, max_memory_mb: float = DEFAULT_MAX_MEM
         k: neighbours per point, 1 ≤ k ≤ N − 1.
         max_memory_mb: bound on the memory of one chunk of rows of the search (at least one
             row is processed at a time, whatever the bound).
+        threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the neighbour
+            search's products (default: torch's setting).
 
     Returns:
         float64 tensor (N, k) on ``x``'s device: column j − 1 holds the distance to the j-th
@@ -284,10 +288,10 @@ def neighbor_distances(x: Any, k: int, *, max_memory_mb: float = DEFAULT_MAX_MEM
     if n < 2:
         raise InputError(f"x has {n} point(s); neighbours need at least 2")
     mem = _checks.real(max_memory_mb, "max_memory_mb", lo=0.0, lo_open=True)
-    return _neighbors(t, k, mem)[0]
+    return _neighbors(t, k, mem, threads)[0]
 
 
-def _neighbors(t: Tensor, k: int, max_memory_mb: float) -> tuple[Tensor, Tensor]:
+def _neighbors(t: Tensor, k: int, max_memory_mb: float, threads: ThreadChoice | None = None) -> tuple[Tensor, Tensor]:
     """(distances, indices) of each point's k nearest other points, ascending; float64 / int64."""
     n, d = t.shape
     x64 = t.to(torch.float64)
@@ -300,7 +304,7 @@ def _neighbors(t: Tensor, k: int, max_memory_mb: float) -> tuple[Tensor, Tensor]
     sub = max(1, min(64, int(max_memory_mb * 2**20 // (8 * m * max(d, 1)))))
     out = torch.empty(n, k, dtype=torch.float64, device=t.device)
     out_idx = torch.empty(n, k, dtype=torch.int64, device=t.device)
-    with kernel("dense", t.device):
+    with resolve(threads).kernel("dense", t.device):
         for s in range(0, n, chunk):
             e = min(n, s + chunk)
             d2 = torch.addmm(sq[s:e, None] + sq[None, :], xc[s:e], xc.T, alpha=-2.0)
@@ -378,6 +382,7 @@ def twonn(
     seed: int = 0,
     max_points: int | None = None,
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
+    threads: ThreadChoice | None = None,
 ) -> TwoNNResult:
     """TwoNN intrinsic dimension (Facco et al., Sci. Rep. 7, 12140, 2017).
 
@@ -429,6 +434,8 @@ def twonn(
         max_points: if N exceeds it, a seeded uniform subsample of that many points is used
             (``n_total`` keeps the input's N). None: all points.
         max_memory_mb: memory bound of one chunk of the exact neighbour search.
+        threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the neighbour
+            search's products (default: torch's setting).
 
     Returns:
         A [`TwoNNResult`][tl_geometry.metrics.intrinsic_dimension.TwoNNResult].
@@ -450,7 +457,7 @@ def twonn(
     max_points = _checks.integer(max_points, "max_points", lo=MIN_POINTS, none_ok=True)
     mem = _checks.real(max_memory_mb, "max_memory_mb", lo=0.0, lo_open=True)
     t, n_total = _points(x, max_points, seed)
-    dist, idx = _neighbors(t, 2, mem)
+    dist, idx = _neighbors(t, 2, mem, threads)
     r_all, idx_np = dist.cpu().numpy(), idx.cpu().numpy()
     ok, n_dup = _drop_duplicates(r_all[:, 0], "the distance to the nearest neighbour", 3)
     r = r_all[ok]
@@ -608,6 +615,7 @@ def gride(
     seed: int = 0,
     max_points: int | None = None,
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
+    threads: ThreadChoice | None = None,
 ) -> GrideResult:
     """GRIDE intrinsic dimension at neighbour orders (n1, n2) (Denti et al., Sci. Rep. 12, 20005, 2022).
 
@@ -654,6 +662,8 @@ def gride(
         seed: seeds the subsample (``max_points``).
         max_points: if N exceeds it, a seeded uniform subsample of that many points.
         max_memory_mb: memory bound of one chunk of the exact neighbour search.
+        threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the neighbour
+            search's products (default: torch's setting).
 
     Returns:
         A [`GrideResult`][tl_geometry.metrics.intrinsic_dimension.GrideResult].
@@ -678,7 +688,7 @@ def gride(
     t, n_total = _points(x, max_points, seed)
     if n2 > t.shape[0] - 1:
         raise InputError(f"n2={n2} needs at least n2 + 1 = {n2 + 1} points, x has N={t.shape[0]}")
-    dist, idx = _neighbors(t, n2, mem)
+    dist, idx = _neighbors(t, n2, mem, threads)
     return _gride_from_distances(dist.cpu().numpy(), idx.cpu().numpy(), n1, n2, flag, n_total, seed)
 
 
@@ -690,6 +700,7 @@ def gride_scaling(
     seed: int = 0,
     max_points: int | None = None,
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
+    threads: ThreadChoice | None = None,
 ) -> GrideScaling:
     """GRIDE at increasing scale: n1 = 1, 2, 4, …, n2 = 2·n1 ≤ min(range_max, N − 1).
 
@@ -704,7 +715,7 @@ def gride_scaling(
     Args:
         x: points (N, d), as for [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn].
         range_max: largest neighbour order, ≥ 2.
-        drop_outliers, seed, max_points, max_memory_mb: as for [`gride`][tl_geometry.metrics.intrinsic_dimension.gride].
+        drop_outliers, seed, max_points, max_memory_mb, threads: as for [`gride`][tl_geometry.metrics.intrinsic_dimension.gride].
 
     Returns:
         A [`GrideScaling`][tl_geometry.metrics.intrinsic_dimension.GrideScaling].
@@ -727,7 +738,7 @@ def gride_scaling(
         n_steps -= 1
     while 2 ** (n_steps + 1) <= max_rank:
         n_steps += 1
-    dist, idx = _neighbors(t, 2**n_steps, mem)
+    dist, idx = _neighbors(t, 2**n_steps, mem, threads)
     r, idx_np = dist.cpu().numpy(), idx.cpu().numpy()
     estimates = []
     for i in range(n_steps):

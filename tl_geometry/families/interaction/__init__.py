@@ -32,6 +32,7 @@ from tl_geometry.metrics.interaction import (
 )
 from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
+from tl_geometry.threads import choose as choose_threads
 
 __all__ = ["SPACES", "agop", "agop_report", "nfa"]
 
@@ -260,7 +261,12 @@ def nfa(
         if isinstance(ln_w, Tensor) and ln_w.shape == (W.shape[0],):
             W = ln_w.detach().float()[:, None] * W
         reps = (res.group_replicates or {}).get(h)
-        out[h] = nfa_jackknife(W, res.matrices[h], reps) if reps else nfa_correlation(W, res.matrices[h])
+        threads = choose_threads()
+        out[h] = (
+            nfa_jackknife(W, res.matrices[h], reps, threads=threads)
+            if reps
+            else nfa_correlation(W, res.matrices[h], threads=threads)
+        )
     return out
 
 
