@@ -344,16 +344,6 @@ def test_importing_the_math_loads_no_model_code():
         "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction, "
         "tl_geometry.metrics.intrinsic_dimension, tl_geometry.metrics.id_jackknife, tl_geometry.metrics.spectral"
     )
-    for other in (
-        "capture",
-        "models",
-        "families",
-        "registry",
-        "report",
-        "plotting",
-        "readings",
-        "html",
-        "analysis",
-        "threads",
-    ):
+    rendering = ("report", "plotting", "readings", "html", "analysis")
+    for other in ("capture", "models", "families", "registry", *rendering, "threads"):
         assert not any(m == f"tl_geometry.{other}" or m.startswith(f"tl_geometry.{other}.") for m in loaded), other

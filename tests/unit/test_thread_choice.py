@@ -8,38 +8,14 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry.metrics import pga as pga_mod
+from tests.unit.test_threads import _data, two_threads  # noqa: F401  (the fixture, used below)
+from tests.unit.test_threads import _spy_null_threads as _spy_sorts
 from tl_geometry.metrics.intrinsic_dimension import gride_scaling, neighbor_distances, twonn
 from tl_geometry.metrics.thread_choice import INHERIT, ThreadChoice, limit_threads, resolve
 
+pytestmark = pytest.mark.usefixtures("two_threads")  # torch on 2 threads in every test, then restored
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def two_threads():
-    n = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(n)
-
-
-def _data(n=60, d=12, k=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    V = tg.readout_basis(torch.randn(d, 40, generator=g), k)
-    H = torch.randn(n, d, generator=g) * torch.linspace(0.3, 2.0, d)
-    return H, V
-
-
-def _spy_sorts(monkeypatch):
-    seen = []
-    real = pga_mod.cosine_similarities
-
-    def spy(Y, pairs, *a, **kw):
-        seen.append(torch.get_num_threads())
-        return real(Y, pairs, *a, **kw)
-
-    monkeypatch.setattr(pga_mod, "cosine_similarities", spy)
-    return seen
 
 
 # ----------------------------------------------------------------------------- the type
@@ -70,7 +46,7 @@ def test_bad_choices_and_kinds_are_refused():
         ThreadChoice().count("gpu")
 
 
-def test_pool_workers_honour_the_users_cap(two_threads):
+def test_pool_workers_honour_the_users_cap():
     assert ThreadChoice().workers() == 2  # torch's setting
     assert ThreadChoice(pool=8).workers() == 2  # never more than the user's setting
     assert ThreadChoice(pool=1).workers() == 1
@@ -78,7 +54,7 @@ def test_pool_workers_honour_the_users_cap(two_threads):
     assert ThreadChoice().workers() == 1
 
 
-def test_kernel_applies_the_count_and_restores_also_on_error(two_threads):
+def test_kernel_applies_the_count_and_restores_also_on_error():
     with ThreadChoice(dense=1).kernel("dense") as n:
         assert n == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
@@ -97,7 +73,7 @@ def test_kernel_applies_the_count_and_restores_also_on_error(two_threads):
 
 
 # ----------------------------------------------------------------------------- the metrics honour it
-def test_default_never_reads_the_machines_load(two_threads, monkeypatch):
+def test_default_never_reads_the_machines_load(monkeypatch):
     """Without a choice the metrics read no load: the load reader and the policy raise if called."""
     from tl_geometry import threads
 
@@ -133,7 +109,7 @@ def test_the_metrics_do_not_even_import_the_thread_policy():
     assert out.stdout.strip() == "False"
 
 
-def test_a_passed_choice_is_honoured_and_restored(two_threads, monkeypatch):
+def test_a_passed_choice_is_honoured_and_restored(monkeypatch):
     seen = _spy_sorts(monkeypatch)
     H, V = _data()
     tg.pga_score(H, V, n_null=6, ccr=0, threads=ThreadChoice(dense=1, sort=1))
@@ -146,7 +122,7 @@ def test_a_passed_choice_is_honoured_and_restored(two_threads, monkeypatch):
     assert seen == [1] * 8 and torch.get_num_threads() == 2
 
 
-def test_dense_choice_reaches_the_neighbour_search(two_threads, monkeypatch):
+def test_dense_choice_reaches_the_neighbour_search(monkeypatch):
     seen = []
     real = torch.addmm
 
@@ -163,22 +139,6 @@ def test_dense_choice_reaches_the_neighbour_search(two_threads, monkeypatch):
     assert seen and set(seen) == {2}
 
 
-def test_a_passed_choice_is_restored_when_a_kernel_fails(two_threads, monkeypatch):
-    calls = {"n": 0}
-    real = pga_mod.RankedReference.spearman_groups
-
-    def failing(self, y):
-        calls["n"] += 1
-        if calls["n"] == 4:  # inside the null loop
-            raise RuntimeError("sort failed")
-        return real(self, y)
-
-    monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
-    with pytest.raises(RuntimeError, match="sort failed"):
-        tg.pga_score(*_data(), n_null=5, ccr=0, threads=ThreadChoice(dense=1, sort=1))
-    assert torch.get_num_threads() == 2
-
-
 CHOICES = [
     None,
     ThreadChoice(dense=1, sort=1, pool=1),
@@ -188,7 +148,7 @@ CHOICES = [
 ]
 
 
-def test_results_equal_between_choices(two_threads):
+def test_results_equal_between_choices():
     """The counts change the speed, not the numbers (factorizations stay on one thread)."""
     H, V = _data(n=300, d=24, k=4, seed=3)  # 44,850 pairs: the pooled null loop when pool > 1
     g = torch.Generator().manual_seed(1)

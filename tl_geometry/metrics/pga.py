@@ -21,7 +21,6 @@ p of z if the readout were one more random subspace ([`tl_geometry.metrics.signi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -35,8 +34,9 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics._pga_jackknife import _jackknife_se, _null_jackknife_z, _refit_jackknife
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
-from tl_geometry.metrics.jackknife import jackknife_se
+from tl_geometry.metrics.pga_bases import MAX_ELEMENTS, haar_bases, readout_basis  # noqa: F401  (MAX_ELEMENTS: its old home)
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
@@ -78,10 +78,6 @@ STDERR_METHOD = (
 """How `PGAScore.stderr` is computed (recorded in every result)."""
 
 
-MAX_ELEMENTS = 2**36
-"""The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake."""
-
-
 def min_points(k: int) -> int:
     """Fewest points (rows of H) PGA accepts for a k-dimensional readout: max(k + 1, 10).
 
@@ -109,71 +105,6 @@ def check_n_points(n: int, k: int) -> None:
             f"PGA needs at least max(k + 1, {MIN_POINTS}) = {need} points for k={k}, got N={n}; "
             f"sample more positions (max_points / more tokens) or use a smaller k"
         )
-
-
-# ----------------------------------------------------------------------------- readout
-def readout_basis(
-    W_U: Float[Tensor, "d_model d_vocab"], k: int, *, threads: ThreadChoice | None = None
-) -> Float[Tensor, "d_model k"]:
-    """Orthonormal basis V_k of the readout subspace: the top-k left singular vectors of W_U.
-
-    ``W_U`` is TransformerLens's unembedding (d_model, d_vocab) as the model holds it. The paper
-    works on the raw unembedding (``tg.models.load(name, processing="none")``); TransformerLens's
-    processing (``fold_ln``, ``center_unembed``) changes it — on SmolLM2-135M the top-100 subspaces
-    of the raw and processed W_U overlap 0.80 — and reports record the processing. Computed in
-    float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in float32 or the input's wider
-    float dtype. ``threads``: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the eigendecomposition
-    (default: one thread).
-
-    Raises:
-        ValueError: not 2-D, non-finite, or k outside 1 ≤ k < d_model (k ≤ d_vocab).
-
-    Examples:
-        >>> V = readout_basis(torch.randn(8, 20), 3)
-        >>> V.shape, bool(torch.allclose(V.T @ V, torch.eye(3), atol=1e-5))
-        (torch.Size([8, 3]), True)
-    """
-    W_U = _checks.float_matrix(W_U, "W_U", shape="(d_model, d_vocab)", finite=False)
-    d, v = W_U.shape
-    if not _checks.is_int(k) or not 1 <= k < d or k > v:
-        raise InputError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
-    W = W_U.detach().to(torch.float64)
-    if not torch.isfinite(W).all():
-        raise InputError("W_U contains NaN or inf")
-    G = W @ W.T
-    with resolve(threads).kernel("lapack", G.device):  # one thread: reproducible bits, immune to other work
-        evals, evecs = torch.linalg.eigh(G)
-    V = evecs[:, torch.argsort(evals, descending=True)[:k]]
-    out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
-    return V.to(out_dtype)
-
-
-def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) -> Float[Tensor, "n d k"]:
-    """``n`` Haar-random orthonormal (d, k) bases: QR of a Gaussian matrix, sign-fixed (R_ii > 0).
-
-    Definition: G ∈ R^{d×k} with i.i.d. N(0, 1) entries, G = QR, Q ← Q·diag(sign(R_ii)); then Q is
-    uniform (Haar) on the Stiefel manifold. These are the random subspaces of Subspace PGA's null
-    distribution (arXiv 2605.17084, Sec. 3: z = (ρ_read − mean ρ_null) / sd ρ_null).
-
-    Bases are drawn one after another from one ``torch.Generator`` seeded with ``seed``, so the
-    i-th basis does not depend on how many are drawn.
-    """
-    d = _checks.integer(d, "d")
-    k = _checks.integer(k, "k")
-    n = _checks.integer(n, "n", why="bases", lo=0)
-    if not 1 <= k <= d:
-        raise InputError(f"need 1 <= k <= d, got k={k}, d={d}")
-    if n * d * k > MAX_ELEMENTS:
-        raise InputError(
-            f"haar_bases(d={d}, k={k}, n={n}) would hold {n * d * k:,} numbers (more than {MAX_ELEMENTS:,})"
-        )
-    g = torch.Generator().manual_seed(_checks.seed(seed))
-    out = torch.empty(n, d, k, dtype=torch.float64)
-    for i in range(n):
-        Q, R = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))
-        sign = torch.sign(torch.diagonal(R))
-        out[i] = Q * torch.where(sign == 0, torch.ones_like(sign), sign)
-    return out.to(dtype)
 
 
 # ----------------------------------------------------------------------------- score
@@ -369,24 +300,6 @@ def _null_rhos(
     return rhos, np.stack(loo) if loo else None
 
 
-def _jackknife_se(values: np.ndarray) -> float:
-    """[`tl_geometry.metrics.jackknife.jackknife_se`][tl_geometry.metrics.jackknife.jackknife_se] of 1-D leave-one-out values (NaN if any is NaN)."""
-    v = torch.as_tensor(np.asarray(values, dtype=np.float64)).reshape(-1, 1)
-    return math.nan if v.shape[0] < 2 else float(jackknife_se(v)[0])
-
-
-def _null_jackknife_z(rho: float, nulls: np.ndarray) -> float:
-    """Standard error of z = (ρ − mean)/std from the null draw: delete-one jackknife over the nulls."""
-    n = nulls.shape[0]
-    if n < 3:
-        return math.nan
-    c = nulls - nulls.mean()
-    mean_lo = nulls.mean() - c / (n - 1)  # mean without null q
-    ss_lo = (c**2).sum() - c**2 - c**2 / (n - 1)  # Σ (ρ − mean_lo)² without null q
-    z_lo = (rho - mean_lo) / np.sqrt(ss_lo / (n - 2))
-    return _jackknife_se(z_lo)
-
-
 def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch, threads: ThreadChoice) -> PGAScore:
     """The score; with ``groups`` None (the refit jackknife will supply the point part) no per-group sums."""
     with threads.kernel("sort", Hx.device):  # sorts, as the nulls
@@ -551,66 +464,6 @@ def pga_layer(
     return scores, _pc1(S, Vh, readout)
 
 
-def _top_directions(X: Tensor, start: Tensor, c: int, iters: int = 20) -> Tensor:
-    """Top-``c`` right singular vectors (rows) of X by subspace iteration warm-started at ``start``
-    (rows: the full sample's principal directions), with a Rayleigh–Ritz step."""
-    V = start.T.contiguous()  # (d, p)
-    for _ in range(iters):
-        V, _ = torch.linalg.qr(X.T @ (X @ V))
-    Y = X @ V
-    evals, evecs = torch.linalg.eigh(Y.T @ Y)
-    return (V @ evecs[:, torch.argsort(evals, descending=True)[:c]]).T
-
-
-def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, seed, n_sub, threads: ThreadChoice):
-    """Point-sample stderr at CCR ≥ 1 with the principal directions re-estimated without each group.
-
-    Deleting group g: re-center the remaining points, re-estimate their top-c principal directions
-    (warm-started subspace iteration), remove them, and recompute the reference ranks, ρ_read and
-    the ρ of the first ``n_sub`` null subspaces from scratch (a re-sort each). z₋g = (ρ_read,₋g −
-    m₋g)/s with m₋g = m + mean over those nulls of (ρ_q,₋g − ρ_q) (paired: the shift of the null
-    mean, estimated with little noise from a few nulls) and s the full null std.
-    """
-    H64 = H.to(torch.float64)
-    R = readout.to(torch.float64)
-    cmax = max(ccrs)
-    start = Vh[: min(cmax + 5, Vh.shape[0])]
-    sub = bases[:n_sub].to(H64.device, torch.float64)
-
-    def one(g: int) -> dict[int, tuple[float, float]]:
-        Hg = H64[torch.from_numpy(groups.group != g).to(H64.device)]
-        Hg = Hg - Hg.mean(0, keepdim=True)
-        P = _top_directions(Hg, start.to(Hg.dtype), cmax)
-        pairs = make_pairs(Hg.shape[0], max_pairs, seed)
-        out = {}
-        for c in ccrs:
-            X = Hg - (Hg @ P[:c].T) @ P[:c]
-            ref = RankedReference.from_values(cosine_similarities(X, pairs))
-            rho = ref.spearman(cosine_similarities(X @ R, pairs))
-            nulls = [ref.spearman(cosine_similarities(X @ B, pairs)) for B in sub]
-            out[c] = (rho, float(np.mean(nulls)))
-        return out
-
-    with threads.kernel("sort", H.device):
-        cpu = H.device.type == "cpu"
-        reps = parallel_map(one, range(groups.n_groups), threads.workers() if cpu else 1)
-    out = {}
-    for c in ccrs:
-        s = scores[c]
-        rho_g = np.array([r[c][0] for r in reps])
-        shift = np.array([r[c][1] for r in reps]) - float(s.null_rhos[:n_sub].mean())
-        z_g = (rho_g - (s.null_mean + shift)) / s.null_std
-        se_pts = _jackknife_se(z_g)
-        out[c] = dataclasses.replace(
-            s,
-            stderr=float(math.hypot(s.stderr_null, se_pts)),
-            stderr_points=se_pts,
-            stderr_rho=_jackknife_se(rho_g),
-            n_groups=groups.n_groups,
-        )
-    return out
-
-
 def pga_score(
     H: Float[Tensor, "N d"],
     readout: Float[Tensor, "d k"],
@@ -630,11 +483,11 @@ def pga_score(
 
     Args:
         H: (N, d) hidden states at one hook (any float dtype; computed in float64).
-        readout: (d, k) orthonormal readout basis, e.g. [`readout_basis`][tl_geometry.metrics.pga.readout_basis] of W_U.
+        readout: (d, k) orthonormal readout basis, e.g. [`readout_basis`][tl_geometry.metrics.pga_bases.readout_basis] of W_U.
         n_null: number of Haar-random null subspaces (ignored when ``null_bases`` is given).
         ccr: CCR level: remove the top-``ccr`` principal directions of the centered H first.
         null_bases: (n_null, d, k) orthonormal bases to use as the null (reproducible across
-            implementations); default: [`haar_bases`][tl_geometry.metrics.pga.haar_bases] with ``seed``.
+            implementations); default: [`haar_bases`][tl_geometry.metrics.pga_bases.haar_bases] with ``seed``.
         seed: seeds the null bases and, when pairs are subsampled, the pair sample.
         max_pairs: correlate at most this many pairs; above it a seeded random subset is used
             and ``pairs_subsampled`` is set (None: always all pairs).

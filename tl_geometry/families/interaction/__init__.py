@@ -233,7 +233,7 @@ def nfa(
     folded), the Gram uses ``diag(w) W_in`` so that both sides see the same input.
 
     With probes (``exact=False``) each correlation carries a delete-a-group jackknife standard
-    error over the probe groups ([`tl_geometry.metrics.interaction.nfa_jackknife`][tl_geometry.metrics.interaction.nfa_jackknife]: one
+    error over the probe groups ([`tl_geometry.metrics.interaction.nfa_jackknife`][tl_geometry.metrics.nfa.nfa_jackknife]: one
     eigendecomposition per group and layer); an exact AGOP gives standard errors 0.0, "exact".
     """
     capture.check_model(model)
