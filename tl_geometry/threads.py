@@ -1,21 +1,29 @@
-"""How many CPU threads each of the library's kernels uses.
+"""How many CPU threads each of the library's kernels uses, chosen from the machine's load.
 
 PyTorch runs every CPU op with ``torch.get_num_threads()`` intra-op (OpenMP) threads, by default
 one per core. That is right for large matmuls on a quiet machine and wrong for the many small
 sorts and products of the PGA null loop: when another process competes for the cores, a team
 thread that is descheduled makes the others wait at every op's barrier, and the same work costs
-about 4× more CPU (measured in ``benchmarks/bench_contention.py``). So each kernel picks its own
-thread count, never more than the process-wide setting:
+about 4× more CPU (measured in ``benchmarks/bench_contention.py``). So each kernel gets its own
+thread count, never more than the process-wide setting.
+
+This module holds the load-aware *policy*; the metrics never read it. A metric function takes a
+[`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] (``threads=``), pure data,
+and applies it ([`tl_geometry.metrics.thread_choice`][tl_geometry.metrics.thread_choice]);
+the model-facing callers (``tg.pga``, ``tg.spectral``, ``tg.nfa``, ``tg.intrinsic_dimension``,
+hence ``tg.analyze``, the report and the CLI) pass [`choose`][tl_geometry.threads.choose] ``()``,
+the choice below made from the load at that moment; the capture layer uses
+[`kernel`][tl_geometry.threads.kernel] and [`per_step`][tl_geometry.threads.per_step] directly.
 
 * the user's setting is the cap: ``OMP_NUM_THREADS``, ``torch.set_num_threads(n)`` or the CLI's
   ``--threads n`` ([`using_threads`][tl_geometry.threads.using_threads]) are honoured; the library never raises them;
 * kernels made of many sorts (the PGA null loop: one sort of N(N−1)/2 similarities per null
-  subspace) run single-threaded inside [`limit_threads`][tl_geometry.threads.limit_threads] (which restores the previous
+  subspace) run single-threaded inside [`limit_threads`][tl_geometry.metrics.thread_choice.limit_threads] (which restores the previous
   setting on exit, also on error) whenever another process wants a core, or the machine does
   not report its load; on a free machine they keep the user's setting;
 * loops of many independent sort-bound tasks (the PGA null loop at report sizes) run on a pool
   of [`pool_threads`][tl_geometry.threads.pool_threads] Python threads, each single-threaded inside torch and NumPy
-  ([`parallel_map`][tl_geometry.threads.parallel_map]): no OpenMP team, so no thread spins at a barrier waiting for one that
+  ([`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]): no OpenMP team, so no thread spins at a barrier waiting for one that
   another process descheduled, and a quiet machine's cores are all used (a 1-D sort is
   single-threaded anyway);
 * factorizations (SVD, eigh: the PGA centering, readout bases, spectra) always run on
@@ -33,20 +41,17 @@ torch's setting, as before this module existed (for benchmarks and comparisons).
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
 
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.thread_choice import ThreadChoice, limit_threads, parallel_map
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 __all__ = [
     "POLICY",
@@ -63,6 +68,8 @@ __all__ = [
     "using_threads",
     "pool_threads",
     "parallel_map",
+    "choose",
+    "ThreadChoice",
 ]
 
 POLICY = os.environ.get("TL_GEOMETRY_THREADS", "auto").strip().lower() or "auto"
@@ -219,34 +226,10 @@ def per_step(iterable: Iterable[T], kind: str = "dense") -> Iterator[T]:
 
 
 @contextmanager
-def limit_threads(n: int | None) -> Iterator[int]:
-    """Run the block with at most ``n`` torch intra-op threads (None: unchanged); restore on exit.
-
-    Never raises the current setting (the user's cap). The previous value is restored when the
-    block exits, also on an exception. Yields the number of threads in effect.
-
-    Raises:
-        ValueError: ``n`` < 1.
-    """
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise InputError(f"thread count must be a positive integer or None, got {n!r}")
-    prev = torch.get_num_threads()
-    want = prev if n is None else min(n, prev)
-    if want == prev:
-        yield prev
-        return
-    torch.set_num_threads(want)
-    try:
-        yield want
-    finally:
-        torch.set_num_threads(prev)
-
-
-@contextmanager
 def using_threads(n: int | None) -> Iterator[int]:
     """Run the block with torch's intra-op threads set to ``n`` (None: unchanged), then restore.
 
-    Unlike [`limit_threads`][tl_geometry.threads.limit_threads] it may raise the setting: it is the user's choice (the CLI's
+    Unlike [`limit_threads`][tl_geometry.metrics.thread_choice.limit_threads] it may raise the setting: it is the user's choice (the CLI's
     ``--threads``), which then caps every kernel.
 
     Raises:
@@ -282,96 +265,29 @@ def set_threads(n: int | None) -> int:
 
 
 def pool_threads() -> int:
-    """Workers [`parallel_map`][tl_geometry.threads.parallel_map] should use here: [`kernel_threads`][tl_geometry.threads.kernel_threads] ``("pool")``, or 1
+    """Workers [`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map] should use here: [`kernel_threads`][tl_geometry.threads.kernel_threads] ``("pool")``, or 1
     (the sequential loop) when [`POLICY`][tl_geometry.threads.POLICY] is ``"inherit"``."""
     return 1 if _policy() == "inherit" else kernel_threads("pool")
 
 
-def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
-    """``[fn(x) for x in items]`` on ``workers`` threads (this one and ``workers`` − 1 pool
-    threads), each with one torch intra-op thread.
+def choose() -> ThreadChoice:
+    """The [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] this machine's load calls for now: what
+    the model-facing callers pass to the metrics (``threads=choose()``).
 
-    For independent tasks made of large torch/NumPy ops (which release the GIL). Each thread
-    takes the next item until none is left. The results are in the order of ``items`` and equal
-    to the sequential loop's (each task runs the same ops on one thread). The first exception
-    raised by a task is re-raised here once the running tasks have finished; no item is started
-    after it. torch's setting is restored on exit. With ``workers`` ≤ 1, fewer than two items,
-    or inside a task of another ``parallel_map``: the plain loop, in this thread, under
-    ``limit_threads(1)``.
-
-    Our choice: the pool's threads are started once and kept (idle, they cost nothing): starting
-    threads for every null loop cost up to 0.1 s each on a loaded machine; one task per thread
-    (not per item) keeps the submitting thread from queueing for the GIL once per item.
+    Each count is [`kernel_threads`][tl_geometry.threads.kernel_threads] of its kind at this moment (the load is
+    looked at once, [`free_cores`][tl_geometry.threads.free_cores]), the pool [`pool_threads`][tl_geometry.threads.pool_threads]; with
+    [`POLICY`][tl_geometry.threads.POLICY] ``"inherit"``: torch's setting for every kernel, factorizations
+    included, and the sequential loop (pool 1). The choice is static once made: a caller chooses
+    afresh per hook, so a long report follows the machine's load hook by hook.
 
     Raises:
-        ValueError: ``workers`` < 1.
+        ValueError: an unknown ``TL_GEOMETRY_THREADS``.
     """
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise InputError(f"workers must be a positive integer, got {workers!r}")
-    items = list(items)
-    n = len(items)
-    with limit_threads(1):  # also what new threads inherit (torch reads the process-wide value)
-        if workers == 1 or n < 2 or getattr(_in_pool, "flag", False):
-            return [fn(x) for x in items]
-        results: list = [None] * n
-        taken = itertools.count()
-        stop = threading.Event()
-
-        def run() -> None:
-            while not stop.is_set():
-                i = next(taken)  # atomic under the GIL
-                if i >= n:
-                    return
-                try:
-                    results[i] = fn(items[i])
-                except BaseException:
-                    stop.set()
-                    raise
-
-        ex = _executor(min(workers, n) - 1)
-        futures = [ex.submit(run) for _ in range(min(workers, n) - 1)]
-        _in_pool.flag = True
-        try:
-            run()
-        except BaseException:
-            stop.set()
-            raise
-        finally:
-            _in_pool.flag = False
-            wait(futures)  # the running items finish before torch's setting is restored
-        for f in futures:
-            exc = f.exception()
-            if exc is not None:
-                raise exc
-        return results
-
-
-_in_pool = threading.local()
-_pool_lock = threading.Lock()
-_pool: list = [None, 0]  # [ThreadPoolExecutor | None, its number of workers]
-
-
-def _one_thread() -> None:
-    """Pool-thread initializer: torch (OpenMP, MKL) single-threaded in this thread."""
-    _in_pool.flag = True
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-
-
-def _executor(workers: int) -> ThreadPoolExecutor:
-    with _pool_lock:
-        ex, n = _pool
-        if ex is None or n != workers:
-            if ex is not None:
-                ex.shutdown(wait=False)
-            ex = ThreadPoolExecutor(workers, thread_name_prefix="tl_geometry", initializer=_one_thread)
-            _pool[:] = [ex, workers]
-        return ex
-
-
-def _forget_pool() -> None:  # a forked child has none of the parent's threads
-    _pool[:] = [None, 0]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+    if _policy() == "inherit":
+        return ThreadChoice(dense=None, sort=None, pool=1, lapack=None)
+    return ThreadChoice(
+        dense=kernel_threads("dense"),
+        sort=kernel_threads("sort"),
+        pool=kernel_threads("pool"),
+        lapack=kernel_threads("lapack"),
+    )

@@ -2,7 +2,9 @@
 
 * ``tl_geometry/metrics/`` is pure math on tensors: it never imports the capture layer, the
   model-facing families, the registry, the report, models, plotting, readings, html, analysis,
-  pipeline, sae or the CLI — not even inside a function.
+  pipeline, sae, the CLI or the load-aware thread policy (``tl_geometry.threads``: a metric is
+  passed its thread counts, ``metrics.thread_choice.ThreadChoice``, and never reads the
+  machine's load) — not even inside a function.
 * ``tl_geometry/capture/`` runs models and knows no metric: it never imports ``metrics``,
   ``families``, the registry, the report, plotting, readings or html.
 * nothing outside ``families/`` registers a built-in metric of the three papers, and the old
@@ -15,7 +17,8 @@
   allowed upward reference is the registry's discovery of the built-in families
   (``registry.BUILTIN_FAMILIES``, like a plugin's entry point). Cycles inside one room are allowed.
 * ``import tl_geometry`` loads nothing else (the root is lazy, PEP 562), and importing the math
-  (``tl_geometry.metrics.*``) loads no model, capture, registry, report, rendering or family code.
+  (``tl_geometry.metrics.*``) loads no model, capture, registry, report, rendering, family or
+  thread-control code.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ PURE_FORBIDDEN = (
     "experiments",
     "outdir",
     "outfile",
+    "threads",
 )
 #: What the capture package may not import.
 CAPTURE_FORBIDDEN = (
@@ -146,6 +150,8 @@ def test_only_families_register_the_papers_metrics():
         ("metrics", "from tl_geometry import capture\n", PURE_FORBIDDEN),
         ("metrics", "def f():\n    from tl_geometry.report import GeometryReport\n", PURE_FORBIDDEN),
         ("metrics", "from ..families import pga\n", PURE_FORBIDDEN),
+        ("metrics", "def f():\n    from tl_geometry.threads import kernel\n", PURE_FORBIDDEN),
+        ("metrics", "from tl_geometry import threads\n", PURE_FORBIDDEN),
         ("capture", "import tl_geometry.metrics.interaction\n", CAPTURE_FORBIDDEN),
         ("capture", "from tl_geometry.metrics.interaction import AGOPAccumulator\n", CAPTURE_FORBIDDEN),
     ],
@@ -161,7 +167,7 @@ def test_the_rule_fails_on_a_violation(tmp_path, folder, source, forbidden):
 
 # ----------------------------------------------------------------------------- ranked rooms
 ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "tables", "_checks", "threads")),
+    ("base", ("errors", "tables", "_checks")),
     ("metrics", ("metrics",)),
     (
         "machinery",
@@ -177,6 +183,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "models",
             "ray_executor",
             "weight_files",
+            "threads",
         ),
     ),
     (
@@ -306,6 +313,10 @@ def test_rooms_hold_transitively():
         ("metrics/jackknife.py", "def _f():\n    from tl_geometry.families.pga import pga\n", "tl_geometry.families"),
         # a declaration string pointing upward
         ("metrics/jackknife.py", "_X = 'tl_geometry.plotting:figures'\n", "tl_geometry.plotting"),
+        # the math reading the machine's load (thread policy is machinery: the choice is passed in)
+        ("metrics/thread_choice.py", "def _f():\n    from tl_geometry.threads import choose\n", "tl_geometry.threads"),
+        # a private metric module importing the policy (metrics.capacity, which imports it, reaches it too)
+        ("metrics/_gram.py", "import tl_geometry.threads\n", "tl_geometry.threads"),
         # two hops: a machinery module importing rendering, reached from the capture layer
         ("corpus.py", "def _f():\n    import tl_geometry.html\n", "tl_geometry.html"),
         # a shared module reaching into a family's folder
@@ -358,18 +369,9 @@ def test_the_package_root_is_lazy():
 
 def test_importing_the_math_loads_no_model_code():
     loaded = _loaded_after(
-        "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction"
+        "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction, "
+        "tl_geometry.metrics.intrinsic_dimension, tl_geometry.metrics.id_jackknife, tl_geometry.metrics.spectral"
     )
-    for other in (
-        "capture",
-        "models",
-        "families",
-        "registry",
-        "family_registry",
-        "report",
-        "plotting",
-        "readings",
-        "html",
-        "analysis",
-    ):
+    rendering = ("report", "plotting", "readings", "html", "analysis")
+    for other in ("capture", "models", "families", "registry", "family_registry", *rendering, "threads"):
         assert not any(m == f"tl_geometry.{other}" or m.startswith(f"tl_geometry.{other}.") for m in loaded), other

@@ -11,6 +11,8 @@ import tl_geometry as tg
 from tl_geometry import threads
 from tl_geometry.metrics import _spearman as sp
 from tl_geometry.metrics import pga as pga_mod
+from tl_geometry.metrics import thread_choice
+from tl_geometry.metrics.thread_choice import ThreadChoice
 
 
 def _stable_perm(x: torch.Tensor) -> torch.Tensor:
@@ -100,15 +102,13 @@ def _spy(monkeypatch):
 def test_pooled_null_loop_equals_the_sequential_loop_exactly(two_threads, monkeypatch):
     H, V = _data()  # 44,850 pairs: above POOL_MIN_PAIRS
     assert H.shape[0] * (H.shape[0] - 1) // 2 >= pga_mod.POOL_MIN_PAIRS
-    monkeypatch.setattr(pga_mod, "pool_threads", lambda: 2)
     seen = _spy(monkeypatch)
-    pooled = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9)
+    pooled = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9, threads=ThreadChoice(pool=2))
     workers = {name for name, _ in seen if name.startswith("tl_geometry")}
     assert workers and all(n == 1 for name, n in seen if name in workers)  # one torch thread per worker
     assert torch.get_num_threads() == 2  # restored
-    monkeypatch.setattr(pga_mod, "pool_threads", lambda: 1)
     seen.clear()
-    seq = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9)
+    seq = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9, threads=ThreadChoice(pool=1))
     assert not any(name.startswith("tl_geometry") for name, _ in seen)
     for c in (0, 1):
         assert torch.equal(pooled[c].null_rhos, seq[c].null_rhos)
@@ -119,13 +119,11 @@ def test_small_problems_and_inherit_use_the_sequential_loop(two_threads, monkeyp
     calls = []
     real = pga_mod.parallel_map
     monkeypatch.setattr(pga_mod, "parallel_map", lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    monkeypatch.setattr(pga_mod, "pool_threads", lambda: 2)
-    tg.pga_score(*_data(n=60), n_null=4, ccr=0)  # 1,770 pairs: below POOL_MIN_PAIRS
+    tg.pga_score(*_data(n=60), n_null=4, ccr=0, threads=ThreadChoice(pool=2))  # 1,770 pairs: below POOL_MIN_PAIRS
     assert calls == []
-    monkeypatch.setattr(pga_mod, "pool_threads", threads.pool_threads)
     monkeypatch.setattr(threads, "POLICY", "inherit")
-    assert threads.pool_threads() == 1
-    tg.pga_score(*_data(), n_null=4, ccr=0)
+    assert threads.pool_threads() == 1 and threads.choose().pool == 1
+    tg.pga_score(*_data(), n_null=4, ccr=0, threads=threads.choose())
     assert calls == []
 
 
@@ -140,7 +138,6 @@ def test_pool_threads_honour_the_users_cap(two_threads, monkeypatch):
 
 
 def test_a_failing_null_propagates_from_the_pool_and_restores_threads(two_threads, monkeypatch):
-    monkeypatch.setattr(pga_mod, "pool_threads", lambda: 2)
     real = pga_mod.RankedReference.spearman_groups
     lock, calls = threading.Lock(), {"n": 0}
 
@@ -154,7 +151,7 @@ def test_a_failing_null_propagates_from_the_pool_and_restores_threads(two_thread
 
     monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
     with pytest.raises(RuntimeError, match="sort failed in a worker"):
-        tg.pga_score(*_data(), n_null=12, ccr=0)
+        tg.pga_score(*_data(), n_null=12, ccr=0, threads=ThreadChoice(pool=2))
     assert torch.get_num_threads() == 2
 
 
@@ -195,8 +192,8 @@ def _slow_name(_):
 def test_parallel_map_keeps_its_threads_and_runs_nested_calls_inline(two_threads):
     names = set(threads.parallel_map(_slow_name, range(8), 2))
     assert "MainThread" in names and any(n.startswith("tl_geometry") for n in names)  # this thread + one pool thread
-    ex = threads._pool[0]
+    ex = thread_choice._pool[0]
     threads.parallel_map(_slow_name, range(4), 2)
-    assert threads._pool[0] is ex  # the same pool, not one per call
+    assert thread_choice._pool[0] is ex  # the same pool, not one per call
     inner = threads.parallel_map(lambda i: threads.parallel_map(_slow_name, range(3), 2), range(4), 2)
     assert all(len(set(names_)) == 1 for names_ in inner)  # a nested call runs in the thread of its task

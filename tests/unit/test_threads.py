@@ -1,4 +1,7 @@
-"""Per-kernel thread use (tl_geometry.threads): scoped, restored on error, capped by the user's setting."""
+"""Per-kernel thread use (tl_geometry.threads): scoped, restored on error, capped by the user's setting.
+
+The metrics run with the ThreadChoice they are passed; the load-aware choice is ``threads.choose()``,
+what the model-facing callers (tg.pga, tg.spectral, tg.nfa, tg.intrinsic_dimension) pass."""
 
 import os
 
@@ -104,9 +107,9 @@ def test_results_do_not_depend_on_the_machines_load(two_threads, free):
     out = {}
     for n in (2, 1):
         free["free"] = n
-        V = tg.readout_basis(W_U, 20)
-        prof, pc = tg.pga_layer(H, V, ccrs=(0, 1), n_null=4)
-        spec = tg.spectral_metrics(H)
+        V = tg.readout_basis(W_U, 20, threads=threads.choose())
+        prof, pc = tg.pga_layer(H, V, ccrs=(0, 1), n_null=4, threads=threads.choose())
+        spec = tg.spectral_metrics(H, threads=threads.choose())
         out[n] = (V, {c: s.to_dict() for c, s in prof.items()}, pc, spec, tg.capture.readout_factor(W_U))
     a, b = out[2], out[1]
     assert torch.equal(a[0], b[0]) and a[1] == b[1] and a[2] == b[2] and torch.equal(a[4], b[4])
@@ -137,13 +140,13 @@ def test_pga_null_loop_runs_single_threaded_and_restores(two_threads, free, monk
     free["free"] = 1  # another process wants a core
     seen = _spy_null_threads(monkeypatch)
     H, V = _data()
-    s = tg.pga_score(H, V, n_null=6, ccr=0)
+    s = tg.pga_score(H, V, n_null=6, ccr=0, threads=threads.choose())
     assert seen == [1] * 8  # reference, readout and 6 nulls: sorts, on one thread
     assert torch.get_num_threads() == 2
     assert s.n_null == 6
     free["free"] = 2  # a free machine: the user's setting
     seen.clear()
-    tg.pga_score(H, V, n_null=6, ccr=0)
+    tg.pga_score(H, V, n_null=6, ccr=0, threads=threads.choose())
     assert seen == [2] * 8
 
 
@@ -152,7 +155,7 @@ def test_pga_inherit_policy_uses_torchs_setting(two_threads, free, monkeypatch):
     monkeypatch.setattr(threads, "POLICY", "inherit")
     seen = _spy_null_threads(monkeypatch)
     H, V = _data()
-    tg.pga_score(H, V, n_null=4, ccr=0)
+    tg.pga_score(H, V, n_null=4, ccr=0, threads=threads.choose())
     assert seen == [2] * 6
 
 
@@ -170,16 +173,16 @@ def test_pga_restores_threads_when_a_null_fails(two_threads, free, monkeypatch):
     monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
     H, V = _data()
     with pytest.raises(RuntimeError, match="sort failed"):
-        tg.pga_score(H, V, n_null=5, ccr=0)
+        tg.pga_score(H, V, n_null=5, ccr=0, threads=threads.choose())
     assert torch.get_num_threads() == 2
 
 
 def test_pga_results_do_not_depend_on_the_thread_policy(two_threads, free, monkeypatch):
     free["free"] = 1
     H, V = _data(n=80, d=16, k=4, seed=3)
-    auto = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8)
+    auto = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8, threads=threads.choose())
     monkeypatch.setattr(threads, "POLICY", "inherit")
-    inherit = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8)
+    inherit = tg.pga_profile(H, V, ccrs=(0, 1), n_null=8, threads=threads.choose())
     for c in (0, 1):
         assert auto[c].z == pytest.approx(inherit[c].z, abs=1e-9)
         assert torch.allclose(auto[c].null_rhos, inherit[c].null_rhos, atol=1e-12)
@@ -323,3 +326,60 @@ def test_agop_probe_loop_follows_the_machines_load(two_threads, free, tiny_model
     tg.agop(tiny_model, tiny_tokens, hooks=["blocks.1.hook_resid_pre"], n_probes=2, batch_size=3, progress=False)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2
+
+
+# ----------------------------------------------------------------------------- the choice passed to the metrics
+def test_choose_is_the_load_aware_choice(two_threads, free, monkeypatch):
+    monkeypatch.setattr(threads, "_usable_cores", lambda: 8)
+    free["free"] = 1  # another process wants a core
+    assert threads.choose() == threads.ThreadChoice(dense=1, sort=1, pool=2, lapack=1)
+    free["free"] = 2
+    assert threads.choose() == threads.ThreadChoice(dense=2, sort=2, pool=2, lapack=1)
+    free["free"] = None  # the machine does not say
+    assert threads.choose() == threads.ThreadChoice(dense=2, sort=1, pool=2, lapack=1)
+    monkeypatch.setattr(threads, "POLICY", "inherit")  # torch's setting everywhere, the sequential loop
+    assert threads.choose() == threads.ThreadChoice(dense=None, sort=None, pool=1, lapack=None)
+    monkeypatch.setattr(threads, "POLICY", "fast")
+    with pytest.raises(ValueError, match="'auto' or 'inherit'"):
+        threads.choose()
+
+
+def _record_kernels(monkeypatch) -> list[tuple[str, int | None]]:
+    """(kind, count) of every kernel a metric runs with the choice it was passed."""
+    from tl_geometry.metrics.thread_choice import ThreadChoice
+
+    seen = []
+    real = ThreadChoice.kernel
+
+    def spy(self, kind, device="cpu"):
+        seen.append((kind, self.count(kind)))
+        return real(self, kind, device)
+
+    monkeypatch.setattr(ThreadChoice, "kernel", spy)
+    return seen
+
+
+_FAMILY_CALLS = {
+    "pga": lambda m, t: tg.pga(m, t, k=4, n_null=4, ccr=(0, 1), progress=False),
+    "spectral": lambda m, t: tg.spectral(m, t),
+    "nfa": lambda m, t: tg.nfa(m, t, layers=[0], n_probes=2, batch_size=3, progress=False),
+    "intrinsic_dimension": lambda m, t: tg.intrinsic_dimension(m, t, progress=False),
+}
+
+
+@pytest.mark.parametrize("family", list(_FAMILY_CALLS))
+def test_model_facing_calls_pass_the_load_aware_choice(family, two_threads, free, monkeypatch, tiny_model, tiny_tokens):
+    """tg.pga / tg.spectral / tg.nfa / tg.intrinsic_dimension (hence tg.analyze and the report) run
+    their metrics with ``threads.choose()``: under load, one thread for dense and sort work; with
+    TL_GEOMETRY_THREADS=inherit, torch's setting for factorizations too (the metrics' own default
+    would keep those on one thread)."""
+    seen = _record_kernels(monkeypatch)
+    free["free"] = 1
+    _FAMILY_CALLS[family](tiny_model, tiny_tokens)
+    assert seen, "no kernel ran"
+    assert all(n == 1 for _, n in seen), seen
+    assert torch.get_num_threads() == 2
+    seen.clear()
+    monkeypatch.setattr(threads, "POLICY", "inherit")
+    _FAMILY_CALLS[family](tiny_model, tiny_tokens)
+    assert seen and all(n is None for _, n in seen), seen

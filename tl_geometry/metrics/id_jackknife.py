@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from tl_geometry.metrics.intrinsic_dimension import (
-    DEFAULT_DISCARD_FRACTION,
-    DEFAULT_MAX_MEMORY_MB,
-    DEFAULT_RANGE_MAX,
-    _gride_score,
-    _neighbors,
-    _points,
-    _twonn_fit,
-)
+from tl_geometry.metrics.gride import DEFAULT_RANGE_MAX, _gride_score
+from tl_geometry.metrics.intrinsic_dimension import DEFAULT_DISCARD_FRACTION, _twonn_fit
+from tl_geometry.metrics.neighbors import DEFAULT_MAX_MEMORY_MB, _neighbors, _points
 
 __all__ = ["IDJackknife", "id_jackknife"]
 
@@ -24,6 +18,7 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.thread_choice import ThreadChoice
 from tl_geometry.tables import Tabular
 
 
@@ -65,7 +60,7 @@ def _twonn_dimension(r1: np.ndarray, r2: np.ndarray, frac: float) -> float:
 
 
 def _gride_dimension(r_n1: np.ndarray, r_n2: np.ndarray, n1: int, n2: int, drop_outliers: bool) -> float:
-    """GRIDE's maximum-likelihood d (as [`gride`][tl_geometry.metrics.intrinsic_dimension.gride]); NaN when undefined."""
+    """GRIDE's maximum-likelihood d (as [`gride`][tl_geometry.metrics.gride.gride]); NaN when undefined."""
     from scipy.optimize import brentq
 
     ok = r_n1 > 0
@@ -93,8 +88,9 @@ def id_jackknife(
     range_max: int = DEFAULT_RANGE_MAX,
     drop_outliers: bool = True,
     max_memory_mb: float = DEFAULT_MAX_MEMORY_MB,
+    threads: ThreadChoice | None = None,
 ) -> IDJackknife:
-    """Standard errors of TwoNN and GRIDE (every scale of [`gride_scaling`][tl_geometry.metrics.intrinsic_dimension.gride_scaling])
+    """Standard errors of TwoNN and GRIDE (every scale of [`gride_scaling`][tl_geometry.metrics.gride.gride_scaling])
     from a delete-a-group jackknife: each estimate is recomputed without group g, for every g, and
     se = √((G − 1)/G · Σ_g (θ_(g) − θ̄)²) (Efron's grouped jackknife; TwoNN: Facco et al. 2017,
     GRIDE: Denti et al. 2022).
@@ -102,7 +98,7 @@ def id_jackknife(
     Our choice, for point clouds whose points are not independent draws: token positions of one
     sequence share a context, so a fresh sample of *text* moves the estimate more than the
     neighbourhood errors of [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn] /
-    [`gride`][tl_geometry.metrics.intrinsic_dimension.gride] say (1.8× for TwoNN and 2–5× for
+    [`gride`][tl_geometry.metrics.gride.gride] say (1.8× for TwoNN and 2–5× for
     GRIDE across pydoc samples on SmolLM2-135M, docs/intrinsic_dimension.md). With ``groups``
     made of whole sequences ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]),
     the jackknife covers that. Leaving a group out changes the other points' neighbours: each
@@ -114,9 +110,9 @@ def id_jackknife(
         x: points (N, d), as for [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn] (all of
             them: no subsample here).
         groups: (N,) integer group label per point; at least 2 distinct labels.
-        discard_fraction, range_max, drop_outliers, max_memory_mb: as for
+        discard_fraction, range_max, drop_outliers, max_memory_mb, threads: as for
             [`twonn`][tl_geometry.metrics.intrinsic_dimension.twonn] and
-            [`gride_scaling`][tl_geometry.metrics.intrinsic_dimension.gride_scaling].
+            [`gride_scaling`][tl_geometry.metrics.gride.gride_scaling].
 
     Returns:
         An [`IDJackknife`][tl_geometry.metrics.id_jackknife.IDJackknife].
@@ -143,7 +139,7 @@ def id_jackknife(
     need = max(2, 2**n_steps)
     n1s = tuple(2**i for i in range(n_steps))
     cand_k = min(n - 1, 2 * need + 8)
-    dist, idx = _neighbors(t, cand_k, mem)
+    dist, idx = _neighbors(t, cand_k, mem, threads)
     dist_np, idx_np = dist.cpu().numpy(), idx.cpu().numpy()
     reps = []
     for lab in labels:

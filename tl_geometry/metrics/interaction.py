@@ -15,8 +15,9 @@ and Generalization", arXiv 2605.27989.
   how much of the gradient energy couples different directions.
 * **R_D/W** ``= n_layers / d_model``; the paper's efficient interval is [0.023, 0.047].
 
-This module is the math only: pure functions on tensors (it never imports a model, a hook or
-the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
+The AOFE and weighted mean cos² are in [`tl_geometry.metrics.aofe`][tl_geometry.metrics.aofe], the NFA
+correlation in [`tl_geometry.metrics.nfa`][tl_geometry.metrics.nfa]; both are re-exported here. This module
+is the math only: pure functions on tensors (it never imports a model, a hook or the capture layer). ``tg.agop`` / ``tg.nfa``, which read a model, are in
 [`tl_geometry.families.interaction`][tl_geometry.families.interaction]; the gradient loops in [`tl_geometry.capture.backward`][tl_geometry.capture.backward].
 """
 
@@ -34,8 +35,9 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.aofe import AOFE, aofe, weighted_mean_cos2, wtw_aofe
+from tl_geometry.metrics.nfa import NFACorrelation, nfa_correlation, nfa_jackknife, offdiag_pearson
 from tl_geometry.tables import Tabular
-from tl_geometry.threads import kernel
 
 logger = logging.getLogger(__name__)
 
@@ -62,79 +64,6 @@ __all__ = [
 
 EFFICIENT_INTERVAL: tuple[float, float] = (0.023, 0.047)
 """The paper's efficient depth/width interval for R_D/W = n_layers / d_model."""
-
-
-# ----------------------------------------------------------------------------- AOFE
-@dataclass(frozen=True)
-class AOFE(Tabular):
-    """AOFE of a square matrix (see `aofe`).
-
-    Attributes:
-        aofe: ‖G‖_F² − Σ_i G_ii² of the symmetrized G.
-        ratio: aofe / ‖G‖_F², in [0, 1).
-        frobenius2: ‖G‖_F² of the symmetrized G.
-    """
-
-    aofe: Float[Tensor, ""]
-    ratio: Float[Tensor, ""]
-    frobenius2: Float[Tensor, ""]
-
-    def to_dict(self) -> dict:
-        return {"aofe": float(self.aofe), "ratio": float(self.ratio), "frobenius2": float(self.frobenius2)}
-
-
-def _check_square(G: Any, name: str = "G") -> Tensor:
-    G = _checks.float_matrix(G, name, shape="(d, d), a square 2-D matrix", finite=False)
-    if G.shape[0] != G.shape[1]:
-        raise InputError(f"{name} must be a square 2-D matrix (d, d), got shape {tuple(G.shape)}")
-    if G.shape[0] < 2:
-        raise InputError(f"{name} must be at least 2 × 2 (no off-diagonal entries in {tuple(G.shape)})")
-    if not torch.isfinite(G).all():
-        raise InputError(f"{name} has non-finite entries")
-    return G
-
-
-def aofe(G: Float[Tensor, "d d"]) -> AOFE:
-    """Average off-diagonal Frobenius energy of a (symmetrized) matrix.
-
-    The paper's definition: with S = (G + Gᵀ)/2, ``AOFE = ‖S‖_F² − Σ_i S_ii²`` and
-    ``ratio = AOFE / ‖S‖_F²``. Computed in float64.
-
-    Args:
-        G: a square matrix (an AGOP, a Gram WᵀW, ...).
-
-    Returns:
-        [`AOFE`][tl_geometry.metrics.interaction.AOFE] with float64 scalar tensors.
-
-    Raises:
-        TypeError: not a tensor. ValueError: not square, smaller than 2 × 2, non-finite, or all
-        zero (the ratio is undefined).
-
-    Examples:
-        >>> import torch
-        >>> float(aofe(torch.eye(3)).ratio)
-        0.0
-        >>> round(float(aofe(torch.ones(4, 4)).ratio), 4)  # (n² − n) / n²
-        0.75
-    """
-    G = _check_square(G).detach().to(torch.float64)
-    S = 0.5 * (G + G.T)
-    frob2 = (S * S).sum()
-    if frob2 == 0:
-        raise InputError("G is all zero; the AOFE ratio is undefined")
-    diag2 = (torch.diagonal(S) ** 2).sum()
-    off = frob2 - diag2
-    return AOFE(aofe=off, ratio=off / frob2, frobenius2=frob2)
-
-
-def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
-    """AOFE of the Gram ``WᵀW / n`` of a matrix whose rows are vectors (e.g. W_E, vocab × d).
-
-    The paper's weight-side companion of the AGOP: how much the embedding's second moment
-    couples different coordinates.
-    """
-    W = _checks.float_matrix(W, "W", shape="(n, d): rows are vectors").to(torch.float64)
-    return aofe(W.T @ W / W.shape[0])
 
 
 def projection_matrix(
@@ -439,158 +368,6 @@ class AGOPResult(Tabular):
         """One table row per hook: hook, space, exact, seed and the hook's [`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP] fields."""
         head = {"space": self.space, "exact": self.exact, "seed": self.seed}
         return [{"hook": h, **head, **s.records()[0]} for h, s in self.stats.items()]
-
-
-# ----------------------------------------------------------------------------- NFA
-@dataclass(frozen=True)
-class NFACorrelation(Tabular):
-    """Neural-feature-ansatz agreement between a weight Gram and an AGOP.
-
-    Definition (neural feature ansatz, as used in arXiv 2605.27989): r = Pearson correlation of
-    the off-diagonal entries (i < j) of W Wᵀ with those of G = E_x[J(x)ᵀ J(x)] (the AGOP), and
-    the same against G^(1/2).
-
-    Attributes:
-        pearson: Pearson r of the off-diagonal entries (i < j) of W Wᵀ and of G.
-        pearson_sqrt: the same against G^(1/2) (principal square root, negative eigenvalues
-            clipped to 0).
-        n_pairs: number of off-diagonal entries compared, d(d − 1)/2.
-        pearson_stderr, pearson_sqrt_stderr: standard errors from the AGOP's probe noise
-            ([`nfa_jackknife`][tl_geometry.metrics.interaction.nfa_jackknife]); 0.0 for an exact AGOP.
-        stderr_method: ``"exact"`` or ``"jackknife over K probe groups"``.
-    """
-
-    pearson: float
-    pearson_sqrt: float
-    n_pairs: int
-    pearson_stderr: float = 0.0
-    pearson_sqrt_stderr: float = 0.0
-    stderr_method: str = "exact"
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def _pearson(x: Tensor, y: Tensor) -> float:
-    x, y = x - x.mean(), y - y.mean()
-    den = x.norm() * y.norm()
-    if den == 0:
-        raise InputError("Pearson correlation undefined: constant off-diagonal entries")
-    return float((x * y).sum() / den)
-
-
-def nfa_correlation(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"]) -> NFACorrelation:
-    """Pearson correlation of the off-diagonal entries of ``W_in W_inᵀ`` with those of G and G^(1/2).
-
-    The neural feature ansatz (Radhakrishnan et al., Science 2024) states that a trained layer's
-    Gram ``W Wᵀ`` (with W mapping the layer input, here TL's ``W_in`` of shape d_model × d_mlp)
-    is proportional to a power of the AGOP taken with respect to that input; powers 1 and 1/2
-    are both in use.
-
-    Raises:
-        ValueError: shapes disagree, fewer than 3 dimensions (≤ 1 pair), non-finite entries.
-    """
-    W_in = _checks.float_matrix(W_in, "W_in", shape="(d_model, d_mlp)")
-    G = _check_square(G)
-    if W_in.shape[0] != G.shape[0]:
-        raise InputError(f"W_in has {W_in.shape[0]} input rows but G is {tuple(G.shape)}")
-    if G.shape[0] < 3:
-        raise InputError("need d >= 3 for a correlation over off-diagonal pairs")
-    W = W_in.detach().double()
-    gram = W @ W.T
-    Gs = 0.5 * (G.double() + G.double().T)
-    with kernel("lapack", Gs.device):  # one thread: reproducible bits, immune to other work
-        evals, evecs = torch.linalg.eigh(Gs)
-    root = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
-    iu = torch.triu_indices(G.shape[0], G.shape[0], 1)
-    off = lambda M: M[iu[0], iu[1]]  # noqa: E731
-    return NFACorrelation(_pearson(off(gram), off(Gs)), _pearson(off(gram), off(root)), int(iu.shape[1]))
-
-
-def nfa_jackknife(W_in: Float[Tensor, "d h"], G: Float[Tensor, "d d"], replicates: list[Tensor]) -> NFACorrelation:
-    """[`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation] with delete-a-group jackknife standard errors over probe groups.
-
-    ``replicates`` are the AGOP estimates without each probe group ([`leave_group_out`][tl_geometry.metrics.interaction.leave_group_out]); the
-    correlations are recomputed on each and ``se = sqrt((K−1)/K · Σ_k (r_(k) − r̄)²)``. Our choice:
-    this covers the probe estimator's noise for the given tokens (the same jackknife as the AOFE
-    ratio's), not a fresh draw of text.
-
-    Raises:
-        InputError: fewer than 2 replicates, or any error of [`nfa_correlation`][tl_geometry.metrics.interaction.nfa_correlation].
-    """
-    from tl_geometry.metrics.jackknife import jackknife_se
-
-    if len(replicates) < 2:
-        raise InputError(f"the jackknife needs at least 2 leave-group-out AGOPs, got {len(replicates)}")
-    full = nfa_correlation(W_in, G)
-    reps = [nfa_correlation(W_in, R) for R in replicates]
-    se = jackknife_se(torch.tensor([[r.pearson, r.pearson_sqrt] for r in reps], dtype=torch.float64)).tolist()
-    return NFACorrelation(
-        full.pearson, full.pearson_sqrt, full.n_pairs, se[0], se[1], f"jackknife over {len(reps)} probe groups"
-    )
-
-
-def offdiag_pearson(A: Float[Tensor, "d d"], B: Float[Tensor, "d d"]) -> float:
-    """Pearson correlation of the off-diagonal entries of two square matrices (all d(d − 1) of them).
-
-    The authors' NFA check (``pearson_corr_offdiag`` in their ``Double_descent/data_scaling.py``,
-    applied to WᵀW and the toy's AGOP, i.e. power 1): flatten every entry with i ≠ j of A and of B
-    (no symmetrization), subtract the means, ``r = Σ a b / √(Σ a² Σ b²)``, in float64. For symmetric
-    A and B it equals `NFACorrelation.pearson` (the i < j entries, each pair counted once:
-    duplicating every point leaves a Pearson correlation unchanged).
-
-    Raises:
-        ValueError: shapes differ, not square, smaller than 2 × 2, non-finite, or either set of
-        off-diagonal entries constant (the correlation is undefined; their code returns 0 there).
-
-    Examples:
-        >>> import torch
-        >>> A = torch.tensor([[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]])
-        >>> round(offdiag_pearson(A, 2 * A + 1), 12)
-        1.0
-    """
-    A, B = _check_square(A, "A"), _check_square(B, "B")
-    if A.shape != B.shape:
-        raise InputError(f"A and B must have the same shape, got {tuple(A.shape)} and {tuple(B.shape)}")
-    off = ~torch.eye(A.shape[0], dtype=torch.bool, device=A.device)
-    return _pearson(A.detach()[off].double(), B.detach()[off].double())
-
-
-def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:
-    """Weighted mean cos² implied by a Gram-like matrix (the authors' ``weighted_mean_cos2_from_gram``).
-
-    Reading ``G_ij = ⟨v_i, v_j⟩`` and ``d_i = G_ii = ‖v_i‖²``::
-
-        Sup(G) = Σ_{i≠j} G_ij² / Σ_{i≠j} d_i d_j  =  Σ_{i≠j} w_ij cos²(v_i, v_j) / Σ_{i≠j} w_ij,
-        w_ij = ‖v_i‖² ‖v_j‖²,
-
-    in [0, 1] for a PSD G (WᵀW or an AGOP): 0 when the directions are orthogonal, 1 when they are
-    all parallel. The authors compute it for WᵀW (``wtw_weighted_mean_cos2``) and for the AGOP
-    (``agop_weighted_mean_cos2``) of the toy model. Unlike the AOFE ratio it does not approach 1
-    merely because there are d² − d off-diagonal entries. The matrix is used as given (not
-    symmetrized), as theirs; float64.
-
-    Raises:
-        ValueError: not square, smaller than 2 × 2, non-finite, or ``Σ_{i≠j} d_i d_j = 0`` (fewer
-        than two non-zero diagonal entries; their code divides by 1e-12 instead and returns 0).
-
-    Examples:
-        >>> import torch
-        >>> float(weighted_mean_cos2(torch.eye(3)))
-        0.0
-        >>> v = torch.tensor([[1.0, 2.0, -1.0]])
-        >>> round(float(weighted_mean_cos2(v.T @ v)), 12)  # rank 1: all directions parallel
-        1.0
-    """
-    G = _check_square(G).detach().to(torch.float64)
-    d = torch.diagonal(G)
-    den = d.sum() ** 2 - (d**2).sum()
-    if not den > 0:
-        raise InputError(
-            "weighted mean cos² undefined: Σ_{i≠j} G_ii G_jj is not positive "
-            "(G needs at least two positive diagonal entries)"
-        )
-    return ((G**2).sum() - (d**2).sum()) / den
 
 
 @dataclass(frozen=True)

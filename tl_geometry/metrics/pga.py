@@ -21,7 +21,6 @@ p of z if the readout were one more random subspace ([`tl_geometry.metrics.signi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -35,13 +34,14 @@ from torch import Tensor
 
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.metrics._pga_jackknife import _jackknife_se, _null_jackknife_z, _refit_jackknife
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
-from tl_geometry.metrics.jackknife import jackknife_se
+from tl_geometry.metrics.pga_bases import MAX_ELEMENTS, haar_bases, readout_basis  # noqa: F401  (MAX_ELEMENTS: its old home)
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
+from tl_geometry.metrics.thread_choice import ThreadChoice, parallel_map, resolve
 from tl_geometry.tables import Tabular
-from tl_geometry.threads import kernel, parallel_map, pool_threads
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +78,6 @@ STDERR_METHOD = (
 """How `PGAScore.stderr` is computed (recorded in every result)."""
 
 
-MAX_ELEMENTS = 2**36
-"""The most numbers a generated array may hold (2**36 float64 = 512 GiB): beyond it a size is a mistake."""
-
-
 def min_points(k: int) -> int:
     """Fewest points (rows of H) PGA accepts for a k-dimensional readout: max(k + 1, 10).
 
@@ -109,68 +105,6 @@ def check_n_points(n: int, k: int) -> None:
             f"PGA needs at least max(k + 1, {MIN_POINTS}) = {need} points for k={k}, got N={n}; "
             f"sample more positions (max_points / more tokens) or use a smaller k"
         )
-
-
-# ----------------------------------------------------------------------------- readout
-def readout_basis(W_U: Float[Tensor, "d_model d_vocab"], k: int) -> Float[Tensor, "d_model k"]:
-    """Orthonormal basis V_k of the readout subspace: the top-k left singular vectors of W_U.
-
-    ``W_U`` is TransformerLens's unembedding (d_model, d_vocab) as the model holds it. The paper
-    works on the raw unembedding (``tg.models.load(name, processing="none")``); TransformerLens's
-    processing (``fold_ln``, ``center_unembed``) changes it — on SmolLM2-135M the top-100 subspaces
-    of the raw and processed W_U overlap 0.80 — and reports record the processing. Computed in
-    float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in float32 or the input's wider
-    float dtype.
-
-    Raises:
-        ValueError: not 2-D, non-finite, or k outside 1 ≤ k < d_model (k ≤ d_vocab).
-
-    Examples:
-        >>> V = readout_basis(torch.randn(8, 20), 3)
-        >>> V.shape, bool(torch.allclose(V.T @ V, torch.eye(3), atol=1e-5))
-        (torch.Size([8, 3]), True)
-    """
-    W_U = _checks.float_matrix(W_U, "W_U", shape="(d_model, d_vocab)", finite=False)
-    d, v = W_U.shape
-    if not _checks.is_int(k) or not 1 <= k < d or k > v:
-        raise InputError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
-    W = W_U.detach().to(torch.float64)
-    if not torch.isfinite(W).all():
-        raise InputError("W_U contains NaN or inf")
-    G = W @ W.T
-    with kernel("lapack", G.device):  # one thread: reproducible bits, immune to other work
-        evals, evecs = torch.linalg.eigh(G)
-    V = evecs[:, torch.argsort(evals, descending=True)[:k]]
-    out_dtype = W_U.dtype if W_U.dtype == torch.float64 else torch.float32
-    return V.to(out_dtype)
-
-
-def haar_bases(d: int, k: int, n: int, *, seed: int = 0, dtype=torch.float64) -> Float[Tensor, "n d k"]:
-    """``n`` Haar-random orthonormal (d, k) bases: QR of a Gaussian matrix, sign-fixed (R_ii > 0).
-
-    Definition: G ∈ R^{d×k} with i.i.d. N(0, 1) entries, G = QR, Q ← Q·diag(sign(R_ii)); then Q is
-    uniform (Haar) on the Stiefel manifold. These are the random subspaces of Subspace PGA's null
-    distribution (arXiv 2605.17084, Sec. 3: z = (ρ_read − mean ρ_null) / sd ρ_null).
-
-    Bases are drawn one after another from one ``torch.Generator`` seeded with ``seed``, so the
-    i-th basis does not depend on how many are drawn.
-    """
-    d = _checks.integer(d, "d")
-    k = _checks.integer(k, "k")
-    n = _checks.integer(n, "n", why="bases", lo=0)
-    if not 1 <= k <= d:
-        raise InputError(f"need 1 <= k <= d, got k={k}, d={d}")
-    if n * d * k > MAX_ELEMENTS:
-        raise InputError(
-            f"haar_bases(d={d}, k={k}, n={n}) would hold {n * d * k:,} numbers (more than {MAX_ELEMENTS:,})"
-        )
-    g = torch.Generator().manual_seed(_checks.seed(seed))
-    out = torch.empty(n, d, k, dtype=torch.float64)
-    for i in range(n):
-        Q, R = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))
-        sign = torch.sign(torch.diagonal(R))
-        out[i] = Q * torch.where(sign == 0, torch.ones_like(sign), sign)
-    return out.to(dtype)
 
 
 # ----------------------------------------------------------------------------- score
@@ -243,7 +177,7 @@ def _check_H(H: Any, name: str = "H") -> Tensor:
     return H
 
 
-def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+def _center_svd(H: Tensor, threads: ThreadChoice) -> tuple[Tensor, Tensor, Tensor, int]:
     """Centered H (float64), its right singular vectors / singular values and numerical rank.
 
     The rank counts singular values above S_max·eps·max(N, d), eps of the compute dtype (as
@@ -258,7 +192,7 @@ def _center_svd(H: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
     scale = H.abs().max().clamp_min(1e-300)
     if float(Hc.abs().max() / scale) < 1e-12:
         raise InputError("activations are constant across points (zero variance after centering); PGA is undefined")
-    with kernel("lapack", Hc.device):  # one thread: reproducible bits, immune to other work
+    with threads.kernel("lapack", Hc.device):  # one thread: reproducible bits, immune to other work
         _, S, Vh = torch.linalg.svd(Hc, full_matrices=False)
     return Hc, S, Vh, int((S > S[0] * tol).sum())
 
@@ -273,11 +207,11 @@ def _remove_top(Hc: Tensor, Vh: Tensor, rank: int, c: int) -> Tensor:
     return Hc - (Hc @ P.T) @ P
 
 
-def _orthonormal(B: Tensor, atol: float = 1e-4) -> bool:
+def _orthonormal(B: Tensor, threads: ThreadChoice, atol: float = 1e-4) -> bool:
     """Whether the columns of B (…, d, k) are orthonormal (float32 bases pass at 1e-4)."""
     B = B.to(torch.float64)
     eye = torch.eye(B.shape[-1], dtype=torch.float64, device=B.device)
-    with kernel("dense", B.device):  # fewer if the cores are busy
+    with threads.kernel("dense", B.device):  # fewer if the cores are busy
         return bool(torch.allclose(B.transpose(-1, -2) @ B, eye.expand(*B.shape[:-2], -1, -1), atol=atol))
 
 
@@ -289,7 +223,7 @@ def _check_ccrs(ccrs: Sequence[int], N: int, d: int) -> None:
         )
 
 
-def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[Tensor, int]:
+def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any, threads: ThreadChoice) -> tuple[Tensor, int]:
     readout = _checks.float_matrix(readout, "readout", shape="(d, k): an orthonormal basis", finite=False)
     if readout.shape[0] != d:
         raise InputError(
@@ -301,13 +235,13 @@ def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[T
         raise InputError(f"k must satisfy 1 <= k < d={d}, got k={k}")
     if not torch.isfinite(readout).all():
         raise InputError("readout contains NaN or inf")
-    if not _orthonormal(readout):
+    if not _orthonormal(readout, threads):
         raise InputError("readout must have orthonormal columns; build it with readout_basis(W_U, k)")
     if null_bases is not None:
         null_bases = _checks.float_matrix(null_bases, "null_bases", ndim=3, shape="(n_null, d, k)")
         if tuple(null_bases.shape[1:]) != (d, k):
             raise InputError(f"null_bases must have shape (n_null, {d}, {k}), got {tuple(null_bases.shape)}")
-        if not _orthonormal(null_bases):
+        if not _orthonormal(null_bases, threads):
             raise InputError("null_bases must be orthonormal (n_null, d, k) bases, e.g. haar_bases(d, k, n_null)")
         n_null = null_bases.shape[0]
         if n_null < 2:
@@ -318,7 +252,7 @@ def _check_common(d: int, readout: Any, n_null: Any, null_bases: Any) -> tuple[T
 
 
 POOL_MIN_PAIRS = 1 << 15
-"""Our choice: the null loop runs on a pool of threads ([`tl_geometry.threads.parallel_map`][tl_geometry.threads.parallel_map]) from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a pool's start-up would cost more than it saves."""
+"""Our choice: the null loop runs on a pool of threads ([`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]) from this many pairs on (N ≥ 257 points); smaller problems run the sequential loop, where a pool's start-up would cost more than it saves."""
 
 
 def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.ndarray | None]:
@@ -326,20 +260,22 @@ def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.nda
     return ref.spearman_groups(y) if ref.groups is not None else (ref.spearman(y), None)
 
 
-def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int) -> tuple[Tensor, np.ndarray | None]:
+def _null_rhos(
+    ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadChoice
+) -> tuple[Tensor, np.ndarray | None]:
     """ρ of each null basis and its leave-one-group-out values (n_null, G).
 
-    Our choice: on CPU, at report sizes, the nulls are spread over a pool of
-    [`tl_geometry.threads.pool_threads`][tl_geometry.threads.pool_threads] threads, each projecting, computing similarities and
-    sorting one null at a time on one core (the same ops as the sequential loop, so the same ρ's,
-    bit for bit). Otherwise (small problems, a GPU, ``TL_GEOMETRY_THREADS=inherit``) the sequential
-    loop: the batched projection uses torch's threads (fewer when other processes want the cores);
-    the per-null similarities and sort run single-threaded when other processes want the cores
-    ([`tl_geometry.threads`][tl_geometry.threads]: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the
-    CPU when another process competes for the cores).
+    Our choice: on CPU, at report sizes, the nulls are spread over a pool of ``threads.workers()``
+    threads, each projecting, computing similarities and sorting one null at a time on one core
+    (the same ops as the sequential loop, so the same ρ's, bit for bit). Otherwise (small
+    problems, a GPU, a pool of 1) the sequential loop: the batched projection on ``threads.dense``
+    threads, the per-null similarities and sort on ``threads.sort`` (the load-aware choice,
+    [`tl_geometry.threads.choose`][tl_geometry.threads.choose], gives one thread when other
+    processes want the cores: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the CPU
+    when another process competes for them).
     """
     cpu = Hx.device.type == "cpu"
-    workers = pool_threads() if cpu and pairs.n_pairs >= POOL_MIN_PAIRS else 1
+    workers = threads.workers() if cpu and pairs.n_pairs >= POOL_MIN_PAIRS else 1
     n = bases.shape[0]
     if workers > 1 and n > 1:
         Hx64 = Hx.to(torch.float64)
@@ -353,9 +289,9 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
     rhos = torch.empty(n, dtype=torch.float64)
     loo: list[np.ndarray] = []
     for s in range(0, n, batch):
-        with kernel("dense", Hx.device):
+        with threads.kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
-        with kernel("sort", Hx.device):
+        with threads.kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
                 r, lo = _spearman_and_groups(ref, cosine_similarities(Y[t], pairs))
                 rhos[s + t] = r
@@ -364,34 +300,16 @@ def _null_rhos(ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: in
     return rhos, np.stack(loo) if loo else None
 
 
-def _jackknife_se(values: np.ndarray) -> float:
-    """[`tl_geometry.metrics.jackknife.jackknife_se`][tl_geometry.metrics.jackknife.jackknife_se] of 1-D leave-one-out values (NaN if any is NaN)."""
-    v = torch.as_tensor(np.asarray(values, dtype=np.float64)).reshape(-1, 1)
-    return math.nan if v.shape[0] < 2 else float(jackknife_se(v)[0])
-
-
-def _null_jackknife_z(rho: float, nulls: np.ndarray) -> float:
-    """Standard error of z = (ρ − mean)/std from the null draw: delete-one jackknife over the nulls."""
-    n = nulls.shape[0]
-    if n < 3:
-        return math.nan
-    c = nulls - nulls.mean()
-    mean_lo = nulls.mean() - c / (n - 1)  # mean without null q
-    ss_lo = (c**2).sum() - c**2 - c**2 / (n - 1)  # Σ (ρ − mean_lo)² without null q
-    z_lo = (rho - mean_lo) / np.sqrt(ss_lo / (n - 2))
-    return _jackknife_se(z_lo)
-
-
-def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch) -> PGAScore:
+def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch, threads: ThreadChoice) -> PGAScore:
     """The score; with ``groups`` None (the refit jackknife will supply the point part) no per-group sums."""
-    with kernel("sort", Hx.device):  # sorts, as the nulls
+    with threads.kernel("sort", Hx.device):  # sorts, as the nulls
         ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
         if groups is not None:
             ref = ref.with_groups(groups)
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
         rho, rho_lo = _spearman_and_groups(ref, cosine_similarities(Hx @ readout, pairs))
-    nulls, nulls_lo = _null_rhos(ref, Hx, pairs, bases, batch)
+    nulls, nulls_lo = _null_rhos(ref, Hx, pairs, bases, batch, threads)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
         raise InputError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
@@ -444,6 +362,7 @@ def pga_profile(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    threads: ThreadChoice | None = None,
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
 
@@ -467,6 +386,7 @@ def pga_profile(
         n_groups=n_groups,
         groups=groups,
         refit_nulls=refit_nulls,
+        threads=threads,
     )[0]
 
 
@@ -483,6 +403,7 @@ def pga_layer(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    threads: ThreadChoice | None = None,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """[`pga_profile`][tl_geometry.metrics.pga.pga_profile] and [`pc1_overlap`][tl_geometry.metrics.pga.pc1_overlap] of one H from one centering and SVD (what a report
     computes per hook): the same numbers as the two calls, one SVD fewer.
@@ -496,9 +417,10 @@ def pga_layer(
     seed = _checks.seed(seed)
     max_pairs = _checks.integer(max_pairs, "max_pairs", why="None: all pairs", lo=1, none_ok=True)
     memory_mb = _checks.real(memory_mb, "memory_mb", lo=0.0, lo_open=True)
+    threads = resolve(threads)
     H = _check_H(H)
     N, d = H.shape
-    readout, n_null = _check_common(d, readout, n_null, null_bases)
+    readout, n_null = _check_common(d, readout, n_null, null_bases, threads)
     check_n_points(N, readout.shape[1])
     _check_ccrs(ccrs, N, d)
     if null_bases is not None:
@@ -506,7 +428,7 @@ def pga_layer(
     else:
         null_bases = haar_bases(d, readout.shape[1], n_null, seed=seed)
     readout = readout.to(H.device)
-    Hc, S, Vh, rank = _center_svd(H)
+    Hc, S, Vh, rank = _center_svd(H, threads)
     pairs = make_pairs(N, max_pairs, seed)
     if pairs.subsampled:
         logger.info(
@@ -529,74 +451,17 @@ def pga_layer(
             ccr=c,
             seed=seed,
             batch=batch,
+            threads=threads,
         )
         for c in ccrs
     }
     if refit:
         scores.update(
-            _refit_jackknife(H, Vh, readout, null_bases, scores, refit, point_groups, max_pairs, seed, refit_nulls)
+            _refit_jackknife(
+                H, Vh, readout, null_bases, scores, refit, point_groups, max_pairs, seed, refit_nulls, threads
+            )
         )
     return scores, _pc1(S, Vh, readout)
-
-
-def _top_directions(X: Tensor, start: Tensor, c: int, iters: int = 20) -> Tensor:
-    """Top-``c`` right singular vectors (rows) of X by subspace iteration warm-started at ``start``
-    (rows: the full sample's principal directions), with a Rayleigh–Ritz step."""
-    V = start.T.contiguous()  # (d, p)
-    for _ in range(iters):
-        V, _ = torch.linalg.qr(X.T @ (X @ V))
-    Y = X @ V
-    evals, evecs = torch.linalg.eigh(Y.T @ Y)
-    return (V @ evecs[:, torch.argsort(evals, descending=True)[:c]]).T
-
-
-def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, seed, n_sub):
-    """Point-sample stderr at CCR ≥ 1 with the principal directions re-estimated without each group.
-
-    Deleting group g: re-center the remaining points, re-estimate their top-c principal directions
-    (warm-started subspace iteration), remove them, and recompute the reference ranks, ρ_read and
-    the ρ of the first ``n_sub`` null subspaces from scratch (a re-sort each). z₋g = (ρ_read,₋g −
-    m₋g)/s with m₋g = m + mean over those nulls of (ρ_q,₋g − ρ_q) (paired: the shift of the null
-    mean, estimated with little noise from a few nulls) and s the full null std.
-    """
-    H64 = H.to(torch.float64)
-    R = readout.to(torch.float64)
-    cmax = max(ccrs)
-    start = Vh[: min(cmax + 5, Vh.shape[0])]
-    sub = bases[:n_sub].to(H64.device, torch.float64)
-
-    def one(g: int) -> dict[int, tuple[float, float]]:
-        Hg = H64[torch.from_numpy(groups.group != g).to(H64.device)]
-        Hg = Hg - Hg.mean(0, keepdim=True)
-        P = _top_directions(Hg, start.to(Hg.dtype), cmax)
-        pairs = make_pairs(Hg.shape[0], max_pairs, seed)
-        out = {}
-        for c in ccrs:
-            X = Hg - (Hg @ P[:c].T) @ P[:c]
-            ref = RankedReference.from_values(cosine_similarities(X, pairs))
-            rho = ref.spearman(cosine_similarities(X @ R, pairs))
-            nulls = [ref.spearman(cosine_similarities(X @ B, pairs)) for B in sub]
-            out[c] = (rho, float(np.mean(nulls)))
-        return out
-
-    with kernel("sort", H.device):
-        cpu = H.device.type == "cpu"
-        reps = parallel_map(one, range(groups.n_groups), pool_threads() if cpu else 1)
-    out = {}
-    for c in ccrs:
-        s = scores[c]
-        rho_g = np.array([r[c][0] for r in reps])
-        shift = np.array([r[c][1] for r in reps]) - float(s.null_rhos[:n_sub].mean())
-        z_g = (rho_g - (s.null_mean + shift)) / s.null_std
-        se_pts = _jackknife_se(z_g)
-        out[c] = dataclasses.replace(
-            s,
-            stderr=float(math.hypot(s.stderr_null, se_pts)),
-            stderr_points=se_pts,
-            stderr_rho=_jackknife_se(rho_g),
-            n_groups=groups.n_groups,
-        )
-    return out
 
 
 def pga_score(
@@ -612,16 +477,17 @@ def pga_score(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    threads: ThreadChoice | None = None,
 ) -> PGAScore:
     """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
 
     Args:
         H: (N, d) hidden states at one hook (any float dtype; computed in float64).
-        readout: (d, k) orthonormal readout basis, e.g. [`readout_basis`][tl_geometry.metrics.pga.readout_basis] of W_U.
+        readout: (d, k) orthonormal readout basis, e.g. [`readout_basis`][tl_geometry.metrics.pga_bases.readout_basis] of W_U.
         n_null: number of Haar-random null subspaces (ignored when ``null_bases`` is given).
         ccr: CCR level: remove the top-``ccr`` principal directions of the centered H first.
         null_bases: (n_null, d, k) orthonormal bases to use as the null (reproducible across
-            implementations); default: [`haar_bases`][tl_geometry.metrics.pga.haar_bases] with ``seed``.
+            implementations); default: [`haar_bases`][tl_geometry.metrics.pga_bases.haar_bases] with ``seed``.
         seed: seeds the null bases and, when pairs are subsampled, the pair sample.
         max_pairs: correlate at most this many pairs; above it a seeded random subset is used
             and ``pairs_subsampled`` is set (None: always all pairs).
@@ -635,6 +501,11 @@ def pga_score(
             points; the jackknife re-estimates them without each group and recomputes ρ_read and
             this many null ρ's from scratch ([`DEFAULT_REFIT_NULLS`][tl_geometry.metrics.pga.DEFAULT_REFIT_NULLS]; 0: keep the directions
             fixed, cheaper and overconfident when the top PCs change with the text sample).
+        threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the kernels (default
+            [`INHERIT`][tl_geometry.metrics.thread_choice.INHERIT]: torch's setting, factorizations on one
+            thread; ``tg.pga`` passes [`tl_geometry.threads.choose`][tl_geometry.threads.choose] ``()``, the load-aware
+            choice). A choice changes the speed, at most the last bits of a number (a factorization on
+            other than one thread, a batched product).
 
     Standard error (our choice; the paper reports z without one): z is a sampled number twice
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
@@ -670,6 +541,7 @@ def pga_score(
         n_groups=n_groups,
         groups=groups,
         refit_nulls=refit_nulls,
+        threads=threads,
     )[ccr]
 
 
@@ -694,20 +566,23 @@ class PC1Overlap(Tabular):
         return asdict(self)
 
 
-def pc1_overlap(H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"]) -> PC1Overlap:
+def pc1_overlap(
+    H: Float[Tensor, "N d"], readout: Float[Tensor, "d k"], *, threads: ThreadChoice | None = None
+) -> PC1Overlap:
     """PC1 migration: how much of the top principal direction p_1 of the centered H lies in V_k.
 
     Definition (arXiv 2605.17084): overlap = ‖V_kᵀ p_1‖² ∈ [0, 1] with V_k the orthonormal readout
     basis (d × k) and p_1 the unit top right-singular vector of the centred H; a random
-    k-subspace gives k/d on average.
+    k-subspace gives k/d on average. ``threads`` as in [`pga_score`][tl_geometry.metrics.pga.pga_score].
 
     Raises:
         ValueError: as [`pga_score`][tl_geometry.metrics.pga.pga_score] for bad H / readout.
     """
     H = _check_H(H)
     d = H.shape[1]
-    readout, _ = _check_common(d, readout, 2, None)
-    _, S, Vh, _ = _center_svd(H)
+    threads = resolve(threads)
+    readout, _ = _check_common(d, readout, 2, None, threads)
+    _, S, Vh, _ = _center_svd(H, threads)
     return _pc1(S, Vh, readout)
 
 

@@ -58,8 +58,8 @@ from torch import Tensor
 from tl_geometry import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.jackknife import jackknife_se
+from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
 from tl_geometry.tables import Tabular
-from tl_geometry.threads import kernel
 
 __all__ = [
     "SpectralMetrics",
@@ -374,25 +374,32 @@ class StreamingCovariance:
         m2_r = self.m2 - m2_g - torch.outer(delta, delta) * (n_r * g.n / self.n)
         return m2_r / (n_r - 1), n_r
 
-    def spectral(self, fit_range: tuple[int, int] | None = None) -> SpectralMetrics:
+    def spectral(
+        self, fit_range: tuple[int, int] | None = None, *, threads: ThreadChoice | None = None
+    ) -> SpectralMetrics:
         """[`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance] of the accumulated covariance, with jackknife standard
-        errors over the groups when ``group_sizes`` was given ([`spectral_jackknife`][tl_geometry.metrics.spectral.spectral_jackknife])."""
-        m = spectral_from_covariance(self.compute(), fit_range=fit_range, n_points=self.n)
+        errors over the groups when ``group_sizes`` was given ([`spectral_jackknife`][tl_geometry.metrics.spectral.spectral_jackknife]).
+        ``threads`` as in [`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance]."""
+        m = spectral_from_covariance(self.compute(), fit_range=fit_range, n_points=self.n, threads=threads)
         filled = [k for k, g in enumerate(self.groups) if g.n_rows or g.moments is not None]
         if len(filled) < 2:
             return m
-        return spectral_jackknife(m, [self.leave_out(k)[0] for k in filled], fit_range=fit_range)
+        return spectral_jackknife(m, [self.leave_out(k)[0] for k in filled], fit_range=fit_range, threads=threads)
 
 
 def spectral_jackknife(
-    full: SpectralMetrics, leave_outs: Sequence[Tensor], *, fit_range: tuple[int, int] | None = None
+    full: SpectralMetrics,
+    leave_outs: Sequence[Tensor],
+    *,
+    fit_range: tuple[int, int] | None = None,
+    threads: ThreadChoice | None = None,
 ) -> SpectralMetrics:
     """``full`` with delete-a-group jackknife standard errors from the leave-group-out covariances.
 
     Every metric of [`SPECTRAL_FIELDS`][tl_geometry.metrics.spectral.SPECTRAL_FIELDS] is recomputed on each covariance
     ([`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance]) and ``se = sqrt((G−1)/G · Σ_g (θ_(g) − θ̄)²)``. A metric
     that is undefined on a replicate (e.g. a ``fit_range`` past a replicate's kept ranks) gets a
-    NaN standard error.
+    NaN standard error. ``threads`` as in [`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance].
 
     Raises:
         InputError: fewer than 2 covariances.
@@ -403,7 +410,7 @@ def spectral_jackknife(
     reps = []
     for cov in leave_outs:
         try:
-            r = spectral_from_covariance(cov, fit_range=fit_range)
+            r = spectral_from_covariance(cov, fit_range=fit_range, threads=threads)
             reps.append([float(getattr(r, f)) for f in SPECTRAL_FIELDS])
         except InputError:
             reps.append([float("nan")] * len(SPECTRAL_FIELDS))
@@ -417,9 +424,15 @@ def spectral_jackknife(
 
 
 def spectral_from_covariance(
-    cov: Float[Tensor, "d d"], *, fit_range: tuple[int, int] | None = None, n_points: int = 0
+    cov: Float[Tensor, "d d"],
+    *,
+    fit_range: tuple[int, int] | None = None,
+    n_points: int = 0,
+    threads: ThreadChoice | None = None,
 ) -> SpectralMetrics:
     """Spectral metrics from a covariance matrix (see the module docstring for definitions).
+
+    ``threads``: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the eigendecomposition (default: one thread).
 
     Raises:
         ValueError: not square, non-finite, zero covariance (constant activations), or a
@@ -433,7 +446,7 @@ def spectral_from_covariance(
     if not torch.isfinite(cov).all():
         raise InputError("covariance contains NaN or inf")
     d = cov.shape[0]
-    with kernel("lapack", cov.device):  # one thread: reproducible bits, immune to other work
+    with resolve(threads).kernel("lapack", cov.device):  # one thread: reproducible bits, immune to other work
         lam = torch.linalg.eigvalsh((cov + cov.T) / 2).flip(0)
     if float(lam[0]) <= 0.0:
         raise InputError("covariance is zero (constant activations); spectral metrics are undefined")
@@ -527,13 +540,18 @@ def power_law_fit(
 
 
 def spectral_metrics(
-    H: Float[Tensor, "N d"], *, fit_range: tuple[int, int] | None = None, groups: Any = None
+    H: Float[Tensor, "N d"],
+    *,
+    fit_range: tuple[int, int] | None = None,
+    groups: Any = None,
+    threads: ThreadChoice | None = None,
 ) -> SpectralMetrics:
     """RankMe, α-ReQ, isotropy and condition number of hidden states H (rows = points).
 
     Equivalent to streaming H through [`StreamingCovariance`][tl_geometry.metrics.spectral.StreamingCovariance] and calling ``spectral()``.
     ``groups`` (a label per row, e.g. [`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels] of each
     row's sequence): also delete-a-group jackknife standard errors (``stderr``) over those groups.
+    ``threads`` as in [`spectral_from_covariance`][tl_geometry.metrics.spectral.spectral_from_covariance].
 
     Raises:
         ValueError: not 2-D, fewer than 2 rows, NaN/inf, constant rows.
@@ -549,7 +567,7 @@ def spectral_metrics(
     if groups is None:
         acc = StreamingCovariance()
         acc.update(H)
-        return acc.spectral(fit_range)
+        return acc.spectral(fit_range, threads=threads)
     labels = torch.as_tensor(groups).long()
     if labels.shape != (H.shape[0],):
         raise InputError(
@@ -558,4 +576,4 @@ def spectral_metrics(
     order = torch.argsort(labels.cpu(), stable=True)
     acc = StreamingCovariance(torch.unique(labels, return_counts=True)[1].tolist())
     acc.update(H[order.to(H.device)])
-    return acc.spectral(fit_range)
+    return acc.spectral(fit_range, threads=threads)

@@ -32,6 +32,7 @@ from tl_geometry.metrics.interaction import (
 )
 from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
+from tl_geometry.threads import choose as choose_threads
 
 __all__ = ["SPACES", "agop", "agop_report", "nfa"]
 
@@ -232,7 +233,7 @@ def nfa(
     folded), the Gram uses ``diag(w) W_in`` so that both sides see the same input.
 
     With probes (``exact=False``) each correlation carries a delete-a-group jackknife standard
-    error over the probe groups ([`tl_geometry.metrics.interaction.nfa_jackknife`][tl_geometry.metrics.interaction.nfa_jackknife]: one
+    error over the probe groups ([`tl_geometry.metrics.interaction.nfa_jackknife`][tl_geometry.metrics.nfa.nfa_jackknife]: one
     eigendecomposition per group and layer); an exact AGOP gives standard errors 0.0, "exact".
     """
     capture.check_model(model)
@@ -260,7 +261,12 @@ def nfa(
         if isinstance(ln_w, Tensor) and ln_w.shape == (W.shape[0],):
             W = ln_w.detach().float()[:, None] * W
         reps = (res.group_replicates or {}).get(h)
-        out[h] = nfa_jackknife(W, res.matrices[h], reps) if reps else nfa_correlation(W, res.matrices[h])
+        threads = choose_threads()
+        out[h] = (
+            nfa_jackknife(W, res.matrices[h], reps, threads=threads)
+            if reps
+            else nfa_correlation(W, res.matrices[h], threads=threads)
+        )
     return out
 
 

@@ -21,7 +21,7 @@ def wtw_name(row: Row, d_model: Any = None) -> str:
     """What a ``wtw.aofe_ratio`` row is the AOFE ratio of, with the Gram's shape.
 
     The "wtw_aofe" metric takes the Gram WᵀW / n of a matrix whose rows are vectors
-    ([`tl_geometry.metrics.interaction.wtw_aofe`][tl_geometry.metrics.interaction.wtw_aofe]): W_E (d_vocab × d_model) by default, so
+    ([`tl_geometry.metrics.interaction.wtw_aofe`][tl_geometry.metrics.aofe.wtw_aofe]): W_E (d_vocab × d_model) by default, so
     W_EᵀW_E, d_model × d_model; with ``matrix="W_U"`` TransformerLens's W_U (d_model × d_vocab)
     is transposed first, so W_U W_Uᵀ. The ratio is scale-free: the 1/n does not change it.
     """

@@ -230,10 +230,10 @@ class ToyResult:
         preset: the preset name of the settings.
         train_loss / test_loss: squared error summed over features, averaged over samples.
         aofe_ratio / aofe: AOFE ratio and AOFE of the closed-form AGOP on the test set.
-        agop_cos2 / wtw_cos2: [`weighted_mean_cos2`][tl_geometry.metrics.interaction.weighted_mean_cos2] of the
+        agop_cos2 / wtw_cos2: [`weighted_mean_cos2`][tl_geometry.metrics.aofe.weighted_mean_cos2] of the
             AGOP and of WᵀW (the paper's ``agop_weighted_mean_cos2`` / ``wtw_weighted_mean_cos2``).
         wtw_aofe_ratio: AOFE ratio of WᵀW (the paper's ``sup_offdiag_energy_ratio``).
-        nfa_pearson: [`offdiag_pearson`][tl_geometry.metrics.interaction.offdiag_pearson] of WᵀW and the AGOP
+        nfa_pearson: [`offdiag_pearson`][tl_geometry.metrics.nfa.offdiag_pearson] of WᵀW and the AGOP
             (the paper's ``wtw_agop_offdiag_pearson``).
         agop: the (n, n) closed-form AGOP. W, b: the trained parameters.
 

@@ -54,6 +54,7 @@ from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.models import processing_name
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, planned_metric, register_family
 from tl_geometry.report import GeometryReport
+from tl_geometry.threads import choose as choose_threads
 
 __all__ = ["intrinsic_dimension", "default_hooks", "MIN_POINTS", "POINTS", "SequenceMeans"]
 
@@ -209,10 +210,11 @@ def intrinsic_dimension(
             x = acts[h]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DuplicatePointsWarning)  # counted in n_duplicates
-                t = twonn(x, discard_fraction=discard_fraction, seed=seed)
-                scales = gride_scaling(x, range_max=range_max, seed=seed)
+                threads = choose_threads()  # chosen per hook: a long report follows the machine's load
+                t = twonn(x, discard_fraction=discard_fraction, seed=seed, threads=threads)
+                scales = gride_scaling(x, range_max=range_max, seed=seed, threads=threads)
                 jk = (
-                    id_jackknife(x, labels, discard_fraction=discard_fraction, range_max=range_max)
+                    id_jackknife(x, labels, discard_fraction=discard_fraction, range_max=range_max, threads=threads)
                     if labels is not None and int(labels.unique().numel()) >= 2
                     else None
                 )

@@ -37,6 +37,7 @@ from tl_geometry.registry import (
     register_family,
 )
 from tl_geometry.report import GeometryReport
+from tl_geometry.threads import choose as choose_threads
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def pga(
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
     hooks = capture.validate_hooks(model, hooks)
     processing = processing_name(model)
-    readout = readout_basis(capture.weight(model, "W_U"), k)
+    readout = readout_basis(capture.weight(model, "W_U"), k, threads=choose_threads())
     sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
     check_n_points(int(sample.positions.sum()), k)
 
@@ -189,6 +190,7 @@ def pga(
                 max_pairs=max_pairs,
                 memory_mb=memory_mb,
                 groups=labels,
+                threads=choose_threads(),  # chosen per hook: a long report follows the machine's load
             )
             for c, s in prof.items():
                 extras = {
@@ -308,7 +310,7 @@ def spectral(
         processing = processing_name(model)
         rows = []
         for h in hooks:
-            m = accs[h].spectral(fit_range)
+            m = accs[h].spectral(fit_range, threads=choose_threads())
             extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
             r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
             for name in SPECTRAL_ROWS:

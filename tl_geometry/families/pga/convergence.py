@@ -33,6 +33,7 @@ from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, 
 from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
 from tl_geometry.tables import Tabular
+from tl_geometry.threads import choose as choose_threads
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def model_convergence(
     for name, m in models.items():
         capture.check_model(m)
         where[name] = (hooks or {}).get(name) or capture.resid_hooks(m, "post")[-1]
-        readouts[name] = readout_basis(capture.weight(m, "W_U"), k)
+        readouts[name] = readout_basis(capture.weight(m, "W_U"), k, threads=choose_threads())
         toks, mask = text_tokens(m, texts, max_len=max_len)
         for p in poolings:
             reps[(name, p)] = pooled(m, toks, [where[name]], pooling=p, attention_mask=mask)[where[name]]
