@@ -182,7 +182,7 @@ def test_fast_pass_gives_the_same_bits_on_any_number_of_threads():
     x = torch.randn(41_333, 40, generator=_gen(7)) + 0.4
     one, three = _fast_state(x, 1), _fast_state(x, 3)
     assert one.mixed_blocks == three.mixed_blocks == 3 and one.n == three.n == x.shape[0]
-    assert three.scratch and three.scratch[0].shape == (_gram.SUB_ROWS, 40)  # the fast pass ran
+    assert len(three.bufs) == 3 and three.bufs[0].shape == (_gram.PART_ROWS, 40)  # the fast pass ran, on 3 workers
     assert torch.equal(one.C, three.C) and torch.equal(one.sr, three.sr) and torch.equal(one.c, three.c)
     acc = SimilarityAccumulator(precision="mixed")
     acc.state = three

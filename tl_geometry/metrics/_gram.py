@@ -14,13 +14,14 @@ Two kernels:
 
 * `add_block_float64` — everything in float64 (the reference path; small blocks, float64 input,
   and any block whose rows need rescaling: norms that overflow or underflow).
-* `add_block_mixed` — the float32 path, in parts of ≤ SYRK_ROWS rows. One preparation pass per part,
-  in SUB_ROWS-row steps that stay in cache, on ``workers`` threads (default: torch's setting): each
-  step copies its rows to float64, forms ‖x_i‖² in float64 (the products of float32 entries are exact),
-  checks the norms for finiteness and range (which is also the NaN/inf check: a row holding NaN or inf
-  has a non-finite norm), writes the centred unit rows r_i = x_i·fl(1/‖x_i‖) − c, rounded to float32,
-  into a buffer R and sums them (float32 over 64 rows, then float64). Then one ?syrk ``RᵀR`` gives the
-  part of C; each part's float32 result is added in float64.
+* `add_block_mixed` — the float32 path, in parts of PART_ROWS rows, ``workers`` parts at once (default:
+  torch's setting), each in one thread with BLAS single-threaded. A part's preparation runs in SUB_ROWS-row
+  steps that stay in cache: each step copies its rows to float64, forms ‖x_i‖² in float64 (the products
+  of float32 entries are exact), checks the norms for finiteness and range (which is also the NaN/inf
+  check: a row holding NaN or inf has a non-finite norm), writes the centred unit rows
+  r_i = x_i·fl(1/‖x_i‖) − c, rounded to float32, into the worker's buffer R and sums them (float32 over
+  64 rows, then float64). Then one ?syrk ``RᵀR`` gives the part's share of C; the parts' float32 results
+  are added in float64, in part order.
   Diagonal terms use ‖u_i‖ = 1. A block with zero rows or norms out of range goes to
   `_add_block_general` (zero rows dropped, rescaling in float64, the NaN/inf error naming the row);
   the state is updated only once a whole block is accepted.
@@ -59,6 +60,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -104,8 +106,8 @@ class GramState:
         self.e1 = 0.0
         self.e2 = 0.0
         self.mixed_blocks = 0
-        self.buf: Tensor | None = None  # float32 scratch for the centred unit rows of a part
-        self.scratch: list[np.ndarray] = []  # float64 scratch of each preparation worker (SUB_ROWS × d)
+        self.bufs: list[np.ndarray] = []  # float32 centred unit rows of a part, one buffer per worker
+        self.scratch: list[np.ndarray] = []  # float64 scratch of each worker (SUB_ROWS × d)
 
     def set_centre(self, mean_unit: Tensor) -> None:
         """Fix the centre once: the given mean unit row rounded to multiples of 2⁻²⁰ (exact in float32,
@@ -249,72 +251,82 @@ at d = 640, so each step works in cache and reads its rows from memory once."""
 
 
 def _workers(workers: int | None) -> int:
-    """Threads of the preparation pass: ``workers`` if given, else torch's intra-op setting (the user's cap;
+    """Threads of the float32 path: ``workers`` if given, else torch's intra-op setting (the user's cap;
     the machine's load is not read here: thread policy belongs to the caller)."""
     return max(1, int(workers if workers is not None else torch.get_num_threads()))
 
 
-class _Prep:
-    """The preparation pass of one ≤ SYRK_ROWS part, shared by the worker threads.
+def _prepare(x: np.ndarray, R: np.ndarray, c32: np.ndarray, buf: np.ndarray) -> np.ndarray | None:
+    """The preparation pass of one part x (≤ PART_ROWS float32 rows) into R (same shape); returns the
+    per-step row sums (steps × d, float64), or None when the part needs the general path.
 
-    For each SUB_ROWS step: x copied to float64 (cache-resident scratch of its worker), ‖x_i‖² = Σ x_ik² in
+    For each SUB_ROWS step: x copied to float64 (``buf``: cache-resident scratch), ‖x_i‖² = Σ x_ik² in
     float64 (the products of float32 entries are exact in float64), then r_i = x_i·fl32(1/‖x_i‖) − c written
     as float32 into R (contiguous: numpy runs the scaling as one flat loop, about twice as fast as into a
-    strided buffer), and Σ r_i of the step as float32 sums of 64 rows added in float64 (``sums[step]``;
-    the caller adds the steps in order, so the bits do not depend on which worker ran a step). A step whose
-    norms are not all finite and within [NORM_LO32, NORM_HI32] (zero, NaN/inf, huge or tiny rows) marks the
-    part as bad; the caller then takes the general path.
+    strided buffer), and Σ r_i of the step as float32 sums of 64 rows added in float64. A step whose norms
+    are not all finite and within [NORM_LO32, NORM_HI32] (zero, NaN/inf, huge or tiny rows) ends the pass
+    with None.
     """
+    d = x.shape[1]
+    sums = np.zeros((-(-x.shape[0] // SUB_ROWS), d))
+    for i, a in enumerate(range(0, x.shape[0], SUB_ROWS)):
+        xs = x[a : a + SUB_ROWS]
+        m = xs.shape[0]
+        bb = buf[:m]
+        bb[...] = xs
+        s = np.einsum("ij,ij->i", bb, bb)
+        np.sqrt(s, out=s)
+        lo, hi = float(s.min()), float(s.max())
+        if not (math.isfinite(hi) and hi <= NORM_HI32 and lo >= NORM_LO32):
+            return None
+        inv = (1.0 / s).astype(np.float32)[:, None]
+        rs = R[a : a + m]
+        np.multiply(xs, inv, out=rs)
+        rs -= c32
+        m64 = m - m % 64
+        if m64:
+            sums[i] = rs[:m64].reshape(m64 // 64, 64, d).sum(1).sum(0, dtype=np.float64)
+        if m64 < m:
+            sums[i] += rs[m64:].sum(0, dtype=np.float64)
+    return sums
 
-    def __init__(self, x: np.ndarray, R: np.ndarray, c32: np.ndarray, scratch: list[np.ndarray]):
-        self.x, self.R, self.c32, self.scratch = x, R, c32, scratch
-        self.steps = -(-x.shape[0] // SUB_ROWS)
-        self.sums = np.zeros((self.steps, x.shape[1]))
-        self.next = itertools.count()  # next() on a count is atomic: workers pull steps until none is left
-        self.bad = False
 
-    def work(self, w: int) -> None:
-        x, R, d = self.x, self.R, self.x.shape[1]
-        buf = self.scratch[w]
-        while not self.bad:
-            i = next(self.next)
-            if i >= self.steps:
-                return
-            a = i * SUB_ROWS
-            xs = x[a : a + SUB_ROWS]
-            m = xs.shape[0]
-            bb = buf[:m]
-            bb[...] = xs
-            s = np.einsum("ij,ij->i", bb, bb)
-            np.sqrt(s, out=s)
-            lo, hi = float(s.min()), float(s.max())
-            if not (math.isfinite(hi) and hi <= NORM_HI32 and lo >= NORM_LO32):
-                self.bad = True
-                return
-            inv = (1.0 / s).astype(np.float32)[:, None]
-            rs = R[a : a + m]
-            np.multiply(xs, inv, out=rs)
-            rs -= self.c32
-            m64 = m - m % 64
-            if m64:
-                self.sums[i] = rs[:m64].reshape(m64 // 64, 64, d).sum(1).sum(0, dtype=np.float64)
-            if m64 < m:
-                self.sums[i] += rs[m64:].sum(0, dtype=np.float64)
+PART_ROWS = 8192
+"""Rows of one unit of work of the float32 path: its preparation and its ?syrk run in one thread, parts on
+``workers`` threads at once (a fixed size, so the parts and their sum do not depend on the thread count)."""
+
+_blas_controller: list = []  # one threadpoolctl controller, made on first use
+
+
+def _one_blas_thread():
+    """``with _one_blas_thread():`` the BLAS libraries numpy calls run single-threaded (threadpoolctl),
+    restored on exit, also on error. Process-wide while it lasts: another thread's BLAS call meanwhile is
+    single-threaded too."""
+    if not _blas_controller:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controller.append(ThreadpoolController())
+    return _blas_controller[0].limit(limits=1, user_api="blas")
 
 
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
     """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
 
-    The block is taken in parts of ≤ SYRK_ROWS rows. Each part: the preparation pass (`_Prep`: float64 norms,
-    centred unit rows rounded to float32 into a reused buffer R, their sums), run on ``workers`` threads
-    (default: torch's setting) over SUB_ROWS steps; then one ?syrk ``RᵀR`` (numpy, its BLAS threads).
-    The parts' results are added into float64 sums local to the block, and into the state only when every
-    part passed the norm check, so a rejected block leaves the state untouched and goes to
-    `_add_block_general` (zero rows, rescaling, the NaN/inf error naming the row).
+    The block is cut into parts of PART_ROWS rows. ``workers`` threads (default: torch's setting) each take
+    the next part and run, in that thread, its preparation (`_prepare`: float64 norms, centred unit rows rounded
+    to float32 into the worker's buffer, their sums) and its ?syrk ``RᵀR`` with BLAS limited to one thread.
+    Our choice, measured on 2 cores (issue 24, ``benchmarks/bench_epsilon.py``): one multi-threaded ?syrk
+    after a preparation pass left a core to OpenBLAS's spinning threads during every pass, and its team
+    waited at each call's barrier for a thread another process had descheduled; parts in parallel keep
+    both cores on useful work and run at about the single-threaded ?syrk's own speed per core. The parts'
+    results are added in part order into float64 sums local to the block (the same bits on any number of
+    workers), and into the state only when every part passed the norm check, so a rejected block leaves
+    the state untouched and goes to `_add_block_general` (zero rows, rescaling, the NaN/inf error naming
+    the row).
     """
     if xb.shape[0] == 0:
         return 0, 0
-    if xb.shape[0] > MIXED_MAX_ROWS:  # float32 sums inside one ?syrk stay short (see MIXED_MAX_ROWS)
+    if xb.shape[0] > MIXED_MAX_ROWS:  # bounded memory per call (the parts' results are held until the end)
         kept = 0
         for a in range(0, xb.shape[0], MIXED_MAX_ROWS):
             kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a, workers=workers)[0]
@@ -332,34 +344,47 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: in
         state.set_centre(torch.from_numpy((head / norms[:, None]).astype(np.float32).mean(0, dtype=np.float64)))
     assert state.c32 is not None
     c32 = state.c32.numpy()
-    rows = min(b, SYRK_ROWS)
-    if state.buf is None or state.buf.shape[0] < rows or state.buf.shape[1] != d:
-        state.buf = torch.empty(rows, d, dtype=torch.float32)  # reused: a fresh 40 MiB per part page-faults
-    R = state.buf.numpy()
-    n_workers = min(_workers(workers), -(-rows // SUB_ROWS))
-    if len(state.scratch) < n_workers or state.scratch[0].shape[1] != d:
+    parts = [xn[a : a + PART_ROWS] for a in range(0, b, PART_ROWS)]
+    n_workers = min(_workers(workers), len(parts))
+    rows = min(b, PART_ROWS)
+    if len(state.scratch) < n_workers or state.scratch[0].shape != (SUB_ROWS, d) or state.bufs[0].shape[0] < rows:
+        # reused across blocks: a fresh buffer per part page-faults
         state.scratch = [np.empty((SUB_ROWS, d)) for _ in range(n_workers)]
+        state.bufs = [np.empty((rows, d), dtype=np.float32) for _ in range(n_workers)]
+    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(parts)
+    order = itertools.count()  # next() on a count is atomic: workers pull parts until none is left
+    bad = threading.Event()
+
+    def work(w: int) -> None:
+        while not bad.is_set():
+            i = next(order)
+            if i >= len(parts):
+                return
+            R = state.bufs[w][: parts[i].shape[0]]
+            sums = _prepare(parts[i], R, c32, state.scratch[w])
+            if sums is None:
+                bad.set()
+                return
+            out[i] = (R.T @ R, sums)  # numpy: A.T @ A of one C-contiguous array → ?syrk
+
+    with _one_blas_thread():
+        if n_workers == 1:
+            work(0)
+        else:
+            with ThreadPoolExecutor(n_workers - 1) as pool:
+                helpers = [pool.submit(work, w) for w in range(1, n_workers)]
+                work(0)
+                for f in helpers:
+                    f.result()
+    if bad.is_set():
+        return _add_block_general(state, xb, first_row)
     C = np.zeros((d, d))
     sr = np.zeros(d)
-    pool = ThreadPoolExecutor(n_workers - 1) if n_workers > 1 else None
-    try:
-        for a in range(0, b, SYRK_ROWS):
-            part = xn[a : a + SYRK_ROWS]
-            p = part.shape[0]
-            prep = _Prep(part, R, c32, state.scratch)
-            helpers = [pool.submit(prep.work, w) for w in range(1, n_workers)] if pool is not None else []
-            prep.work(0)
-            for f in helpers:
-                f.result()
-            if prep.bad:
-                return _add_block_general(state, xb, first_row)
-            Rp = R[:p]
-            C += Rp.T @ Rp  # numpy: A.T @ A of one C-contiguous array → ?syrk
-            for row in prep.sums:  # in step order (a fixed order: the same bits on any number of workers)
-                sr += row
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    for res in out:  # in part order, each part's steps in order: a fixed order of float64 sums
+        assert res is not None
+        C += res[0]
+        for row in res[1]:
+            sr += row
     state.C += torch.from_numpy(C)
     state.sr += torch.from_numpy(sr)
     state.n += b

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -419,7 +419,10 @@ class Timeline:
 _DONE = object()
 
 
-def _prefetch(blocks: Iterator[torch.Tensor], depth: int = 1) -> Iterator[torch.Tensor]:
+_Block = TypeVar("_Block")
+
+
+def _prefetch(blocks: Iterator[_Block], depth: int = 1) -> Iterator[_Block]:
     """Run ``blocks`` in a reader thread, ``depth`` blocks ahead of the caller (numpy, torch and the
     memory map release the GIL, so reading and dequantizing the next block overlap the current Gram).
     Memory: at most depth + 2 blocks. An exception in the reader is raised in the caller."""
@@ -474,14 +477,14 @@ def iter_embedding_rows(
     which then runs in the caller. ``block`` defaults to `tl_geometry.metrics._gram.default_block_rows`
     (128 MiB of float32 rows). ``timeline`` records when each block was read and dequantized.
     """
-    from tl_geometry.metrics._gram import SYRK_ROWS, default_block_rows
+    from tl_geometry.metrics._gram import PART_ROWS, default_block_rows
 
     if block is None:
-        # 128 MiB of rows, but ~4 blocks or more so that reading overlaps the Gram, and never under one
-        # ?syrk part (SYRK_ROWS): smaller Grams run further from the floor (SmolLM2's 49,152 rows in
-        # 8 blocks scanned 1.5x slower than the matrix in memory)
+        # 128 MiB of rows, but ~4 blocks or more so that reading overlaps the Gram, and never under two
+        # parts of the float32 path (2 · PART_ROWS): smaller blocks leave threads idle (SmolLM2's 49,152
+        # rows in 8 blocks scanned 1.5x slower than the matrix in memory)
         per4 = -(-src.shape[0] // 4)
-        block = min(default_block_rows(src.shape[1], torch.float32), max(SYRK_ROWS, -(-per4 // 1024) * 1024))
+        block = min(default_block_rows(src.shape[1], torch.float32), max(2 * PART_ROWS, -(-per4 // 1024) * 1024))
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise InputError(f"block must be a positive integer (rows per block), got {block!r}")
     if src.format == "gguf":
