@@ -203,19 +203,25 @@ def run(args) -> None:
     )
     r1, r2 = r["reference"], r["floor"]
     print("same BLAS kernel as ours (this process, kernel as set here):")
-    _util.print_ratios(t["ours"], floor=t["numpy float32 UᵀU"], floor_name="numpy float32 ?syrk here")
+    r3 = _util.print_ratios(t["ours"], floor=t["numpy float32 UᵀU"], floor_name="numpy float32 ?syrk here")["floor"]
+    r4 = None
     if iso and ours_iso:
         print("both isolated (fresh processes, OPENBLAS_CORETYPE unset: the library's own kernel):")
-        _util.print_ratios(
+        r4 = _util.print_ratios(
             _util.timing_from(ours_iso, "similarity_stats"),
             _util.timing_from(iso, "numpy float64 script"),
             _util.timing_from(iso, "numpy float32 UᵀU"),
             reference_name="numpy float64 script (own kernel)",
             floor_name="numpy float32 ?syrk (own kernel)",
-        )
+        )["floor"]
+
+    def verdict(r: float | None) -> str:
+        return "-" if r is None else f"{r:.2f} {'met' if r <= 1.5 else 'NOT met'}"
+
     print(
         f"goals (issue 24): ours / best numpy float64 script ≤ 0.5: {'met' if r1 <= 0.5 else 'NOT met'}; "
-        f"ours / float32 GEMM floor ≤ 1.5: {'met' if r2 <= 1.5 else 'NOT met'}"
+        f"ours / float32 GEMM floor ≤ 1.5: strict {verdict(r2)}, same kernel {verdict(r3)}, "
+        f"both isolated {verdict(r4)}"
     )
     print(
         f"ε: ours {ours:.12f}, float64 path {ref64:.12f}, numpy script {t['numpy float64 script'].value:.12f}; "
