@@ -215,6 +215,32 @@ def test_a_rejected_block_leaves_the_accumulator_as_it_was(bad_row):
     assert torch.equal(acc.state.C, before[2]) and torch.equal(acc.state.sr, before[3])
 
 
+def test_blas_threads_are_restored_after_overlapping_calls_and_errors():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():  # numpy's own BLAS (another library loaded later is not the kernel's concern)
+        return sorted(
+            i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas" and "numpy" in i["filepath"]
+        )
+
+    before = blas_threads()
+    assert before
+    x = torch.randn(40_000, 16, generator=_gen(11))
+    with ThreadPoolExecutor(3) as pool:  # calls that enter and leave the limit in any order
+        eps = list(pool.map(lambda _: tg.similarity_stats(x, progress=False).epsilon, range(6)))
+    assert len(set(eps)) == 1 and blas_threads() == before
+    bad = x.clone()
+    bad[30_000, 2] = float("nan")
+    with pytest.raises(InputError, match="first at row 30000"):
+        tg.similarity_stats(bad, progress=False)
+    assert blas_threads() == before
+    with _gram._one_blas_thread():
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+
+
 def test_bad_precision():
     with pytest.raises(InputError, match="precision"):
         SimilarityAccumulator(precision="half")
