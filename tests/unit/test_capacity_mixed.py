@@ -228,7 +228,7 @@ def test_blas_threads_are_restored_after_overlapping_calls_and_errors():
     before = blas_threads()
     assert before
     x = torch.randn(40_000, 16, generator=_gen(11))
-    with ThreadPoolExecutor(3) as pool:  # calls that enter and leave the limit in any order
+    with ThreadPoolExecutor(3) as pool:  # concurrent scans (they take turns on the BLAS limit)
         eps = list(pool.map(lambda _: tg.similarity_stats(x, progress=False).epsilon, range(6)))
     assert len(set(eps)) == 1 and blas_threads() == before
     bad = x.clone()

@@ -299,31 +299,23 @@ PART_ROWS = 8192
 ``workers`` threads at once (a fixed size, so the parts and their sum do not depend on the thread count)."""
 
 _blas_controller: list = []  # one threadpoolctl controller, made on first use
-_blas_lock = threading.Lock()
-_blas_users: list = [0, None]  # [calls inside _one_blas_thread, the limiter the first of them opened]
+_blas_lock = threading.RLock()
 
 
 @contextmanager
 def _one_blas_thread() -> Iterator[None]:
     """``with _one_blas_thread():`` the BLAS libraries numpy calls run single-threaded (threadpoolctl),
     restored on exit, also on error. Process-wide while it lasts (another thread's BLAS call meanwhile is
-    single-threaded too); nested or concurrent uses share one limit, which the last to leave restores."""
+    single-threaded too), so concurrent float32 scans take turns (each uses every worker anyway): with
+    overlapping limits, even counted so that the last to leave restores, numpy's OpenBLAS 0.3.31 was left
+    single-threaded (measured; tests/unit/test_capacity_mixed.py checks the restore)."""
     with _blas_lock:
         if not _blas_controller:
             from threadpoolctl import ThreadpoolController
 
             _blas_controller.append(ThreadpoolController())
-        if _blas_users[0] == 0:
-            _blas_users[1] = _blas_controller[0].limit(limits=1, user_api="blas")
-        _blas_users[0] += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users[0] -= 1
-            if _blas_users[0] == 0:
-                _blas_users[1].restore_original_limits()
-                _blas_users[1] = None
+        with _blas_controller[0].limit(limits=1, user_api="blas"):
+            yield
 
 
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
