@@ -279,6 +279,7 @@ def gride(
             n2 > N − 1, all points duplicated, or fewer than 2 ratios left.
 
     Examples:
+        >>> import torch
         >>> g = torch.Generator().manual_seed(0)
         >>> x = torch.randn(2000, 3, generator=g, dtype=torch.float64) @ torch.randn(3, 20, generator=g, dtype=torch.float64)
         >>> r = gride(x, n1=4)
@@ -330,6 +331,7 @@ def gride_scaling(
         InputError: bad x, range_max < 2, or a scale at which fewer than 2 ratios are left.
 
     Examples:
+        >>> import torch
         >>> x = torch.randn(500, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         >>> gride_scaling(x, range_max=16).n1s
         [1, 2, 4, 8]

@@ -229,6 +229,7 @@ def twonn(
             duplicated, discard_fraction outside [0, 1), or fewer than 2 ratios kept.
 
     Examples:
+        >>> import torch
         >>> g = torch.Generator().manual_seed(0)
         >>> x = torch.randn(2000, 3, generator=g, dtype=torch.float64) @ torch.randn(3, 20, generator=g, dtype=torch.float64)
         >>> r = twonn(x)
