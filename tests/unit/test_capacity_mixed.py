@@ -177,12 +177,16 @@ def _fast_state(x: torch.Tensor, workers: int) -> _gram.GramState:
     return state
 
 
-def test_fast_pass_gives_the_same_bits_on_any_number_of_threads():
+def test_fast_pass_gives_the_same_bits_on_any_number_of_threads(monkeypatch):
     # rows not a multiple of the step or the ?syrk part: partial steps and parts on every path
     x = torch.randn(41_333, 40, generator=_gen(7)) + 0.4
+    workers: list[int] = []
+    real = _gram.parallel_map
+    monkeypatch.setattr(_gram, "parallel_map", lambda fn, items, n: workers.append(n) or real(fn, items, n))
     one, three = _fast_state(x, 1), _fast_state(x, 3)
     assert one.mixed_blocks == three.mixed_blocks == 3 and one.n == three.n == x.shape[0]
-    assert len(three.bufs) == 3 and three.bufs[0].shape == (_gram.PART_ROWS, 40)  # the fast pass ran, on 3 workers
+    assert workers == [1, 1, 1, 3, 3, 1]  # the fast pass ran, on 3 workers (the last block is one part)
+    assert three.local.R.shape == (_gram.PART_ROWS, 40)
     assert torch.equal(one.C, three.C) and torch.equal(one.sr, three.sr) and torch.equal(one.c, three.c)
     acc = SimilarityAccumulator(precision="mixed")
     acc.state = three

@@ -59,16 +59,17 @@ Measured there (2 cores): 0.87 s, 1.08× the float32 ?syrk of the same kernel.
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from tl_geometry.metrics.thread_choice import parallel_map
 
 MIXED_MIN_ROWS = 1024
 """Rows per block from which the float32 path pays (below it the float64 Gram is cheap)."""
@@ -109,8 +110,8 @@ class GramState:
         self.e1 = 0.0
         self.e2 = 0.0
         self.mixed_blocks = 0
-        self.bufs: list[np.ndarray] = []  # float32 centred unit rows of a part, one buffer per worker
-        self.scratch: list[np.ndarray] = []  # float64 scratch of each worker (SUB_ROWS × d)
+        # per thread: R, the float32 centred unit rows of a part, and scratch, float64 (SUB_ROWS × d)
+        self.local = threading.local()
 
     def set_centre(self, mean_unit: Tensor) -> None:
         """Fix the centre once: the given mean unit row rounded to multiples of 2⁻²⁰ (exact in float32,
@@ -298,8 +299,14 @@ PART_ROWS = 8192
 """Rows of one unit of work of the float32 path: its preparation and its ?syrk run in one thread, parts on
 ``workers`` threads at once (a fixed size, so the parts and their sum do not depend on the thread count)."""
 
-_blas_controller: list = []  # one threadpoolctl controller, made on first use
 _blas_lock = threading.RLock()
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 @contextmanager
@@ -309,20 +316,19 @@ def _one_blas_thread() -> Iterator[None]:
     single-threaded too), so concurrent float32 scans take turns (each uses every worker anyway): with
     overlapping limits, even counted so that the last to leave restores, numpy's OpenBLAS 0.3.31 was left
     single-threaded (measured; tests/unit/test_capacity_mixed.py checks the restore)."""
-    with _blas_lock:
-        if not _blas_controller:
-            from threadpoolctl import ThreadpoolController
+    with _blas_lock, _blas_controller().limit(limits=1, user_api="blas"):
+        yield
 
-            _blas_controller.append(ThreadpoolController())
-        with _blas_controller[0].limit(limits=1, user_api="blas"):
-            yield
+
+class _Rejected(Exception):
+    """A part whose norms need the general path (raised inside a worker, caught by the caller)."""
 
 
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
     """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
 
-    The block is cut into parts of PART_ROWS rows. ``workers`` threads (default: torch's setting) each take
-    the next part and run, in that thread, its preparation (`_prepare`: float64 norms, centred unit rows rounded
+    The block is cut into parts of PART_ROWS rows. ``workers`` threads (default: torch's setting;
+    [`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]) each take the next part and run, in that thread, its preparation (`_prepare`: float64 norms, centred unit rows rounded
     to float32 into the worker's buffer, their sums) and its ?syrk ``RᵀR`` with BLAS limited to one thread.
     Our choice, measured on 2 cores (issue 24, ``benchmarks/bench_epsilon.py``): one multi-threaded ?syrk
     after a preparation pass left a core to OpenBLAS's spinning threads during every pass, and its team
@@ -354,43 +360,27 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: in
     assert state.c32 is not None
     c32 = state.c32.numpy()
     parts = [xn[a : a + PART_ROWS] for a in range(0, b, PART_ROWS)]
-    n_workers = min(_workers(workers), len(parts))
     rows = min(b, PART_ROWS)
-    if len(state.scratch) < n_workers or state.scratch[0].shape != (SUB_ROWS, d) or state.bufs[0].shape[0] < rows:
-        # reused across blocks: a fresh buffer per part page-faults
-        state.scratch = [np.empty((SUB_ROWS, d)) for _ in range(n_workers)]
-        state.bufs = [np.empty((rows, d), dtype=np.float32) for _ in range(n_workers)]
-    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(parts)
-    order = itertools.count()  # next() on a count is atomic: workers pull parts until none is left
-    bad = threading.Event()
+    local = state.local  # each thread's buffers (reused across blocks: fresh ones per part page-fault)
 
-    def work(w: int) -> None:
-        while not bad.is_set():
-            i = next(order)
-            if i >= len(parts):
-                return
-            R = state.bufs[w][: parts[i].shape[0]]
-            sums = _prepare(parts[i], R, c32, state.scratch[w])
-            if sums is None:
-                bad.set()
-                return
-            out[i] = (R.T @ R, sums)  # numpy: A.T @ A of one C-contiguous array → ?syrk
+    def work(part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if getattr(local, "R", None) is None or local.R.shape[0] < rows or local.R.shape[1] != d:
+            local.R = np.empty((rows, d), dtype=np.float32)
+            local.scratch = np.empty((SUB_ROWS, d))
+        R = local.R[: part.shape[0]]
+        sums = _prepare(part, R, c32, local.scratch)
+        if sums is None:
+            raise _Rejected
+        return R.T @ R, sums  # numpy: A.T @ A of one C-contiguous array → ?syrk
 
-    with _one_blas_thread():
-        if n_workers == 1:
-            work(0)
-        else:
-            with ThreadPoolExecutor(n_workers - 1) as pool:
-                helpers = [pool.submit(work, w) for w in range(1, n_workers)]
-                work(0)
-                for f in helpers:
-                    f.result()
-    if bad.is_set():
+    try:
+        with _one_blas_thread():
+            out = parallel_map(work, parts, min(_workers(workers), len(parts)))
+    except _Rejected:
         return _add_block_general(state, xb, first_row)
     C = np.zeros((d, d))
     sr = np.zeros(d)
     for res in out:  # in part order, each part's steps in order: a fixed order of float64 sums
-        assert res is not None
         C += res[0]
         for row in res[1]:
             sr += row
