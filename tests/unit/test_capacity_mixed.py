@@ -169,29 +169,83 @@ def test_nan_inf_refused_in_the_float32_path_naming_the_row(bad):
 
 def _fast_state(x: torch.Tensor, workers: int) -> _gram.GramState:
     state = _gram.GramState(x.shape[1], torch.device("cpu"))
-    for a in range(0, x.shape[0], 20000):
-        assert _gram.add_block_mixed(state, x[a : a + 20000], a, workers=workers) == (
-            min(20000, x.shape[0] - a),
-            min(20000, x.shape[0] - a),
-        )
+    edges = [0, 20000, 40000, x.shape[0]]
+    for a, b in zip(edges, edges[1:]):
+        assert _gram.add_block_mixed(state, x[a:b], a, workers=workers) == (b - a, b - a)
     return state
 
 
 def test_fast_pass_gives_the_same_bits_on_any_number_of_threads(monkeypatch):
-    # rows not a multiple of the step or the ?syrk part: partial steps and parts on every path
-    x = torch.randn(41_333, 40, generator=_gen(7)) + 0.4
+    # rows not a multiple of the step or the ?syrk part: partial steps and parts on every path (the last
+    # block is 3 parts, the last of them short, so 3 workers take the parallel path in every block)
+    x = torch.randn(40_000 + 3 * _gram.PART_ROWS - 500, 40, generator=_gen(7)) + 0.4
     workers: list[int] = []
     real = _gram.parallel_map
     monkeypatch.setattr(_gram, "parallel_map", lambda fn, items, n: workers.append(n) or real(fn, items, n))
     one, three = _fast_state(x, 1), _fast_state(x, 3)
     assert one.mixed_blocks == three.mixed_blocks == 3 and one.n == three.n == x.shape[0]
-    assert workers == [1, 1, 1, 3, 3, 1]  # the fast pass ran, on 3 workers (the last block is one part)
+    assert workers == [1, 1, 1, 3, 3, 3]  # the fast pass ran, on 3 workers
     assert three.local.R.shape == (_gram.PART_ROWS, 40)
     assert torch.equal(one.C, three.C) and torch.equal(one.sr, three.sr) and torch.equal(one.c, three.c)
     acc = SimilarityAccumulator(precision="mixed")
     acc.state = three
     acc.n_total = three.n
     _close(acc.compute(), pairwise_reference(x.numpy()))
+
+
+def test_bits_do_not_depend_on_the_cut_into_blocks_of_whole_parts():
+    # parts go into the state in order: one call, or blocks of 1, 2 or 3 parts, on 1 or 3 workers
+    x = torch.randn(6 * _gram.PART_ROWS + 1000, 24, generator=_gen(12)) + 0.3
+
+    def state(block: int, workers: int) -> _gram.GramState:
+        st = _gram.GramState(24, torch.device("cpu"))
+        for a in range(0, x.shape[0], block):
+            _gram.add_block_mixed(st, x[a : a + block], a, workers=workers)
+        return st
+
+    ref = state(x.shape[0], 1)
+    for block, workers in [(x.shape[0], 3), (_gram.PART_ROWS, 2), (2 * _gram.PART_ROWS, 3), (3 * _gram.PART_ROWS, 1)]:
+        st = state(block, workers)
+        assert torch.equal(st.C, ref.C) and torch.equal(st.sr, ref.sr), (block, workers)
+    # and the result through similarity_stats, which hands contiguous float32 rows over in one block
+    acc = SimilarityAccumulator(precision="mixed")
+    acc.state, acc.n_total = ref, ref.n
+    assert tg.similarity_stats(x, progress=False).epsilon == acc.compute().epsilon
+
+
+def test_fewer_parts_than_workers_run_in_turn_on_every_blas_thread(monkeypatch):
+    # a chunk of fewer parts than workers (one part of 300-wide rows on 2 workers): the parts run in turn,
+    # each ?syrk on the workers' BLAS threads (OpenBLAS's threaded ?syrk has other bits: float32 rounding)
+    x = torch.randn(_gram.PART_ROWS, 300, generator=_gen(13)) + 0.2
+    seen: list[tuple[str, int]] = []
+    real_map, real_blas = _gram.parallel_map, _gram._blas_threads
+    monkeypatch.setattr(_gram, "parallel_map", lambda fn, items, n: seen.append(("pool", n)) or real_map(fn, items, n))
+    monkeypatch.setattr(_gram, "_blas_threads", lambda n: seen.append(("blas", n)) or real_blas(n))
+    states = []
+    for workers in (1, 2):
+        st = _gram.GramState(300, torch.device("cpu"))
+        assert _gram.add_block_mixed(st, x, 0, workers=workers) == (x.shape[0], x.shape[0])
+        states.append(st)
+    assert seen == [("blas", 1), ("pool", 1), ("blas", 2), ("pool", 1)]
+    assert torch.equal(states[0].sr, states[1].sr)  # the sums are not BLAS work
+    assert torch.allclose(states[0].C, states[1].C, rtol=1e-6, atol=1e-6 * float(states[0].C.abs().max()))
+
+
+def test_grams_too_wide_for_the_memory_bound_run_in_turn():
+    # parallel parts hold `workers` d² Grams at once: beyond HELD_BYTES the parts run in turn
+    assert _gram._parallel_parts(8, 2, 640) and not _gram._parallel_parts(1, 2, 640)
+    assert not _gram._parallel_parts(8, 2, 16384) and _gram._parallel_parts(8, 1, 16384)
+    assert _gram.chunk_rows(2, 16384) == 2 * _gram.PART_ROWS  # never under the workers' parts
+    assert _gram.chunk_rows(2, 8192) == 4 * _gram.PART_ROWS  # 4 Grams of 256 MiB
+
+
+@pytest.mark.parametrize("d", [16, 640, 2048, 4096, 16384])
+def test_default_blocks_are_whole_parts(d):
+    rows = _gram.default_block_rows(d, torch.float32)
+    assert rows * 4 * d <= _gram.BLOCK_BYTES or rows == _gram.MIXED_MIN_ROWS
+    assert rows % _gram.PART_ROWS == 0 if rows >= _gram.PART_ROWS else rows == _gram.BLOCK_BYTES // (4 * d)
+    for w in (1, 2, 3, 8):
+        assert _gram.chunk_rows(w) % (_gram.PART_ROWS * w) == 0 and _gram.chunk_rows(w) >= _gram.MIXED_MAX_ROWS
 
 
 def test_fast_pass_sums_equal_float64_sums_of_its_float32_residuals():

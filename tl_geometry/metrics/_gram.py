@@ -15,13 +15,16 @@ Two kernels:
 * `add_block_float64` — everything in float64 (the reference path; small blocks, float64 input,
   and any block whose rows need rescaling: norms that overflow or underflow).
 * `add_block_mixed` — the float32 path, in parts of PART_ROWS rows, ``workers`` parts at once (default:
-  torch's setting), each in one thread with BLAS single-threaded. A part's preparation runs in SUB_ROWS-row
+  torch's setting), each in one thread with BLAS single-threaded; a chunk of fewer parts than workers, or
+  of rows so wide that their Grams would not fit in HELD_BYTES, runs one part at a time, each ?syrk on
+  ``workers`` BLAS threads. A part's preparation runs in SUB_ROWS-row
   steps that stay in cache: each step copies its rows to float64, forms ‖x_i‖² in float64 (the products
   of float32 entries are exact), checks the norms for finiteness and range (which is also the NaN/inf
   check: a row holding NaN or inf has a non-finite norm), writes the centred unit rows
   r_i = x_i·fl(1/‖x_i‖) − c, rounded to float32, into the worker's buffer R and sums them (float32 over
   64 rows, then float64). Then one ?syrk ``RᵀR`` gives the part's share of C; the parts' float32 results
-  are added in float64, in part order.
+  are added into the float64 state in part order, so on the parallel path the bits depend neither on the
+  worker count nor on how the rows are cut into blocks of whole parts.
   Diagonal terms use ‖u_i‖ = 1. A block with zero rows or norms out of range goes to
   `_add_block_general` (zero rows dropped, rescaling in float64, the NaN/inf error naming the row);
   the state is updated only once a whole block is accepted.
@@ -83,10 +86,16 @@ SYRK_ROWS = 16384
 
 def default_block_rows(d: int, dtype: torch.dtype) -> int:
     """Rows per block when the caller gives none: 128 MiB of float32 rows (at most MIXED_MAX_ROWS) for
-    the float32 path (fewer, longer ?syrk calls run closer to the floor), 16,384 rows for float64."""
+    the float32 path (fewer, longer ?syrk calls run closer to the floor), 16,384 rows for float64.
+
+    From PART_ROWS rows on, a multiple of PART_ROWS: every block is then whole parts of the float32 path,
+    so no part is a short remainder that leaves a thread idle, and the parts (hence the bits) are the
+    same however the rows are cut into such blocks (measured on Gemma-3-270M's 262,144 rows: blocks of
+    52,428 rows, 6.4 parts each, left one of two threads idle for part of every block)."""
     if dtype == torch.float64:
         return 16384
-    return min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
+    rows = min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
+    return rows - rows % PART_ROWS if rows >= PART_ROWS else rows
 
 
 NORM_LO32, NORM_HI32 = 1e-18, 1e18
@@ -188,9 +197,10 @@ class GramState:
         c = self.c if self.c is not None else torch.zeros(self.d, dtype=torch.float64, device=self.device)
         delta = self.sr / n
         m = c + delta
-        Cp = self.C - n * torch.outer(delta, delta)
+        Cp = torch.addr(self.C, delta, delta, alpha=-n)  # C − n δδᵀ in one pass (d² temporaries cost at large d)
         ma = float(m @ m)  # |m|², the all-pairs mean
-        V = 2.0 * n * float(m @ (Cp @ m)) + float((Cp * Cp).sum())
+        flat = Cp.reshape(-1)
+        V = 2.0 * n * float(m @ (Cp @ m)) + float(torch.dot(flat, flat))
         # Σ (q_i − ma)² with q_i = ‖u_i‖² = 1 + e_i: e1 = Σ e_i, e2 = Σ e_i² (0 in the mixed path)
         diag = self.e2 + 2.0 * (1.0 - ma) * self.e1 + n * (1.0 - ma) ** 2
         d1 = n + self.e1
@@ -310,41 +320,79 @@ def _blas_controller():
 
 
 @contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """``with _one_blas_thread():`` the BLAS libraries numpy calls run single-threaded (threadpoolctl),
+def _blas_threads(n: int) -> Iterator[None]:
+    """``with _blas_threads(n):`` the BLAS libraries numpy calls run on at most ``n`` threads (threadpoolctl),
     restored on exit, also on error. Process-wide while it lasts (another thread's BLAS call meanwhile is
-    single-threaded too), so concurrent float32 scans take turns (each uses every worker anyway): with
+    limited too), so concurrent float32 scans take turns (each uses every worker anyway): with
     overlapping limits, even counted so that the last to leave restores, numpy's OpenBLAS 0.3.31 was left
     single-threaded (measured; tests/unit/test_capacity_mixed.py checks the restore)."""
-    with _blas_lock, _blas_controller().limit(limits=1, user_api="blas"):
+    with _blas_lock, _blas_controller().limit(limits=max(1, int(n)), user_api="blas"):
         yield
+
+
+def _one_blas_thread():
+    """``with _one_blas_thread():`` BLAS single-threaded (`_blas_threads` (1))."""
+    return _blas_threads(1)
 
 
 class _Rejected(Exception):
     """A part whose norms need the general path (raised inside a worker, caught by the caller)."""
 
 
+HELD_BYTES = 2**30
+"""Bound on the parts' float32 Grams (d² · 4 bytes each) a chunk holds until it is accepted, and on those
+computed at once by parallel parts (d ≤ 11,585 on 2 workers, ≤ 4,096 on 16)."""
+
+
+def chunk_rows(workers: int, d: int = 0) -> int:
+    """Rows `add_block_mixed` takes at once: whole parts, a multiple of ``workers`` parts, about
+    MIXED_MAX_ROWS (65,536 rows, 8 parts, on 1, 2, 4 or 8 workers) and, for wide rows, no more parts than
+    HELD_BYTES of their Grams (d² float32 each; never under ``workers`` parts). A chunk is the unit of
+    acceptance: a rejected chunk goes to the general path, the state untouched."""
+    w = max(1, workers)
+    parts = w * max(1, -(-MIXED_MAX_ROWS // (PART_ROWS * w)))
+    fit = HELD_BYTES // max(1, 4 * d * d)
+    return PART_ROWS * max(w, min(parts, fit - fit % w))
+
+
+def _parallel_parts(n_parts: int, workers: int, d: int) -> bool:
+    """Parts on ``workers`` threads (BLAS single-threaded) when there are enough of them and their Grams
+    fit in HELD_BYTES; otherwise one part after another, each ?syrk on ``workers`` BLAS threads."""
+    return n_parts >= workers and workers * 4 * d * d <= max(HELD_BYTES, 4 * d * d)
+
+
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
     """Add a block with float32 work (CPU tensors); returns (rows kept, rows in the block).
 
-    The block is cut into parts of PART_ROWS rows. ``workers`` threads (default: torch's setting;
-    [`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]) each take the next part and run, in that thread, its preparation (`_prepare`: float64 norms, centred unit rows rounded
-    to float32 into the worker's buffer, their sums) and its ?syrk ``RᵀR`` with BLAS limited to one thread.
-    Our choice, measured on 2 cores (issue 24, ``benchmarks/bench_epsilon.py``): one multi-threaded ?syrk
-    after a preparation pass left a core to OpenBLAS's spinning threads during every pass, and its team
-    waited at each call's barrier for a thread another process had descheduled; parts in parallel keep
-    both cores on useful work and run at about the single-threaded ?syrk's own speed per core. The parts'
-    results are added in part order into float64 sums local to the block (the same bits on any number of
-    workers), and into the state only when every part passed the norm check, so a rejected block leaves
-    the state untouched and goes to `_add_block_general` (zero rows, rescaling, the NaN/inf error naming
-    the row).
+    The block is taken in chunks of `chunk_rows` rows, each cut into parts of PART_ROWS rows. When a chunk
+    has at least ``workers`` parts (default: torch's setting), ``workers`` threads
+    ([`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]) each take the next part and run, in
+    that thread, its preparation (`_prepare`: float64 norms, centred unit rows rounded to float32 into the
+    worker's buffer, their sums) and its ?syrk ``RᵀR`` with BLAS limited to one thread. Our choice,
+    measured on 2 cores (issue 24, ``benchmarks/bench_epsilon.py``): one multi-threaded ?syrk after a
+    preparation pass left a core to OpenBLAS's spinning threads during every pass, and its team waited at
+    each call's barrier for a thread another process had descheduled; parts in parallel keep both cores on
+    useful work and run at about the single-threaded ?syrk's own speed per core. A chunk of fewer parts than
+    workers, or of parts too wide for ``workers`` d² Grams to fit in HELD_BYTES (wide rows: a default
+    streaming block at d = 4,096 is one part), runs its parts one after another, each ?syrk on ``workers``
+    BLAS threads, where a part's d² Gram is work enough for a team.
+
+    The parts' results are added in part order into the state (float64), each part's 64-row sums in order:
+    on the parallel path the same bits on any number of workers and for any cut of the rows into blocks of
+    whole parts (tested). OpenBLAS's multi-threaded ?syrk does not give the bits of its single-threaded one
+    (measured: float32 Grams differ by ~1e-7 relative), so on the sequential path the bits depend on the
+    BLAS thread count, at float32 rounding. The results are added only when every part of the chunk passed
+    the norm check, so a rejected chunk leaves the state untouched and goes to `_add_block_general` (zero
+    rows, rescaling, the NaN/inf error naming the row).
     """
     if xb.shape[0] == 0:
         return 0, 0
-    if xb.shape[0] > MIXED_MAX_ROWS:  # bounded memory per call (the parts' results are held until the end)
+    w = _workers(workers)
+    step = chunk_rows(w, xb.shape[1])
+    if xb.shape[0] > step:  # bounded memory per call (the parts' Grams are held until the chunk is accepted)
         kept = 0
-        for a in range(0, xb.shape[0], MIXED_MAX_ROWS):
-            kept += add_block_mixed(state, xb[a : a + MIXED_MAX_ROWS], first_row + a, workers=workers)[0]
+        for a in range(0, xb.shape[0], step):
+            kept += add_block_mixed(state, xb[a : a + step], first_row + a, workers=w)[0]
         return kept, xb.shape[0]
     x32 = xb if xb.dtype == torch.float32 else xb.to(torch.float32)
     if not x32.is_contiguous():
@@ -362,6 +410,7 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: in
     parts = [xn[a : a + PART_ROWS] for a in range(0, b, PART_ROWS)]
     rows = min(b, PART_ROWS)
     local = state.local  # each thread's buffers (reused across blocks: fresh ones per part page-fault)
+    parallel = _parallel_parts(len(parts), w, d)
 
     def work(part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if getattr(local, "R", None) is None or local.R.shape[0] < rows or local.R.shape[1] != d:
@@ -374,18 +423,16 @@ def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: in
         return R.T @ R, sums  # numpy: A.T @ A of one C-contiguous array → ?syrk
 
     try:
-        with _one_blas_thread():
-            out = parallel_map(work, parts, min(_workers(workers), len(parts)))
+        with _blas_threads(1 if parallel else w):
+            out = parallel_map(work, parts, w if parallel else 1)
     except _Rejected:
         return _add_block_general(state, xb, first_row)
-    C = np.zeros((d, d))
-    sr = np.zeros(d)
-    for res in out:  # in part order, each part's steps in order: a fixed order of float64 sums
+    C = state.C.numpy()  # CPU float64: the parts go straight into the state, in part order
+    sr = state.sr.numpy()
+    for res in out:
         C += res[0]
         for row in res[1]:
             sr += row
-    state.C += torch.from_numpy(C)
-    state.sr += torch.from_numpy(sr)
     state.n += b
     state.mixed_blocks += 1
     return b, xb.shape[0]

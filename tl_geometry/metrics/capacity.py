@@ -152,6 +152,16 @@ def _as_matrix(vectors: Any) -> Tensor:
     return vectors.detach()
 
 
+def _whole_views(x: Tensor) -> bool:
+    """True when the float32 path can take the rows as they are: contiguous float32 on the CPU (its
+    blocks are views, so one block of all rows costs no memory, and `_gram.add_block_mixed` cuts its own
+    chunks of whole parts, a multiple of its worker count: no thread idles on a short last part of each
+    block)."""
+    return (
+        x.device.type == "cpu" and x.dtype == torch.float32 and x.is_contiguous() and x.shape[0] >= _gram.MIXED_MIN_ROWS
+    )
+
+
 class ZeroRowsWarning(UserWarning):
     """Most rows had norm 0 and were dropped, so μ, σ and ε describe only the few rows left.
 
@@ -404,8 +414,10 @@ def similarity_stats(
         histogram: also compute the exact histogram over all n(n−1) ordered pairs
             (O(n²·d) time, bounded memory).
         top_n: also return the ``top_n`` most similar unordered pairs (same blockwise pass).
-        block_size: rows per block. Default: 128 MiB of float32 rows for float32/16 input
-            (52,428 rows at d = 640), 16,384 rows for float64 input or ``precision="float64"``
+        block_size: rows per block. Default: all rows at once for contiguous float32 CPU input
+            (views: no copy; the float32 kernel takes chunks of whole 8,192-row parts itself), else
+            128 MiB of float32 rows for float32/16 input in whole parts (49,152 rows at d = 640),
+            16,384 rows for float64 input, ``precision="float64"`` and the float64 recomputation
             (memory ≈ block_size·d·8 bytes, plus 4096² floats for the histogram pass).
         progress: tqdm bar for the pairwise pass.
         precision: ``"auto"`` (default), ``"mixed"`` or ``"float64"``: see
@@ -434,6 +446,8 @@ def similarity_stats(
     """
     x = _as_matrix(vectors)
     block_size = _checks.integer(block_size, "block_size", lo=1, none_ok=True)
+    defaulted = block_size is None
+    float64_block = block_size or 16384
     if block_size is None:
         block_size = 16384 if precision == "float64" else _gram.default_block_rows(x.shape[1], x.dtype)
     histogram = _checks.flag(histogram, "histogram")
@@ -448,14 +462,17 @@ def similarity_stats(
     units: list[Tensor] = []
     kept: list[Tensor] = []
     if not keep_rows:
-        for start in range(0, x.shape[0], block_size):
-            acc.update(x[start : start + block_size])
+        rows = block_size
+        if defaulted and precision != "float64" and _whole_views(x):
+            rows = max(1, x.shape[0])  # views of float32 rows cost no memory: the kernel takes its own chunks
+        for start in range(0, x.shape[0], rows):
+            acc.update(x[start : start + rows])
         stats = acc.compute()
         if not acc.needs_float64:
             return stats
         acc = SimilarityAccumulator(precision="float64")  # σ ≪ |μ|: the mixed result is not to 1e-7
-        for start in range(0, x.shape[0], block_size):
-            acc.update(x[start : start + block_size])
+        for start in range(0, x.shape[0], float64_block):
+            acc.update(x[start : start + float64_block])
         return acc.compute()
     for start in range(0, x.shape[0], block_size):
         unit = acc.update(x[start : start + block_size], return_unit=True)

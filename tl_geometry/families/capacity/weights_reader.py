@@ -480,11 +480,14 @@ def iter_embedding_rows(
     from tl_geometry.metrics._gram import PART_ROWS, default_block_rows
 
     if block is None:
-        # 128 MiB of rows, but ~4 blocks or more so that reading overlaps the Gram, and never under two
+        # 128 MiB of rows, but ~4 blocks or more so that reading overlaps the Gram, never under two
         # parts of the float32 path (2 · PART_ROWS): smaller blocks leave threads idle (SmolLM2's 49,152
-        # rows in 8 blocks scanned 1.5x slower than the matrix in memory)
+        # rows in 8 blocks scanned 1.5x slower than the matrix in memory); whole parts (default_block_rows
+        # is whole parts from PART_ROWS rows on), so no block ends on a short part
         per4 = -(-src.shape[0] // 4)
-        block = min(default_block_rows(src.shape[1], torch.float32), max(2 * PART_ROWS, -(-per4 // 1024) * 1024))
+        block = min(
+            default_block_rows(src.shape[1], torch.float32), max(2 * PART_ROWS, -(-per4 // PART_ROWS) * PART_ROWS)
+        )
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise InputError(f"block must be a positive integer (rows per block), got {block!r}")
     if src.format == "gguf":
