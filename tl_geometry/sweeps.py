@@ -39,6 +39,7 @@ import re
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -262,8 +263,22 @@ def _accepts_seed(fn: Callable) -> bool:
     return "seed" in params
 
 
-def _free_memory() -> None:
-    gc.collect()
+def _weak(model: Any) -> Callable[[], Any] | None:
+    """A weak reference to ``model`` (None when the object takes none)."""
+    try:
+        return weakref.ref(model)
+    except TypeError:
+        return None
+
+
+def _free_memory(ref: Callable[[], Any] | None = None) -> None:
+    """Return a dropped model's memory. ``ref``: a weak reference taken before the last strong one was
+    dropped; when it is already dead, reference counting has freed the model and the full garbage
+    collection is skipped. Our choice: ``gc.collect()`` walks every object of the process (torch,
+    TransformerLens, transformers), 0.3 s per job here, 89 % of a tiny job's time in a sweep; it runs
+    only when the model is still alive, i.e. held by reference cycles."""
+    if ref is None or ref() is not None:
+        gc.collect()
     try:
         import torch
 
@@ -321,8 +336,9 @@ class ModelSlot:
 
     def clear(self) -> None:
         if self.model is not None:
+            ref = _weak(self.model)
             self.model, self.key = None, None
-            _free_memory()
+            _free_memory(ref)
 
 
 class SweepRunner:
@@ -379,6 +395,7 @@ def run_job(
     metrics = params.get("metrics")
     options = params.get("options") or {}
     model = slot.get(job) if slot is not None else _named(_load_model(job, loader), job)
+    ref = _weak(model) if slot is None else None
     try:
         names = list(metrics) if metrics is not None else None
         needs_tokens = names is None or any(get_metric(n).needs != "weights" for n in names)
@@ -412,7 +429,7 @@ def run_job(
     finally:
         del model
         if slot is None:
-            _free_memory()
+            _free_memory(ref)
     result["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return result
 
