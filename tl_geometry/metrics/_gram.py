@@ -57,7 +57,8 @@ with AVX-512 (issue 24), numpy/OpenBLAS float32 ``UᵀU`` 0.39–0.63 s against 
 generic code path runs on this processor without AVX-512), so the choice is fixed, not timed at run
 time; ``benchmarks/bench_epsilon.py`` prints both each run. Everything else is one pass over the rows:
 on 262,144 × 640 the preparation costs ~0.17 CPU s against ~0.6–1.2 CPU s for the ?syrk (by kernel).
-Measured there (2 cores): 0.87 s, 1.08× the float32 ?syrk of the same kernel.
+Measured there (2 cores, quiet): 0.73–0.80 s, 1.27–1.33× the float32 ?syrk of the same kernel (the parts'
+?syrk alone on two workers runs at that ?syrk's speed, 0.565 s; the preparation adds ~0.12 s of wall time).
 """
 
 from __future__ import annotations
