@@ -78,7 +78,7 @@ from tl_geometry.metrics.thread_choice import parallel_map
 MIXED_MIN_ROWS = 1024
 """Rows per block from which the float32 path pays (below it the float64 Gram is cheap)."""
 BLOCK_BYTES = 2**27
-"""Default float32 block: 128 MiB of rows (52,428 rows at d = 640; ?syrk is efficient from k ≈ 2,000)."""
+"""Default float32 block: 128 MiB of rows (49,152 rows at d = 640 once cut to whole parts; ?syrk is efficient from k ≈ 2,000)."""
 MIXED_MAX_ROWS = 65536
 """At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block)."""
 SYRK_ROWS = 16384
@@ -91,8 +91,8 @@ def default_block_rows(d: int, dtype: torch.dtype) -> int:
 
     From PART_ROWS rows on, a multiple of PART_ROWS: every block is then whole parts of the float32 path,
     so no part is a short remainder that leaves a thread idle, and the parts (hence the bits) are the
-    same however the rows are cut into such blocks (measured on Gemma-3-270M's 262,144 rows: blocks of
-    52,428 rows, 6.4 parts each, left one of two threads idle for part of every block)."""
+    same however the rows are cut into such blocks (blocks of 52,428 rows at d = 640 were 6.4 parts: each
+    ended on a short part that ran alone)."""
     if dtype == torch.float64:
         return 16384
     rows = min(MIXED_MAX_ROWS, max(MIXED_MIN_ROWS, BLOCK_BYTES // (4 * max(d, 1))))
