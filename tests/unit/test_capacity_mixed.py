@@ -294,7 +294,7 @@ def test_blas_threads_are_restored_after_overlapping_calls_and_errors():
     with pytest.raises(InputError, match="first at row 30000"):
         tg.similarity_stats(bad, progress=False)
     assert blas_threads() == before
-    with _gram._one_blas_thread():
+    with _gram._blas_threads(1):
         assert set(blas_threads()) == {1}
     assert blas_threads() == before
 

@@ -80,7 +80,7 @@ MIXED_MIN_ROWS = 1024
 BLOCK_BYTES = 2**27
 """Default float32 block: 128 MiB of rows (49,152 rows at d = 640 once cut to whole parts; ?syrk is efficient from k ≈ 2,000)."""
 MIXED_MAX_ROWS = 65536
-"""At most this many rows per float32 Gram: the float32 sums inside ?syrk run over the block's rows (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per block, 1e-7 in one block)."""
+"""Rows of the default float32 block at most, and about the rows `add_block_mixed` takes at once (`chunk_rows`). Each ?syrk now sums over one part (PART_ROWS rows); the bound dates from one ?syrk per block (measured on 10⁶ × 16 rows: relative error of ε 1e-8 up to 131,072 rows per ?syrk, 1e-7 with all rows in one)."""
 SYRK_ROWS = 16384
 """Rows per ?syrk call inside a block (each call's float32 result is added into the float64 C). Measured on Gemma-3-270M's embedding: relative error of σ 1.6e-8 / 2.9e-9 / 2.6e-8 with 4,096 / 16,384 / 52,428 rows per call."""
 
@@ -331,11 +331,6 @@ def _blas_threads(n: int) -> Iterator[None]:
         yield
 
 
-def _one_blas_thread():
-    """``with _one_blas_thread():`` BLAS single-threaded (`_blas_threads` (1))."""
-    return _blas_threads(1)
-
-
 class _Rejected(Exception):
     """A part whose norms need the general path (raised inside a worker, caught by the caller)."""
 
@@ -359,7 +354,7 @@ def chunk_rows(workers: int, d: int = 0) -> int:
 def _parallel_parts(n_parts: int, workers: int, d: int) -> bool:
     """Parts on ``workers`` threads (BLAS single-threaded) when there are enough of them and their Grams
     fit in HELD_BYTES; otherwise one part after another, each ?syrk on ``workers`` BLAS threads."""
-    return n_parts >= workers and workers * 4 * d * d <= max(HELD_BYTES, 4 * d * d)
+    return n_parts >= workers and (workers == 1 or workers * 4 * d * d <= HELD_BYTES)
 
 
 def add_block_mixed(state: GramState, xb: Tensor, first_row: int, *, workers: int | None = None) -> tuple[int, int]:
