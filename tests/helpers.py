@@ -187,6 +187,23 @@ def tiny_loader(job: dict):
     return portable_tiny_model(int(m.group(1)), int(m.group(2) or 16))
 
 
+def byte_loader(job: dict):
+    """Study loader: ``job["model"]`` like ``"byte-L2"`` or ``"byte-L3-d48"`` → :func:`make_byte_model`
+    (a tiny random model that reads real text through :class:`ByteTokenizer`); ``"byte-fail"`` raises."""
+    name = job["model"]
+    if name == "byte-fail":
+        raise RuntimeError("planned failure: byte-fail does not load")
+    hang = os.environ.get("TLG_HANG_ON")
+    if name == hang:  # the crash test: say so, then wait to be killed
+        _append_line(os.environ["TLG_LOAD_LOG"] + ".hang", name)
+        time.sleep(300)
+    m = re.fullmatch(r"byte-L(\d+)(?:-d(\d+))?", name)
+    if not m:
+        raise ValueError(f"byte_loader: unknown model name {name!r}")
+    d = int(m.group(2) or 32)
+    return make_byte_model(n_layers=int(m.group(1)), d_model=d, d_head=8, n_heads=d // 8, seed=7).eval()
+
+
 # ----------------------------------------------------------------------------- synthetic reports
 N_LAYERS = 6
 D_MODEL = 64

@@ -125,6 +125,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "sweep": ("tl_geometry.sweeps", "sweep"),
     "sweep_report": ("tl_geometry.sweeps", "sweep_report"),
     "reproduce": ("tl_geometry.reproduction", "reproduce"),
+    "study": ("tl_geometry.studies", "study"),
+    "StudyResult": ("tl_geometry.studies", "StudyResult"),
     "to_pandas": ("tl_geometry.tables", "to_pandas"),
 }
 """Where each public name lives: ``name -> (module, attribute)`` (attribute None: the module itself). Imported on first access (PEP 562), so ``import tl_geometry`` loads no model, capture, rendering or thread-control code, and ``import tl_geometry.metrics.pga`` loads only the math."""
@@ -222,6 +224,8 @@ __all__ = [
     "SweepSummary",
     "sweep",
     "sweep_report",
+    "study",
+    "StudyResult",
     "reproduce",
     "to_pandas",
     # modules
@@ -344,6 +348,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.analysis import analyze
     from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
     from tl_geometry.reproduction import reproduce
+    from tl_geometry.studies import StudyResult, study
     from tl_geometry.tables import to_pandas
     from tl_geometry import capture
     from tl_geometry import corpus

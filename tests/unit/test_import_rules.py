@@ -203,6 +203,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("families", ("families",)),
+    ("studies", ("studies",)),
     ("commands", ("commands", "cli")),
 )
 #: (module, module it may reach although higher): the registry finds the built-in families by name.
