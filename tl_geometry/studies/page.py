@@ -367,6 +367,35 @@ def _claims_table(result: StudyResult) -> list[list[str]]:
     return [head, *body]
 
 
+def _claims_matrix(result: StudyResult) -> list[list[str]]:
+    """Claims × models: each cell the verdict and the number behind it (the details table says where
+    and by which test); the last column says where in the paper the claim comes from."""
+    models = [m.label for m in result.models if m.label not in result.failed]
+    extra = [c["model"] for c in result.claims if c["model"] not in models]
+    cols = models + sorted(set(extra), key=extra.index)
+    ids = list(dict.fromkeys(c["claim"] for c in result.claims))
+    cell = {(c["claim"], c["model"]): c for c in result.claims}
+    head = ["claim", *cols, "source"]
+    body = []
+    for cid in ids:
+        first = next(c for c in result.claims if c["claim"] == cid)
+        row = [f"{cid}: {first['statement']}"]
+        for m in cols:
+            c = cell.get((cid, m))
+            if c is None:
+                row.append("")
+                continue
+            num = (
+                ""
+                if c["value"] is None
+                else " " + _fmt(c["value"]) + ("" if c["stderr"] is None else f" ± {_fmt(c['stderr'], 2)}")
+            )
+            row.append(c["verdict"] + ("" if c["verdict"] == "not applicable" else num))
+        row.append(f"{first['paper']}, {first['section']}")
+        body.append(row)
+    return [head, *body]
+
+
 def _convergence_table(result: StudyResult) -> list[list[str]]:
     head = ["depth", "model A", "model B", "ρ full ± se", "ρ readout ± se", "null ρ mean ± sd", "z", "k", "texts"]
     body = [
@@ -430,6 +459,10 @@ def render_markdown(result: StudyResult, settings: Mapping[str, Any], figures: M
         "",
         f"## Claims ({_verdict_counts(result)})",
         "",
+        _md_table(_claims_matrix(result)),
+        "",
+        "### Claims in detail (where each number comes from, the test that decided)",
+        "",
         _md_table(_claims_table(result)),
         "",
     ]
@@ -450,19 +483,21 @@ h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.82em} td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
 th{background:#f6f6f6} figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee}
 td.holds{background:#d9f2d9} td.fails{background:#f8d7da} td.undecided{background:#fff3cd} td.na{color:#777}
+details{margin:.8em 0} summary{cursor:pointer;color:#333}
 .banner{background:#f8d7da;border:1px solid #e0a0a6;padding:.6em 1em;border-radius:4px}
 """
 
 
-def _html_table(rows: list[list[str]], verdict_col: int | None = None) -> str:
+def _html_table(rows: list[list[str]], verdict_cols: Sequence[int] | range = ()) -> str:
     head, *body = rows
     out = ["<table><tr>" + "".join(f"<th>{_html.escape(h)}</th>" for h in head) + "</tr>"]
     for r in body:
         cells = []
         for i, x in enumerate(r):
             cls = ""
-            if i == verdict_col:
-                cls = {"holds": "holds", "fails": "fails", "undecided": "undecided"}.get(x, "na")
+            if i in verdict_cols and x:
+                word = str(x).split(" ")[0]
+                cls = {"holds": "holds", "fails": "fails", "undecided": "undecided"}.get(word, "na")
             cells.append(
                 f'<td class="{cls}">{_html.escape(str(x))}</td>' if cls else f"<td>{_html.escape(str(x))}</td>"
             )
@@ -491,7 +526,13 @@ def render_html(result: StudyResult, settings: Mapping[str, Any], figures: Mappi
             "<p class='banner'>" + esc("Failed: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items())) + "</p>"
         )
     parts += ["<h2>Models</h2>", _html_table(_models_table(result))]
-    parts += [f"<h2>Claims ({esc(_verdict_counts(result))})</h2>", _html_table(_claims_table(result), verdict_col=2)]
+    parts += [
+        f"<h2>Claims ({esc(_verdict_counts(result))})</h2>",
+        _html_table(_claims_matrix(result), verdict_cols=range(1, 1 + len(_claims_matrix(result)[0]) - 2)),
+        "<details><summary>Claims in detail: where each number comes from, the test that decided</summary>",
+        _html_table(_claims_table(result), verdict_cols=(2,)),
+        "</details>",
+    ]
     if result.convergence:
         parts += ["<h2>Cross-model convergence</h2>", _html_table(_convergence_table(result))]
     for name, p in figures.items():
