@@ -102,6 +102,20 @@ class ByteTokenizer:
         return [b + 1 for b in text.encode("utf-8")]
 
 
+class WordTokenizer:
+    """Another tokenizer for tiny models: one id per whitespace-separated word (crc32 mod 298, + 1;
+    id 0 is BOS), so the same text has other tokens, and another count of them, than with
+    :class:`ByteTokenizer` (a study's models each read the texts with their own tokenizer)."""
+
+    bos_token_id = 0
+    padding_side = "right"
+
+    def encode(self, text, add_special_tokens=False):
+        import zlib
+
+        return [zlib.crc32(w.encode("utf-8")) % 298 + 1 for w in text.split()]
+
+
 def make_byte_model(**overrides):
     """A tiny random model (d_vocab 300) with :class:`ByteTokenizer`, so real text can be tokenized."""
     m = make_tiny_model(d_vocab=300, **overrides)
@@ -189,7 +203,8 @@ def tiny_loader(job: dict):
 
 def byte_loader(job: dict):
     """Study loader: ``job["model"]`` like ``"byte-L2"`` or ``"byte-L3-d48"`` → :func:`make_byte_model`
-    (a tiny random model that reads real text through :class:`ByteTokenizer`); ``"byte-fail"`` raises."""
+    (a tiny random model that reads real text through :class:`ByteTokenizer`; ``"word-L3-d48"``: the
+    same through :class:`WordTokenizer`); ``"byte-fail"`` raises."""
     name = job["model"]
     if name == "byte-fail":
         raise RuntimeError("planned failure: byte-fail does not load")
@@ -197,11 +212,14 @@ def byte_loader(job: dict):
     if name == hang:  # the crash test: say so, then wait to be killed
         _append_line(os.environ["TLG_LOAD_LOG"] + ".hang", name)
         time.sleep(300)
-    m = re.fullmatch(r"byte-L(\d+)(?:-d(\d+))?", name)
+    m = re.fullmatch(r"(byte|word)-L(\d+)(?:-d(\d+))?", name)
     if not m:
         raise ValueError(f"byte_loader: unknown model name {name!r}")
-    d = int(m.group(2) or 32)
-    return make_byte_model(n_layers=int(m.group(1)), d_model=d, d_head=8, n_heads=d // 8, seed=7).eval()
+    d = int(m.group(3) or 32)
+    model = make_byte_model(n_layers=int(m.group(2)), d_model=d, d_head=8, n_heads=d // 8, seed=7).eval()
+    if m.group(1) == "word":
+        model.tokenizer = WordTokenizer()
+    return model
 
 
 # ----------------------------------------------------------------------------- synthetic reports

@@ -45,14 +45,14 @@ def two_models(tmp_path_factory):
     from tl_geometry.studies import study
 
     out = tmp_path_factory.mktemp("study") / "two"
-    return out, study(["byte-L2", "byte-L3-d48"], out=out, controls=["random"], **SMALL)
+    return out, study(["byte-L2", "word-L3-d48"], out=out, controls=["random"], **SMALL)
 
 
 def test_rows_equal_the_per_model_reports(two_models):
     from tl_geometry.pipeline import run_report
 
     _, result = two_models
-    for label in ("byte-L2", "byte-L3-d48"):
+    for label in ("byte-L2", "word-L3-d48"):
         model = byte_loader({"model": label})
         model._tl_geometry_name = label
         report = run_report(
@@ -73,7 +73,7 @@ def test_rows_equal_the_per_model_reports(two_models):
 def test_outputs_and_controls(two_models):
     out, result = two_models
     labels = [m.label for m in result.models]
-    assert labels == ["byte-L2", "byte-L2 (random init)", "byte-L3-d48", "byte-L3-d48 (random init)"]
+    assert labels == ["byte-L2", "byte-L2 (random init)", "word-L3-d48", "word-L3-d48 (random init)"]
     assert not result.failed
     for name in ("study.json", "study.md", "index.html", "profiles.png", "capacity_table1.png", "convergence.png"):
         assert (out / name).is_file(), name
@@ -83,8 +83,18 @@ def test_outputs_and_controls(two_models):
     # the twin is another model: its embedding ε differs from the model's
     eps = {r["model"]: r["value"] for r in doc["rows"] if r["metric"] == "epsilon.W_E"}
     assert eps["byte-L2"] != eps["byte-L2 (random init)"]
-    # one convergence row per pair and depth
+    # one convergence row per pair and depth, over the same texts whatever the tokenizer
     assert len(doc["convergence"]) == 2 * 6
+    assert {c["n_texts"] for c in doc["convergence"]} == {16}
+    # the two tokenizers cut the same texts into other tokens (a word per id against a byte per id)
+    from tl_geometry.studies import _text_tokens, study_texts
+
+    texts = study_texts("pydoc", n_texts=16, seed=0)
+    (tb, mb), (tw, mw) = (_text_tokens(byte_loader({"model": m}), texts, max_len=64) for m in ("byte-L2", "word-L2"))
+    assert tb.shape == tw.shape == (16, 64) and bool(mb.all()) and bool(mw.all())
+    assert tb[0, 1:].tolist() == [b + 1 for b in texts[0].encode()[:63]]
+    assert len(texts[0].split()) >= 63 and tw[0, 1:].tolist() != tb[0, 1:].tolist()
+    assert bool((tb[:, 0] == 0).all()) and bool((tw[:, 0] == 0).all())  # BOS first
     html = (out / "index.html").read_text()
     assert "data:image/png;base64," in html and "Claims" in html and "<script" not in html
 
@@ -94,7 +104,7 @@ def test_rerun_reuses_finished_models(two_models):
 
     out, first = two_models
     before = _digest(out)
-    again = study(["byte-L2", "byte-L3-d48"], out=out, controls=["random"], **SMALL)
+    again = study(["byte-L2", "word-L3-d48"], out=out, controls=["random"], **SMALL)
     assert again.ran == () and len(again.reused) == 4
     assert _digest(out) == before  # same bytes
 
@@ -105,10 +115,10 @@ def test_killed_study_resumes_to_the_same_bytes(tmp_path, two_models):
     log = tmp_path / "loads.log"
     code = (
         "import tl_geometry as tg\n"
-        f"tg.study(['byte-L2', 'byte-L3-d48'], out={str(out)!r}, controls=['random'], n_seqs=4, seq_len=32, "
+        f"tg.study(['byte-L2', 'word-L3-d48'], out={str(out)!r}, controls=['random'], n_seqs=4, seq_len=32, "
         f"n_texts=16, fast=True, loader={LOADER!r}, metrics={METRICS!r}, progress=False)\n"
     )
-    env = {**os.environ, "PYTHONPATH": ROOT, "TLG_LOAD_LOG": str(log), "TLG_HANG_ON": "byte-L3-d48"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "TLG_LOAD_LOG": str(log), "TLG_HANG_ON": "word-L3-d48"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, start_new_session=True)
     try:
         hang = Path(str(log) + ".hang")
@@ -125,7 +135,7 @@ def test_killed_study_resumes_to_the_same_bytes(tmp_path, two_models):
     assert not (out / "study.json").exists()
     from tl_geometry.studies import study
 
-    result = study(["byte-L2", "byte-L3-d48"], out=out, controls=["random"], **SMALL)
+    result = study(["byte-L2", "word-L3-d48"], out=out, controls=["random"], **SMALL)
     assert set(result.reused) == {"byte-L2", "byte-L2 (random init)"}
     mine, ref = _digest(out), _digest(ref_out)
     for name in ("study.json", "study.md", "index.html", "profiles.png", "capacity_table1.png", "convergence.png"):
