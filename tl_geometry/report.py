@@ -412,7 +412,8 @@ def transformer_lens_version(module: Any = None) -> str:
 
 
 def provenance_of(model: Any) -> dict[str, Any]:
-    """Provenance fields of a model: name, class, TL version, shape, dtype, weight processing."""
+    """Provenance fields of a model: name, the file it was loaded from (``model_path``, for a zoo
+    model or a local path), class, TL version, shape, dtype, weight processing."""
     from tl_geometry import __version__
 
     prov: dict[str, Any] = {"model": model_name(model), "tl_geometry_version": __version__}
@@ -424,6 +425,9 @@ def provenance_of(model: Any) -> dict[str, Any]:
         prov["transformer_lens_version"] = transformer_lens_version(transformer_lens)
     except ImportError:  # pragma: no cover
         pass
+    path = getattr(model, "_tl_geometry_path", None)  # the file a zoo model or a local path was loaded from
+    if path:
+        prov["model_path"] = str(path)
     cfg = getattr(model, "cfg", None)
     prov["model_class"] = type(model).__name__
     if cfg is not None:

