@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tl_geometry.metrics._capacity_forms import model_class_of
+from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, in_efficient_interval
 from tl_geometry.metrics.significance import ALPHA, classify, holm, z_p_value
 
 __all__ = ["Claim", "CLAIMS", "VERDICTS", "relative_depth", "model_claims", "cross_model_claims"]
@@ -397,7 +399,7 @@ def _interaction_claim(model: str, rows: Sequence[Mapping[str, Any]]) -> Claim:
     if ratio_row is None:
         return _na(model, "interaction.efficient_interval", "no depth_width row in this run")
     rdw = float(ratio_row["value"])
-    lo, hi = (ratio_row.get("extras") or {}).get("interval") or (0.023, 0.047)
+    lo, hi = (ratio_row.get("extras") or {}).get("interval") or EFFICIENT_INTERVAL
     inside = lo <= rdw <= hi
     if aofe:
         vals = np.array([float(r["value"]) for r in aofe])
@@ -429,7 +431,7 @@ def _capacity_claim(model: str, rows: Sequence[Mapping[str, Any]], published_eps
     eps = float(row["value"])
     ex = row.get("extras") or {}
     se = _se(ex)
-    cls = ex.get("model_class") or ("class1" if eps > 0.2 else "class2" if eps < 0.1 else "boundary")
+    cls = ex.get("model_class") or model_class_of(eps)
     cap = _one(rows, "capacity.W_E")
     cex = (cap or {}).get("extras") or {}
     count = cex.get("log10_k")
@@ -446,7 +448,7 @@ def _capacity_claim(model: str, rows: Sequence[Mapping[str, Any]], published_eps
             what + " (not in Table 1)",
             "the model is not in the paper's Table 1: class and count are reported, not compared",
         )
-    pub_cls = "class1" if published_eps > 0.2 else "class2" if published_eps < 0.1 else "boundary"
+    pub_cls = model_class_of(published_eps)
     verdict = "holds" if pub_cls == cls else "fails"
     return _claim(
         model,
@@ -493,7 +495,11 @@ def cross_model_claims(claims: Sequence[Claim], ratios: Mapping[str, float], tra
         trained: the models to compare (random-init controls left out).
     """
     rows = {c.model: c for c in claims if c.claim == "interaction.efficient_interval" and c.model in trained}
-    inside = [m for m in rows if 0.023 <= ratios.get(m, math.nan) <= 0.047 and math.isfinite(rows[m].value)]
+    inside = [
+        m
+        for m in rows
+        if math.isfinite(ratios.get(m, math.nan)) and in_efficient_interval(ratios[m]) and math.isfinite(rows[m].value)
+    ]
     outside = [m for m in rows if m not in inside and math.isfinite(rows[m].value)]
     if not inside or not outside:
         return [

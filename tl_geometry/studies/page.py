@@ -242,11 +242,21 @@ def _table1(result: StudyResult, plt, path: Path, dpi: int) -> bool:
         ax.scatter(
             [d_model], [eps], s=60, marker="*" if not m.control else "X", color=st["color"], label=m.label, zorder=3
         )
-    ax.axhspan(0.1, 0.2, color="0.9", zorder=0, lw=0)
-    ax.axhline(0.2, color="0.6", lw=0.6)
-    ax.axhline(0.1, color="0.6", lw=0.6)
-    ax.text(0.01, 0.205, "class 1 above (capacity indeterminate)", transform=ax.get_yaxis_transform(), fontsize=7)
-    ax.text(0.01, 0.085, "class 2 below (a capacity count)", transform=ax.get_yaxis_transform(), fontsize=7)
+    from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
+
+    ax.axhspan(CLASS2_BELOW, CLASS1_ABOVE, color="0.9", zorder=0, lw=0)
+    ax.axhline(CLASS1_ABOVE, color="0.6", lw=0.6)
+    ax.axhline(CLASS2_BELOW, color="0.6", lw=0.6)
+    ax.text(
+        0.01,
+        CLASS1_ABOVE + 0.005,
+        "class 1 above (capacity indeterminate)",
+        transform=ax.get_yaxis_transform(),
+        fontsize=7,
+    )
+    ax.text(
+        0.01, CLASS2_BELOW - 0.015, "class 2 below (a capacity count)", transform=ax.get_yaxis_transform(), fontsize=7
+    )
     ax.set_xscale("log")
     ax.set_xlabel("d_model")
     ax.set_ylabel("ε = μ + 2σ of W_E's pairwise cosines")
