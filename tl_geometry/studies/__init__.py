@@ -427,7 +427,9 @@ def _settings(**kw: Any) -> dict[str, Any]:
 def _check_dir(out: Path, settings: Mapping[str, Any], force: bool) -> None:
     """Refuse a directory of another study or of other files (nothing written); ``force`` starts over."""
     path = out / SETTINGS_FILE
-    ours = {SETTINGS_FILE, RESULTS_FILE, *OUTPUT_FILES, ".tl-geometry.lock"}
+    from tl_geometry.outdir import LOCK_FILE
+
+    ours = {SETTINGS_FILE, RESULTS_FILE, *OUTPUT_FILES, LOCK_FILE}
     if path.is_file():
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
