@@ -30,8 +30,8 @@ What it does:
 3. with ``--study`` (the default) runs ``tg.study(["<out>/tiny"], ...)`` on the checkpoint
    directory (each checkpoint one model, labelled ``tiny@<step>``), prints the PGA z profile over
    the checkpoints and says whether PGA organisation (z more than 2 standard errors above the
-   chance band of random subspaces) appears early in training. Where ``tl_geometry.study`` does
-   not exist yet, it says so and stops after training.
+   chance band of random subspaces) appears early in training. In a tl_geometry without
+   ``tg.study`` it says so and stops after training.
 
 Measured 2026-12-03 (torch 2.13 CPU, transformers 5.24, 2 CPU cores, torch.set_num_threads(2), defaults):
 
@@ -424,15 +424,12 @@ def _train(out: Path, root: Path, steps: list[int], cfg: TrainConfig, say: Calla
 
 
 def find_study() -> Callable[..., Any] | None:
-    """``tg.study``, or None where ``tl_geometry.study`` does not exist yet (an error inside it is raised)."""
-    if importlib.util.find_spec("tl_geometry.study") is None:
+    """``tg.study`` (``tl_geometry.studies.study``), or None in an older tl_geometry without it."""
+    if importlib.util.find_spec("tl_geometry.studies") is None:
         return None
-    import tl_geometry as tg
+    from tl_geometry.studies import study
 
-    fn = getattr(tg, "study", None)
-    if fn is not None and not callable(fn):  # the module, where __init__ does not re-export the function
-        fn = getattr(fn, "study", None)
-    return fn if callable(fn) else None
+    return study
 
 
 def study_table(result: Any, study_out: Path):
@@ -541,7 +538,7 @@ def run_study(root: Path, out: Path, cfg: TrainConfig, *, force: bool = False) -
     study = find_study()
     if study is None:
         print(
-            "note: tl_geometry.study does not exist yet (tg.study, being written): training done, study skipped; "
+            "note: this tl_geometry has no tg.study (tl_geometry.studies): training done, study skipped; "
             f"the checkpoints are in {root}"
         )
         return 0

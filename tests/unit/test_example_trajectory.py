@@ -216,4 +216,4 @@ def test_run_study_prints_the_profile(run, monkeypatch, capsys):
 
     monkeypatch.setattr(st, "find_study", lambda: None)
     assert st.run_study(root, out, TINY) == 0
-    assert "tl_geometry.study does not exist yet" in capsys.readouterr().out
+    assert "has no tg.study" in capsys.readouterr().out

@@ -223,6 +223,8 @@ def load_study_model(params: Mapping[str, Any]):
         del model
         gc.collect()
         model = twin
+        # freshly initialised weights: nothing was folded or centred (recorded in the rows' provenance)
+        models._record_processing(model, "none", dict(models.PROCESSING["none"]))
     model._tl_geometry_name = params["label"]
     return model
 

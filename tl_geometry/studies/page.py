@@ -196,6 +196,10 @@ def _profiles(result: StudyResult, plt, path: Path, dpi: int) -> bool:
             t = z_threshold(ALPHA, int(n_null))
             ax.axhspan(-t, t, color="0.85", alpha=0.6, lw=0, zorder=0)
             ax.axhline(0, color="0.5", lw=0.6)
+            lo, hi = ax.get_ylim()
+            if max(abs(lo), abs(hi)) > 50:  # one model's |z| in the hundreds would flatten the others
+                ax.set_yscale("symlog", linthresh=5)
+                title += " (symlog)"
         ax.set_title(title, fontsize=9)
         ax.set_xlim(-0.02, 1.02)
         ax.tick_params(labelsize=7)
