@@ -45,6 +45,8 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``check_pga_stderr_smollm2``: calibration of PGA z's standard error across two seeds;
 * ``dtype_agreement``: bf16 / f16 / float64 / numpy input vs float32 input, per pure function;
 * ``pga_profile_smollm2``: subspace PGA profile of SmolLM2 (raw, TL-processed, random init), doc figures;
+* ``gemma_pga_processing``: which weight-processing step flips Gemma-3-270M's PGA z (paper vs library
+  preset; docs/gemma_pga.md), the outlier dimensions, doc figures;
 * ``gpu_check``: ε, PGA and AGOP on CUDA vs CPU (``bash benchmarks/gpu_check.sh`` runs it);
 * ``study_cost``: wall time and peak RSS of ``tl-geometry study`` on real models beside the sum of
   their single reports (one fresh process each; a round takes tens of minutes, so one by default).

@@ -250,6 +250,8 @@ def wrap_hf(
             cfg.model_name = name or str(getattr(config, "_name_or_path", "") or type(hf_model).__name__)
             cfg.tokenizer_name = None
             state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf_model, dtype=dtype)
+            final_w = state_dict.get("ln_final.w")  # before fold_ln moves it into W_U
+            final_w = None if final_w is None else final_w.detach().float().cpu().clone()
             model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
     with warnings.catch_warnings():
         # TL warns that it skips center_writing_weights for RMSNorm models; the flag is recorded as asked.
@@ -262,6 +264,10 @@ def wrap_hf(
     if isinstance(tied, bool):
         model._tl_geometry_tied = tied  # type: ignore[assignment]  # as above
     _record_processing(model, pname, flags)
+    if final_w is not None:
+        # the final norm's weight as the checkpoint applies it (Gemma: 1 + w), kept when fold_ln folds it into
+        # W_U: tg.pga's library preset reads its spread (tl_geometry.families.pga.readout_caveat)
+        model._tl_geometry_final_norm_w = final_w  # type: ignore[assignment]  # as above
     return model.eval()
 
 

@@ -27,7 +27,7 @@ from tl_geometry.metrics.pga import (
     readout_basis,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
-from tl_geometry.models import processing_name, processing_of
+from tl_geometry.models import GEMMA_ARCHITECTURES, processing_name, processing_of
 from tl_geometry.registry import (
     FamilySpec,
     FigureSpec,
@@ -98,6 +98,43 @@ def check_paper_model(model: Any) -> None:
         )
 
 
+FOLD_LN_SPREAD = 100.0
+"""The library preset's readout caveat: fold_ln multiplies W_U's rows by the final norm's weight w. When
+max|w| / min|w| exceeds this, the readout subspace is set by that weight more than by the unembedding
+(Gemma-3-270M: 1,605, its top-100 subspace shares 0.21 of the raw one, and z reads −12 … −227 at every
+block output; SmolLM2-135M: 3.8, overlap 0.80; docs/gemma_pga.md)."""
+
+
+def readout_caveat(model: Any) -> str | None:
+    """Why the readout subspace of a model whose final norm was folded into W_U is not the paper's; else None.
+
+    fold_ln is read off the config (TransformerLens turns ``RMS``/``LN`` into ``RMSPre``/``LNPre``
+    when it folds). The final norm's weight is the one `tl_geometry.models` recorded before
+    processing (``model._tl_geometry_final_norm_w``); without it, the Gemma architectures (whose
+    final-norm weights span three orders of magnitude) are flagged.
+    """
+    if getattr(model.cfg, "normalization_type", None) not in ("RMSPre", "LNPre"):
+        return None  # not folded: W_U is the unembedding's own
+    w = getattr(model, "_tl_geometry_final_norm_w", None)
+    if w is not None:
+        a = w.detach().abs().double()
+        spread = float(a.max() / a.min().clamp_min(1e-30))
+        if spread <= FOLD_LN_SPREAD:
+            return None
+        what = f"the final norm's weight (|w| from {float(a.min()):.3g} to {float(a.max()):.3g}, {spread:,.0f}×)"
+    elif getattr(model.cfg, "original_architecture", None) in GEMMA_ARCHITECTURES:
+        what = "Gemma's final-norm weight (1 + w: 0.19 to 301 on Gemma-3-270M)"
+    else:
+        return None
+    return (
+        f"PGA preset 'library': fold_ln folded {what} into W_U, so the readout subspace is set by that weight "
+        "more than by the unembedding, and its smallest entries fall on the residual stream's massive-activation "
+        "dimensions, which the folded readout then excludes (Gemma-3-270M: top-100 overlap with the raw readout "
+        "0.21; z −12 … −227 at every block output against −35 … +3.5 with the raw W_U). These z are not the "
+        "paper's quantity; use preset='paper' (tg.models.load(name, processing='none'))"
+    )
+
+
 @planned_metric(
     "pga", needs="activations", description="Subspace PGA z per layer (readout vs random subspaces), PC1 overlap"
 )
@@ -143,7 +180,9 @@ def pga(
     uncorrected two-sided p of z against random subspaces) and
     ``pga.pc1_overlap`` per hook (extras preset, processing, expected = k/d, ratio,
     explained_variance). ``processing`` is the model's weight processing (``"none"``, ``"tl"``,
-    ``"custom"`` or ``"unknown"``).
+    ``"custom"`` or ``"unknown"``). With ``preset="library"`` on a model whose fold_ln moved the
+    readout subspace to the final norm's weight ([`readout_caveat`][tl_geometry.families.pga.readout_caveat]:
+    Gemma), a warning is raised and every row carries its text in ``extras["readout_caveat"]``.
 
     Raises:
         ValueError: unknown preset, k ≥ d_model, bad ccr, bad hooks/tokens, fewer sampled points
@@ -166,6 +205,9 @@ def pga(
         hooks = capture.hidden_state_hooks(model) if preset == "paper" else capture.resid_hooks(model, "post")
     hooks = capture.validate_hooks(model, hooks)
     processing = processing_name(model)
+    caveat = readout_caveat(model) if preset == "library" else None
+    if caveat is not None:
+        warnings.warn(caveat, UserWarning, stacklevel=3)
     readout = readout_basis(capture.weight(model, "W_U"), k, threads=choose_threads())
     sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
     check_n_points(int(sample.positions.sum()), k)
@@ -179,6 +221,8 @@ def pga(
         labels = group_labels(cap.positions[:, 0], DEFAULT_N_GROUPS)
         rows = []
         tag = {"preset": preset, "processing": processing}
+        if caveat is not None:  # beside every number it affects
+            tag["readout_caveat"] = caveat
         for h in tqdm(hooks, desc="pga", disable=not progress, leave=False):
             H = cap.acts[h]
             prof, pc = pga_layer(  # the profile and the PC1 overlap from one SVD of H
@@ -250,6 +294,7 @@ def pga(
                 "max_points": max_points,
                 "seed": seed,
                 "readout": "top-k left singular vectors of W_U",
+                "readout_caveat": caveat,
                 "n_points": cap.n_points,
                 "stderr": STDERR_METHOD,
             },
@@ -363,6 +408,7 @@ register_family(
                     "stderr",
                 )
                 + more,
+                optional=("readout_caveat",),
                 description=what,
             )
             for name, what, more in (
@@ -379,6 +425,7 @@ register_family(
                 "pga.pc1_overlap",
                 per="hook",
                 extras=_TAG + ("expected", "ratio", "explained_variance", "k"),
+                optional=("readout_caveat",),
                 description="‖V_kᵀ PC1‖²: PC1 of the activations in the readout subspace (random: k/d)",
             ),
         ),

@@ -94,6 +94,8 @@ def read_pga(report: GeometryReport) -> list[str]:
                 "the paper uses the unprocessed model (preset 'paper'); TransformerLens's processing changes the "
                 "readout subspace and can flip the sign of z."
             )
+        caveats = sorted({str(r.extras["readout_caveat"]) for r in zrows if r.extras.get("readout_caveat")})
+        out.extend(f"Caveat: {c}." for c in caveats)
         out.append(
             "Paper: intermediate layers peak at z = 9–24 (Pythia 70M–6.9B, Phi-1.5, OLMo-1B, "
             "Gemma-2-2B); models with d ≤ 1024 can go negative at late layers (Pythia-410M down to "
