@@ -411,3 +411,21 @@ def test_convergence_matrix_against_references():
     se = math.sqrt(7 / 8 * ((vals - vals.mean()) ** 2).sum())
     assert r["rho_full_stderr"] == pytest.approx(se, rel=1e-6)
     assert r["k"] == 4 and r["n_texts"] == 30 and math.isfinite(r["z"])
+
+
+def test_readout_caveat_reaches_every_pga_claim():
+    from tl_geometry.studies.claims import model_claims
+
+    rows = _z_rows([1, 2, 4, 12, 15, 14, 10, 3, -8, -20, -15, 6])
+    rows[3] = {**rows[3], "extras": {**rows[3]["extras"], "readout_caveat": "fold_ln folded it"}}
+    claims = model_claims("m", rows, n_layers=12, d_model=800)
+    assert all(c.caveat == "fold_ln folded it" for c in claims if c.claim.startswith("pga."))
+    assert all(c.caveat == "" for c in claims if not c.claim.startswith("pga."))
+
+
+def test_processing_is_checked_and_recorded(tmp_path):
+    from tl_geometry.studies import study
+
+    with pytest.raises(InputError, match=r"processing must be one of \['none', 'tl'\]"):
+        study(["byte-L2"], out=tmp_path / "s", processing="raw", **SMALL)
+    assert not (tmp_path / "s").exists()

@@ -47,6 +47,13 @@ def add_parser(subparsers) -> None:
         help="a metric option, e.g. pga.preset=paper (repeatable; values parsed as JSON)",
     )
     p.add_argument("--n-texts", type=int, default=64, help="texts of the convergence matrix (default 64)")
+    p.add_argument(
+        "--processing",
+        choices=["tl", "none"],
+        default="tl",
+        help="weight processing of every model: tl (default, as report) or none (with --option "
+        "pga.preset=paper: the PGA paper's protocol)",
+    )
     p.add_argument("--loader", default=None, help="'package.module:function' that loads a model from its job dict")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--num-cpus", type=float, default=1, help="Ray: CPUs per model")
@@ -81,6 +88,7 @@ def run(args) -> int:
         n_texts=args.n_texts,
         loader=args.loader,
         device=args.device,
+        processing=args.processing,
         executor=args.executor,
         num_cpus=args.num_cpus,
         force=args.force,

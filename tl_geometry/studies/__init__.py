@@ -209,15 +209,15 @@ def load_study_model(params: Mapping[str, Any]):
 
     spec, device = params["spec"], params.get("device", "cpu")
     loader = _resolve(params.get("loader"))
+    processing = params.get("processing", "tl")
     if loader is not None:
-        model = loader(
-            {"model": spec, "checkpoint": params.get("checkpoint"), "device": device, "seed": params["seed"]}
-        )
+        job = {"model": spec, "checkpoint": params.get("checkpoint"), "device": device, "seed": params["seed"]}
+        model = loader({**job, "processing": processing})
     else:
         from tl_geometry.pipeline import check_model_memory
 
         check_model_memory(spec, None)
-        model = models.load(spec, device=device)
+        model = models.load(spec, device=device, processing=processing)
     if params.get("control") == "random":
         twin = _random_twin(model, int(params["seed"]))
         del model
@@ -494,6 +494,7 @@ def study(
     convergence_null: int = 50,
     loader: str | None = None,
     device: str = "cpu",
+    processing: str = "tl",
     executor: str = "local",
     num_cpus: float = 1,
     force: bool = False,
@@ -515,6 +516,9 @@ def study(
         loader: ``"package.module:function"`` called as ``function({"model": spec, "checkpoint",
             "device", "seed"})`` to load a model (default [`tl_geometry.models.load`][tl_geometry.models.load]).
         device: where models are loaded.
+        processing: the weight processing every model is loaded with (``tl_geometry.models.load``):
+            ``"tl"`` (default, as ``tl-geometry report``) or ``"none"`` (the unprocessed model: with
+            ``options={"pga": {"preset": "paper"}}`` the PGA paper's protocol). Recorded in the settings.
         executor, num_cpus: ``"local"`` or ``"ray"`` (one Ray task per model, ``num_cpus`` each).
         force: start over in a directory of a study with other settings (only its own files are removed).
         figures: draw the PNG figures (needs matplotlib; the tables are written either way).
@@ -540,6 +544,10 @@ def study(
     _checks.integer(n_texts, "n_texts", lo=8)
     _checks.integer(convergence_k, "convergence_k", lo=1)
     _checks.integer(convergence_null, "convergence_null", lo=2)
+    from tl_geometry.models import PROCESSING
+
+    if processing not in PROCESSING:
+        raise InputError(f"processing must be one of {sorted(PROCESSING)}, got {processing!r}")
     if loader is not None and not isinstance(loader, str):
         raise InputTypeError("loader must be a 'package.module:function' string (it is imported by name)")
     names = list(metrics) if metrics is not None else default_metrics()
@@ -573,6 +581,7 @@ def study(
         convergence_null=convergence_null,
         loader=loader,
         device=device,
+        processing=processing,
     )
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():

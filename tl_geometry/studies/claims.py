@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,8 @@ class Claim:
         where: the hook (or hooks) the number comes from.
         test: the test that decided, in words.
         paper, section, statement: where the claim comes from and what it says.
+        caveat: why the number may not be the paper's quantity (the PGA library preset's readout
+            caveat, ``tl_geometry.families.pga.readout_caveat``), else empty.
     """
 
     model: str
@@ -118,6 +120,7 @@ class Claim:
     paper: str
     section: str
     statement: str
+    caveat: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -477,8 +480,19 @@ def model_claims(
         n_layers, d_model: its shape (the claims' d-regimes and relative depths).
         published_eps: ε of the model in the capacity paper's Table 1, when it is there.
     """
+    pga_claims = _pga_claims(model, rows, int(n_layers), int(d_model))
+    caveat = next(
+        (
+            str(r["extras"]["readout_caveat"])
+            for r in rows
+            if r.get("metric", "").startswith("pga.") and (r.get("extras") or {}).get("readout_caveat")
+        ),
+        "",
+    )
+    if caveat:  # beside every PGA verdict of this model
+        pga_claims = [replace(c, caveat=caveat) for c in pga_claims]
     return [
-        *_pga_claims(model, rows, int(n_layers), int(d_model)),
+        *pga_claims,
         _interaction_claim(model, rows),
         _capacity_claim(model, rows, published_eps),
     ]

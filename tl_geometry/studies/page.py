@@ -355,7 +355,8 @@ def _models_table(result: StudyResult) -> list[list[str]]:
                 "" if m.checkpoint is None else str(m.checkpoint),
                 _fmt(shape.get("shape.n_layers")),
                 _fmt(shape.get("shape.d_model")),
-                f"{pga.get('preset', '—')} / {pga.get('processing', '—')}" if pga else "—",
+                (f"{pga.get('preset', '—')} / {pga.get('processing', '—')}" if pga else "—")
+                + (" ⚠ readout caveat" if pga.get("readout_caveat") else ""),
                 "failed: " + result.failed[m.label] if m.label in result.failed else "ok",
             ]
         )
@@ -404,7 +405,9 @@ def _claims_matrix(result: StudyResult) -> list[list[str]]:
                 if c["value"] is None
                 else " " + _fmt(c["value"]) + ("" if c["stderr"] is None else f" ± {_fmt(c['stderr'], 2)}")
             )
-            row.append(c["verdict"] + ("" if c["verdict"] == "not applicable" else num))
+            row.append(
+                c["verdict"] + ("" if c["verdict"] == "not applicable" else num) + (" ⚠" if c.get("caveat") else "")
+            )
         row.append(f"{first['paper']}, {first['section']}")
         body.append(row)
     return [head, *body]
@@ -443,6 +446,9 @@ NOTES = (
     "when its Holm-adjusted p against the random subspaces is < 0.05 and |z| > 2 stderr; differences and "
     "correlations beyond 2 stderr of 0. `undecided` means the data do not decide; `not applicable` that the "
     "paper makes no claim for this model (e.g. d < 768 for CCR-5) or the run lacks the rows.",
+    "⚠ marks PGA numbers under the library preset whose readout subspace was moved by fold_ln onto the final "
+    "norm's weight (tl_geometry.families.pga.readout_caveat; Gemma: docs/gemma_pga.md): they are not the "
+    "paper's quantity; a study with processing='none' and --option pga.preset=paper measures the paper's.",
     "The AOFE ratio's stderr is over gradient probes for fixed tokens (it does not cover a fresh text sample).",
     "Convergence: the same passages of the corpus, each model's own tokenizer (first 64 tokens), mean-pooled "
     "block outputs at mid depth and the last block; ρ's stderr is a jackknife over 8 groups of texts; z compares "
