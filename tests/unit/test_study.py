@@ -429,3 +429,18 @@ def test_processing_is_checked_and_recorded(tmp_path):
     with pytest.raises(InputError, match=r"processing must be one of \['none', 'tl'\]"):
         study(["byte-L2"], out=tmp_path / "s", processing="raw", **SMALL)
     assert not (tmp_path / "s").exists()
+
+
+def test_random_twin_of_a_folded_model_has_no_readout_caveat():
+    from tl_geometry.families.pga import readout_caveat
+    from tl_geometry.studies import load_study_model
+
+    params = {"spec": "byte-L2", "loader": LOADER, "seed": 0, "label": "t", "control": "random"}
+    model = byte_loader({"model": "byte-L2"})
+    model.cfg.normalization_type = "RMSPre"
+    model.cfg.original_architecture = "Gemma3ForCausalLM"  # flagged when nothing is recorded
+    assert readout_caveat(model) is not None
+    twin = load_study_model(params)
+    twin.cfg.normalization_type = "RMSPre"
+    twin.cfg.original_architecture = "Gemma3ForCausalLM"
+    assert readout_caveat(twin) is None

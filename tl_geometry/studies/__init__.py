@@ -205,6 +205,8 @@ def load_study_model(params: Mapping[str, Any]):
     [`tl_geometry.models.random_like`][tl_geometry.models.random_like] (seeded by the study's seed);
     the trained weights are freed before the twin is measured.
     """
+    import torch
+
     from tl_geometry import models
 
     spec, device = params["spec"], params.get("device", "cpu")
@@ -223,7 +225,9 @@ def load_study_model(params: Mapping[str, Any]):
         del model
         gc.collect()
         model = twin
-        # freshly initialised weights: nothing was folded or centred (recorded in the rows' provenance)
+        # freshly initialised weights: nothing was folded or centred (recorded in the rows' provenance),
+        # and the final norm's weight that would scale W_U is all ones (no readout caveat)
+        model._tl_geometry_final_norm_w = torch.ones(int(model.cfg.d_model))
         models._record_processing(model, "none", dict(models.PROCESSING["none"]))
     model._tl_geometry_name = params["label"]
     return model
