@@ -444,3 +444,20 @@ def test_random_twin_of_a_folded_model_has_no_readout_caveat():
     twin.cfg.normalization_type = "RMSPre"
     twin.cfg.original_architecture = "Gemma3ForCausalLM"
     assert readout_caveat(twin) is None
+
+
+def test_convergence_claims():
+    from tl_geometry.studies.claims import convergence_claims
+
+    def row(a, b, depth, z, n_null=50):
+        return dict(model_a=a, model_b=b, depth=depth, z=z, n_null=n_null, rho_full=0.5, rho_readout=0.6)
+
+    rows = [row("a", "b", "mid", 7.3), row("a", "b", "last", 6.9), row("a", "c", "mid", -5.3)]
+    rows += [row("a", "c", "last", 1.0), row("b", "c", "mid", 2.3), row("b", "c", "last", 2.3)]
+    rows += [row("a", "r", "mid", 9.0), row("a", "r", "last", 9.0)]  # r: a control, left out
+    got = {c.model: c for c in convergence_claims(rows, ["a", "b", "c"])}
+    assert set(got) == {"a vs b", "a vs c", "b vs c"}
+    assert got["a vs b"].verdict == "holds" and got["a vs b"].value == 6.9
+    assert got["a vs c"].verdict == "fails"
+    # 2.3 clears one chance band (p ≈ 0.026) but not Holm over two depths (needs p < 0.025 for the smaller)
+    assert got["b vs c"].verdict == "undecided"

@@ -32,7 +32,15 @@ from tl_geometry.metrics._capacity_forms import model_class_of
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, in_efficient_interval
 from tl_geometry.metrics.significance import ALPHA, classify, holm, z_p_value
 
-__all__ = ["Claim", "CLAIMS", "VERDICTS", "relative_depth", "model_claims", "cross_model_claims"]
+__all__ = [
+    "Claim",
+    "CLAIMS",
+    "VERDICTS",
+    "relative_depth",
+    "model_claims",
+    "cross_model_claims",
+    "convergence_claims",
+]
 
 VERDICTS = ("holds", "fails", "undecided", "not applicable")
 
@@ -80,6 +88,11 @@ CLAIMS: dict[str, tuple[str, str, str]] = {
         INTERACTION_PAPER,
         "Abstract (an efficient interaction interval of R_D/W); interval [0.023, 0.047] from its TinyGPT sweep",
         "R_D/W = n_layers/d_model in the efficient interval [0.023, 0.047] goes with efficient interaction",
+    ),
+    "pga.convergence_readout": (
+        PGA_PAPER,
+        "cross-model convergence (no section number located; our reading of the claim)",
+        "the readout subspace concentrates cross-model convergence (z of ρ_readout against random subspaces > 0)",
     ),
     "capacity.class": (
         CAPACITY_PAPER,
@@ -542,3 +555,40 @@ def cross_model_claims(claims: Sequence[Claim], ratios: Mapping[str, float], tra
             "difference beyond 2 combined stderr (the per-model stderr is over probes, for fixed tokens)",
         )
     ]
+
+
+def convergence_claims(rows: Sequence[Mapping[str, Any]], trained: Sequence[str]) -> list[Claim]:
+    """Does the readout subspace concentrate the convergence of two trained models? One claim per pair.
+
+    ``rows``: the study's convergence matrix (``tl_geometry.studies.convergence``). The z of ρ_readout
+    against the random-subspace pairs at each depth is tested against its chance band
+    ([`z_p_value`][tl_geometry.metrics.significance.z_p_value] at the rows' ``n_null``), Holm over the
+    depths; holds if every depth is positive, fails if any is negative, else undecided. The number
+    shown is the z at the last depth. (z has no stderr of its own here: its chance band is the test.)
+    """
+    out: list[Claim] = []
+    pairs: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r["model_a"] in trained and r["model_b"] in trained and math.isfinite(r["z"]):
+            pairs.setdefault((r["model_a"], r["model_b"]), []).append(r)
+    for (a, b), rs in pairs.items():
+        ps = [z_p_value(float(r["z"]), int(r["n_null"])) for r in rs]
+        calls = [classify(float(r["z"]), math.nan, float(p)) for r, p in zip(rs, holm(ps))]
+        verdict = "holds" if all(c == "positive" for c in calls) else "fails" if "negative" in calls else "undecided"
+        last = next((r for r in rs if r["depth"] == "last"), rs[-1])
+        out.append(
+            _claim(
+                f"{a} vs {b}",
+                "pga.convergence_readout",
+                verdict,
+                float(last["z"]),
+                math.nan,
+                ", ".join(
+                    f"{r['depth']}: z = {r['z']:.2f}, ρ readout {r['rho_readout']:.3f} vs full {r['rho_full']:.3f}"
+                    for r in rs
+                ),
+                f"chance band of z at n_null (Holm over {len(rs)} depths, α = {ALPHA}); "
+                "holds if z > 0 at every depth, fails if < 0 at any",
+            )
+        )
+    return out

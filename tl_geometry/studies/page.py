@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.studies import OUTPUT_FILES, SCHEMA_VERSION, StudyModel, StudyResult
-from tl_geometry.studies.claims import Claim, cross_model_claims, model_claims, relative_depth
+from tl_geometry.studies.claims import Claim, convergence_claims, cross_model_claims, model_claims, relative_depth
 
 __all__ = ["assemble", "write_outputs", "render_markdown", "render_html", "draw_figures", "PROFILE_PANELS"]
 
@@ -107,6 +107,7 @@ def assemble(
         if len(reps) >= 2
         else []
     )
+    claims.extend(convergence_claims(conv, trained))
     return StudyResult(
         out,
         tuple(entries),
