@@ -123,5 +123,7 @@ def summary(result) -> str:
         val = (
             "" if c["value"] is None else f"{c['value']:.3g}" + ("" if c["stderr"] is None else f" ± {c['stderr']:.2g}")
         )
-        lines.append(f"{c['claim']:<32} {c['model']:<28} {c['verdict']:<15} {val}")
+        lines.append(f"{c['claim']:<32} {c['model']:<28} {c['verdict']:<15} {val}" + (" ⚠" if c.get("caveat") else ""))
+    if any(c.get("caveat") for c in result.claims):
+        lines.append("⚠ PGA under the library preset with a readout caveat (fold_ln; see study.md's notes)")
     return "\n".join(lines)
