@@ -252,16 +252,11 @@ def _table1(result: StudyResult, plt, path: Path, dpi: int) -> bool:
     ax.axhspan(CLASS2_BELOW, CLASS1_ABOVE, color="0.9", zorder=0, lw=0)
     ax.axhline(CLASS1_ABOVE, color="0.6", lw=0.6)
     ax.axhline(CLASS2_BELOW, color="0.6", lw=0.6)
-    ax.text(
-        0.01,
-        CLASS1_ABOVE + 0.005,
-        "class 1 above (capacity indeterminate)",
-        transform=ax.get_yaxis_transform(),
-        fontsize=7,
-    )
-    ax.text(
-        0.01, CLASS2_BELOW - 0.015, "class 2 below (a capacity count)", transform=ax.get_yaxis_transform(), fontsize=7
-    )
+    for y, text in (
+        (CLASS1_ABOVE + 0.005, "class 1 above (capacity indeterminate)"),
+        (CLASS2_BELOW - 0.015, "class 2 below (a capacity count)"),
+    ):
+        ax.text(0.99, y, text, transform=ax.get_yaxis_transform(), fontsize=7, ha="right")
     ax.set_xscale("log")
     ax.set_xlabel("d_model")
     ax.set_ylabel("ε = μ + 2σ of W_E's pairwise cosines")
