@@ -36,7 +36,7 @@ import random
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -539,6 +539,7 @@ def study(
     from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
     from tl_geometry.outdir import OutputLock, check_writable
     from tl_geometry.pipeline import check_inputs, default_metrics, report_options
+    from tl_geometry.sweeps import _error_result
 
     entries = expand_models(models, controls)
     if executor not in EXECUTORS:
@@ -606,7 +607,7 @@ def study(
                 "checkpoint": e.checkpoint,
                 **job_settings,
                 "metrics": names,
-                "options": run_opts_for(options),
+                "options": settings["options"],
             }
             for e in entries
         ]
@@ -634,24 +635,9 @@ def study(
         result = assemble(entries, [records.get(k) for k in keys], settings, out=str(out_dir))
         ran = tuple(e.label for e, k in zip(entries, keys) if k not in before and e.label not in result.failed)
         reused = tuple(e.label for e, k in zip(entries, keys) if k in before)
-        result = StudyResult(
-            result.out,
-            result.models,
-            result.rows,
-            result.claims,
-            result.convergence,
-            result.failed,
-            ran,
-            reused,
-            seconds,
-        )
+        result = replace(result, ran=ran, reused=reused, seconds=seconds)
         write_outputs(result, settings, out_dir, figures=figures)
     return result
-
-
-def run_opts_for(options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """The user's per-metric options as ``run_report`` takes them (the report defaults are its own)."""
-    return {k: dict(v) for k, v in (options or {}).items()}
 
 
 def _file_digest(corpus: str) -> str | None:
@@ -665,12 +651,3 @@ def _file_digest(corpus: str) -> str | None:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _error_result(exc: BaseException) -> dict:
-    import traceback
-
-    return {
-        "error": f"{type(exc).__name__}: {exc}",
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
-    }

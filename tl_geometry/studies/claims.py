@@ -281,37 +281,15 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     elif d <= 1024 or d >= 2048:
         calls = _window_calls(late)
         h = min(late, key=lambda p: p[2])
+        negative, all_positive = "negative" in calls, all(c == "positive" for c in calls)
+        if d <= 1024:  # the paper: small models lose the alignment late
+            cid, verdict = "pga.late_collapse", "holds" if negative else "fails" if all_positive else "undecided"
+            rule = "holds if any late hook is negative, fails if all are positive"
+        else:  # the paper: large models keep it
+            cid, verdict = "pga.late_preserved", "fails" if negative else "holds" if all_positive else "undecided"
+            rule = "holds if every late hook is positive, fails if any is negative"
         where = f"minimum at {h[0]} ({tag}; depth ≥ {LATE_START:.2f}, final excluded, {len(late)} hooks)"
-        if d <= 1024:
-            verdict = (
-                "holds" if "negative" in calls else "fails" if all(c == "positive" for c in calls) else "undecided"
-            )
-            out.append(
-                _claim(
-                    model,
-                    "pga.late_collapse",
-                    verdict,
-                    h[2],
-                    h[3],
-                    where,
-                    _test_words(len(late)) + "; holds if any late hook is negative, fails if all are positive",
-                )
-            )
-        else:
-            verdict = (
-                "fails" if "negative" in calls else "holds" if all(c == "positive" for c in calls) else "undecided"
-            )
-            out.append(
-                _claim(
-                    model,
-                    "pga.late_preserved",
-                    verdict,
-                    h[2],
-                    h[3],
-                    where,
-                    _test_words(len(late)) + "; holds if every late hook is positive, fails if any is negative",
-                )
-            )
+        out.append(_claim(model, cid, verdict, h[2], h[3], where, _test_words(len(late)) + "; " + rule))
     else:
         out.append(_na(model, "pga.late_collapse", f"d = {d}: between the paper's regimes (d ≤ 1024, d ≥ 2048)"))
     # final recovery
