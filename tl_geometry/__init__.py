@@ -127,7 +127,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "reproduce": ("tl_geometry.reproduction", "reproduce"),
     "study": ("tl_geometry.studies", "study"),
     "StudyResult": ("tl_geometry.studies", "StudyResult"),
-    "to_pandas": ("tl_geometry.tables", "to_pandas"),
+    "to_pandas": ("tl_geometry.base.tables", "to_pandas"),
 }
 """Where each public name lives: ``name -> (module, attribute)`` (attribute None: the module itself). Imported on first access (PEP 562), so ``import tl_geometry`` loads no model, capture, rendering or thread-control code, and ``import tl_geometry.metrics.pga`` loads only the math."""
 
@@ -349,7 +349,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
     from tl_geometry.reproduction import reproduce
     from tl_geometry.studies import StudyResult, study
-    from tl_geometry.tables import to_pandas
+    from tl_geometry.base.tables import to_pandas
     from tl_geometry import capture
     from tl_geometry import corpus
     from tl_geometry import models

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.registry import get_metric, list_metrics
 from tl_geometry.report import GeometryReport, provenance_of
@@ -397,7 +397,7 @@ OPTION_CHECKS: dict[str, _checks.Check] = {
     "progress": _checks.boolean,
     "exact": _checks.boolean,
 }
-"""Checks of option values shared by the built-in metrics (`tl_geometry._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
+"""Checks of option values shared by the built-in metrics (`tl_geometry.base._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
 
 
 def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:

@@ -13,7 +13,7 @@ and [`chosen_hooks`][tl_geometry.cli_args.chosen_hooks] read what the flags ask 
 [`write_figures`][tl_geometry.cli_args.write_figures] write the results. ``report``, ``pga``, ``agop``, ``id`` and
 ``sweep`` call the checks first, so a bad ``--k 0``, ``--batch-size 0``, ``--n-seqs 0``, ``--layers 99``, a
 missing corpus file or an existing ``--out`` is refused in a fraction of a second instead of after a 12–60 s model
-load. Each check goes through `tl_geometry._checks` (the one validation layer) and names the flag.
+load. Each check goes through `tl_geometry.base._checks` (the one validation layer) and names the flag.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 
 

@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError, InputTypeError
 
 SOURCES = ("pydoc", "shakespeare")

@@ -149,9 +149,9 @@ def check_inputs(
     Raises:
         ValueError / TypeError / KeyError: naming the input and what is accepted.
     """
-    from tl_geometry import _checks
     from tl_geometry import corpus as corpus_mod
     from tl_geometry.analysis import check_options
+    from tl_geometry.base import _checks
     from tl_geometry.registry import get_metric
 
     _checks.integer(n_seqs, "n_seqs", lo=1)

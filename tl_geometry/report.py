@@ -264,7 +264,7 @@ class GeometryReport:
         Raises:
             PandasNotInstalledError: pandas is missing (``pip install 'tl-geometry[pandas]'``).
         """
-        from tl_geometry.tables import require_pandas
+        from tl_geometry.base.tables import require_pandas
 
         pd = require_pandas()
 

@@ -64,6 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 
 # The rows (their vocabulary, the dataclass, the builders) live in reproduction_rows, which imports
@@ -78,7 +79,6 @@ from tl_geometry.reproduction_rows import (
     published_tolerance,
 )
 from tl_geometry.reproduction_rows import _compare as _compare
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ class ReproduceResult(Tabular):
 
     def records(self) -> list[dict[str, Any]]:
         """One table row per reproduce row (its scalar fields)."""
-        from tl_geometry.tables import records_of
+        from tl_geometry.base.tables import records_of
 
         return [r for row in self.rows for r in records_of(row)]
 

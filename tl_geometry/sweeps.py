@@ -45,10 +45,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class SweepSummary(Tabular):
     def to_pandas(self):
         """Every ``"ok"`` row of the sweep (this run and earlier ones) as a DataFrame:
         ``self.report().to_pandas()``, one row per metric × hook × job."""
-        from tl_geometry.tables import require_pandas
+        from tl_geometry.base.tables import require_pandas
 
         require_pandas()
         return self.report().to_pandas()

@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tl_geometry as tg  # noqa: E402
-from tl_geometry import _checks  # noqa: E402
+from tl_geometry.base import _checks  # noqa: E402
 from tl_geometry.cli import main  # noqa: E402
 from tl_geometry.errors import TLGeometryError  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry.tables import PandasNotInstalledError
+from tl_geometry.base.tables import PandasNotInstalledError
 
 #: Returned by public functions but not results: activation data, file metadata, registry specs.
 NOT_RESULTS = {"Captured", "EmbeddingSource", "FamilySpec", "MetricSpec"}

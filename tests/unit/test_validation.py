@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.cli import main
 from tl_geometry.errors import TLGeometryError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry import _checks, cli_args
+from tl_geometry import cli_args
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 
 
@@ -56,7 +57,7 @@ FLAG_CHECKS = {
     "n_probes": _checks.int_at_least(2),
     "max_points": _checks.int_at_least(2),
 }
-"""What each size flag accepts (the one validation layer, `tl_geometry._checks`); the family
+"""What each size flag accepts (the one validation layer, `tl_geometry.base._checks`); the family
 flags may be left out (their defaults are the report's), the rest is checked by the run."""
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry import _checks, cli_args
+from tl_geometry import cli_args
+from tl_geometry.base import _checks
 
 
 def add_parser(subparsers) -> None:

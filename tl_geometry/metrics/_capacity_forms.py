@@ -36,8 +36,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
-from tl_geometry.tables import Tabular
 
 __all__ = [
     "FORMS",

@@ -18,9 +18,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
-from tl_geometry.tables import Tabular
 
 __all__ = ["AOFE", "aofe", "wtw_aofe", "weighted_mean_cos2"]
 

@@ -34,7 +34,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics import _gram
 from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
@@ -53,7 +54,6 @@ from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
     sensitivity,
 )
 from tl_geometry.metrics.jackknife import jackknife_se
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.neighbors import (
     DEFAULT_MAX_MEMORY_MB,
@@ -27,7 +28,6 @@ from tl_geometry.metrics.neighbors import (
     _points,
 )
 from tl_geometry.metrics.thread_choice import ThreadChoice
-from tl_geometry.tables import Tabular
 
 __all__ = ["GrideResult", "GrideScaling", "gride", "gride_scaling", "DEFAULT_RANGE_MAX", "GRIDE_STDERR"]
 

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.thread_choice import ThreadChoice
-from tl_geometry.tables import Tabular
 
 
 # ----------------------------------------------------------------------------- grouped jackknife

@@ -33,11 +33,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.aofe import AOFE, aofe, weighted_mean_cos2, wtw_aofe
 from tl_geometry.metrics.nfa import NFACorrelation, nfa_correlation, nfa_jackknife, offdiag_pearson
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 

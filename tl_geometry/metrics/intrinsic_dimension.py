@@ -52,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.gride import DEFAULT_RANGE_MAX, GRIDE_STDERR, GrideResult, GrideScaling, gride, gride_scaling
 from tl_geometry.metrics.neighbors import (
@@ -66,7 +67,6 @@ from tl_geometry.metrics.neighbors import (
     neighbor_distances,
 )
 from tl_geometry.metrics.thread_choice import ThreadChoice
-from tl_geometry.tables import Tabular
 
 __all__ = [
     "TwoNNResult",

@@ -32,7 +32,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics._pga_jackknife import _jackknife_se, _null_jackknife_z, _refit_jackknife
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
@@ -41,7 +42,6 @@ from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
 from tl_geometry.metrics.thread_choice import ThreadChoice, parallel_map, resolve
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
 

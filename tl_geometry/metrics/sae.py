@@ -19,9 +19,9 @@ from typing import Any
 
 from torch import Tensor
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics._pairs import pair_pass
-from tl_geometry.tables import Tabular
 
 __all__ = ["cosine_exceedance", "DecoderEpsilon", "shared_directions"]
 

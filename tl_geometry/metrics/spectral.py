@@ -55,11 +55,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.jackknife import jackknife_se
 from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
-from tl_geometry.tables import Tabular
 
 __all__ = [
     "SpectralMetrics",

@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 
@@ -396,14 +396,14 @@ class StudyResult(Tabular):
 
     def to_pandas(self):
         """The long table as a DataFrame (extras kept as dicts in an ``extras`` column)."""
-        from tl_geometry.tables import require_pandas
+        from tl_geometry.base.tables import require_pandas
 
         pd = require_pandas()
         return pd.DataFrame(list(self.rows))
 
     def claims_table(self):
         """The claims table as a DataFrame."""
-        from tl_geometry.tables import require_pandas
+        from tl_geometry.base.tables import require_pandas
 
         pd = require_pandas()
         return pd.DataFrame(list(self.claims))
@@ -535,7 +535,7 @@ def study(
         InputError: bad models, controls, settings or corpus (before any model is loaded);
         StudySettingsError: ``out`` holds another study or other files.
     """
-    from tl_geometry import _checks
+    from tl_geometry.base import _checks
     from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
     from tl_geometry.outdir import OutputLock, check_writable
     from tl_geometry.pipeline import check_inputs, default_metrics, report_options

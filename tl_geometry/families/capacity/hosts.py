@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, UnknownNameError
-from tl_geometry.tables import Tabular
 
 __all__ = [
     "PublishedHost",
@@ -86,8 +86,8 @@ class PublishedHost(NamedTuple):
     d_vocab: int | None = None
 
     def to_pandas(self):
-        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.tables`][tl_geometry.tables])."""
-        from tl_geometry.tables import to_pandas
+        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.base.tables`][tl_geometry.base.tables])."""
+        from tl_geometry.base.tables import to_pandas
 
         return to_pandas(self)
 
@@ -103,8 +103,8 @@ class PublishedEpsilon(NamedTuple):
     epsilon: float
 
     def to_pandas(self):
-        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.tables`][tl_geometry.tables])."""
-        from tl_geometry.tables import to_pandas
+        """This row as a one-row ``pandas.DataFrame`` (see [`tl_geometry.base.tables`][tl_geometry.base.tables])."""
+        from tl_geometry.base.tables import to_pandas
 
         return to_pandas(self)
 

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
-from tl_geometry.tables import Tabular
 from tl_geometry.weight_files import CorruptFileError, check_weights_file, gguf_layout
 
 logger = logging.getLogger(__name__)

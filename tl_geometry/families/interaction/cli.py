@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from tl_geometry import _checks, cli_args
+from tl_geometry import cli_args
+from tl_geometry.base import _checks
 
 
 def add_parser(subparsers) -> None:
@@ -43,7 +44,7 @@ FLAG_CHECKS = cli_args.model_flag_checks(
         "a non-negative integer or None", lambda v: v is None or _checks.SEED.problem(v) is None
     ),
 )
-"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`); ``--n-probes``
+"""What each numeric flag accepts (the one validation layer, `tl_geometry.base._checks`); ``--n-probes``
 as `n_probes_check` says."""
 
 

@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.families.interaction.byte_text import byte_data
 from tl_geometry.families.interaction.shape_frontier import frontier, plot_sweep

@@ -50,7 +50,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from tl_geometry import _checks
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tl_geometry import _checks, cli_args
+from tl_geometry import cli_args
+from tl_geometry.base import _checks
 
 
 def add_parser(subparsers) -> None:
@@ -25,7 +26,7 @@ FLAG_CHECKS = cli_args.model_flag_checks(
     range_max=_checks.int_at_least(2),
     discard_fraction=_checks.real_in(0.0, 1.0, hi_open=True),
 )
-"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
+"""What each numeric flag accepts (the one validation layer, `tl_geometry.base._checks`)."""
 
 
 def check_args(args) -> None:

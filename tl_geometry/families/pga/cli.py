@@ -14,7 +14,8 @@ without ``--force``) and written atomically.
 
 from __future__ import annotations
 
-from tl_geometry import _checks, cli_args
+from tl_geometry import cli_args
+from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 
 
@@ -106,7 +107,7 @@ FLAG_CHECKS = cli_args.model_flag_checks(
     max_points=_checks.int_at_least(3),
     max_pairs=_checks.int_at_least(1, none_ok=True),
 )
-"""What each numeric flag accepts (the one validation layer, `tl_geometry._checks`)."""
+"""What each numeric flag accepts (the one validation layer, `tl_geometry.base._checks`)."""
 
 
 def check_args(args) -> None:

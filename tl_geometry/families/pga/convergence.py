@@ -27,12 +27,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from tl_geometry import capture
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.families.pga import pga
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
-from tl_geometry.tables import Tabular
 from tl_geometry.threads import choose as choose_threads
 
 logger = logging.getLogger(__name__)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tl_geometry import hub
+from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.families.capacity.hosts import close_names, find_host, normalize_name, published_hosts
 from tl_geometry.families.sae._lens import _sae_lens
 from tl_geometry.families.sae.ids import parse_hook, parse_width
 from tl_geometry.hub import HubUnavailableError
 from tl_geometry.report import model_name
-from tl_geometry.tables import Tabular
 
 logger = logging.getLogger(__name__)
 

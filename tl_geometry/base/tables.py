@@ -2,14 +2,14 @@
 
 Every result dataclass a public ``tg.*`` function returns ([`SimilarityStats`][tl_geometry.metrics.capacity.SimilarityStats],
 [`PGAScore`][tl_geometry.metrics.pga.PGAScore], [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult], ...) mixes in
-[`Tabular`][tl_geometry.tables.Tabular]: ``to_pandas()`` gives a ``pandas.DataFrame`` with one row per unit the result
+[`Tabular`][tl_geometry.base.tables.Tabular]: ``to_pandas()`` gives a ``pandas.DataFrame`` with one row per unit the result
 holds (one row for a single score, one per hook for an AGOP result, one per SAE, ...) and one
 column per scalar field; tensors, histograms and other non-scalar fields are left out (they stay
-on the object and in ``to_dict()``). [`to_pandas`][tl_geometry.tables.to_pandas] does the same for the dicts and lists some
+on the object and in ``to_dict()``). [`to_pandas`][tl_geometry.base.tables.to_pandas] does the same for the dicts and lists some
 functions return (``tg.pga_profile`` → ``{ccr: PGAScore}``, ``tg.sae.widths()`` → a list).
 
 pandas is an optional dependency (``pip install 'tl-geometry[pandas]'``), imported only here,
-inside the functions; without it these raise [`PandasNotInstalledError`][tl_geometry.tables.PandasNotInstalledError] naming the extra.
+inside the functions; without it these raise [`PandasNotInstalledError`][tl_geometry.base.tables.PandasNotInstalledError] naming the extra.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class PandasNotInstalledError(ImportError, TLGeometryError):
 
 
 def require_pandas():
-    """The ``pandas`` module, or [`PandasNotInstalledError`][tl_geometry.tables.PandasNotInstalledError] naming the extra to install."""
+    """The ``pandas`` module, or [`PandasNotInstalledError`][tl_geometry.base.tables.PandasNotInstalledError] naming the extra to install."""
     try:
         import pandas as pd
     except ImportError as exc:
@@ -85,7 +85,7 @@ def _fields(obj: Any) -> dict[str, Any]:
 class Tabular:
     """Mixin giving a result type ``to_pandas()``.
 
-    A subclass with several units (hooks, SAEs, rows) overrides [`records`][tl_geometry.tables.Tabular.records]; the default is
+    A subclass with several units (hooks, SAEs, rows) overrides [`records`][tl_geometry.base.tables.Tabular.records]; the default is
     one record of the scalar fields of ``to_dict()`` (or of the dataclass fields).
     """
 
@@ -94,7 +94,7 @@ class Tabular:
         return [flat_record(_fields(self))]
 
     def to_pandas(self):
-        """This result as a ``pandas.DataFrame``: one row per [`records`][tl_geometry.tables.Tabular.records] entry.
+        """This result as a ``pandas.DataFrame``: one row per [`records`][tl_geometry.base.tables.Tabular.records] entry.
 
         Raises:
             PandasNotInstalledError: pandas is missing (``pip install 'tl-geometry[pandas]'``).
@@ -104,7 +104,7 @@ class Tabular:
 
 
 def records_of(obj: Any) -> list[dict[str, Any]]:
-    """The table rows of a result, or of a dict / list / tuple of results (see [`to_pandas`][tl_geometry.tables.to_pandas])."""
+    """The table rows of a result, or of a dict / list / tuple of results (see [`to_pandas`][tl_geometry.base.tables.to_pandas])."""
     if isinstance(obj, Tabular):
         return obj.records()
     return [flat_record(_fields(obj))]
@@ -126,7 +126,7 @@ def to_pandas(results: Any, *, key: str = "key"):
     Examples:
         >>> import torch
         >>> import tl_geometry as tg
-        >>> from tl_geometry.tables import to_pandas
+        >>> from tl_geometry.base.tables import to_pandas
         >>> list(to_pandas({"I": tg.aofe(torch.eye(3))}, key="name").columns)
         ['name', 'aofe', 'ratio', 'frobenius2']
     """
