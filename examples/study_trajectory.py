@@ -146,7 +146,7 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 def load_texts(corpus: Sequence[str]) -> dict[str, list[str]]:
     """The documents of each source (``"pydoc"``, ``"shakespeare"`` or a text-file path), offline."""
-    from tl_geometry import corpus as tg_corpus
+    from tl_geometry.io import corpus as tg_corpus
 
     return {name: [t for t in tg_corpus.texts(name) if t.strip()] for name in corpus}
 

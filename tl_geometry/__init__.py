@@ -47,7 +47,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "unregister_family": ("tl_geometry.registry", "unregister_family"),
     "unregister_metric": ("tl_geometry.registry", "unregister_metric"),
     "capture": ("tl_geometry.capture", None),
-    "corpus": ("tl_geometry.corpus", None),
+    "corpus": ("tl_geometry.io.corpus", None),
     "models": ("tl_geometry.models", None),
     "FORMS": ("tl_geometry.metrics.capacity", "FORMS"),
     "PRESETS": ("tl_geometry.metrics.capacity", "PRESETS"),
@@ -351,7 +351,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.studies import StudyResult, study
     from tl_geometry.base.tables import to_pandas
     from tl_geometry import capture
-    from tl_geometry import corpus
+    from tl_geometry.io import corpus
     from tl_geometry import models
     from tl_geometry import families
     from tl_geometry import html

@@ -47,7 +47,7 @@ def check_flags(
 
 def check_corpus(corpus: Any, encoding: str = "utf-8") -> None:
     """A corpus source name, or a readable text file that decodes with ``encoding``."""
-    from tl_geometry import corpus as corpus_mod
+    from tl_geometry.io import corpus as corpus_mod
 
     docs = corpus_mod.texts(corpus, encoding=encoding)  # unknown source, missing file, decode errors
     if not any(t.strip() for t in docs):
@@ -207,7 +207,7 @@ def check_model_args(
 def check_outputs(args: Any) -> None:
     """``--out`` and ``--figures`` (where the command has it) checked before the model is loaded: an
     existing file is refused without ``--force``, and the folder must be writable."""
-    from tl_geometry import outdir
+    from tl_geometry.io import outdir
 
     if args.out:
         outdir.check_out_file(args.out, force=args.force, what="report file")
@@ -219,8 +219,8 @@ def check_outputs(args: Any) -> None:
 
 def corpus_tokens(model: Any, args: Any) -> Any:
     """The token sample [`add_model_text`][tl_geometry.cli_args.add_model_text]'s flags and ``--seed`` ask for,
-    tokenized by ``model`` ([`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens])."""
-    from tl_geometry import corpus
+    tokenized by ``model`` ([`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens])."""
+    from tl_geometry.io import corpus
 
     return corpus.tokens(
         model, args.corpus, n_seqs=args.n_seqs, seq_len=args.seq_len, seed=args.seed, encoding=args.corpus_encoding
@@ -243,7 +243,7 @@ def chosen_hooks(model: Any, args: Any, *, site: str, default: Callable[[], Any]
 def write_report(args: Any, report: Any) -> None:
     """Write ``report`` (a GeometryReport) to ``--out`` atomically, when given, and say so."""
     if args.out:
-        from tl_geometry import outdir
+        from tl_geometry.io import outdir
 
         outdir.write_file(args.out, report.to_json(), force=args.force, what="report file")
         print(f"wrote {args.out}")
@@ -252,9 +252,9 @@ def write_report(args: Any, report: Any) -> None:
 def write_figures(args: Any, draw: Any) -> None:
     """Draw the figures into ``--figures`` atomically, when given, and name them. ``draw(folder)``
     saves them into a temporary folder and returns ``{name: path}``
-    (see [`tl_geometry.outdir.write_files`][tl_geometry.outdir.write_files])."""
+    (see [`tl_geometry.io.outdir.write_files`][tl_geometry.io.outdir.write_files])."""
     if args.figures:
-        from tl_geometry import outdir
+        from tl_geometry.io import outdir
 
         paths = outdir.write_files(args.figures, draw, force=args.force)
         print(f"wrote {', '.join(str(p) for p in paths.values())}")

@@ -106,7 +106,7 @@ def _is_temporary(name: str) -> bool:
 
 class WordsOSError(TLGeometryError, OSError):
     """A file problem: an ``OSError`` whose ``str`` is its message alone (no ``[Errno N]`` prefix; ``errno`` is
-    kept). The base of the output-path errors of [`tl_geometry.outdir`][tl_geometry.outdir]."""
+    kept). The base of the output-path errors of [`tl_geometry.io.outdir`][tl_geometry.io.outdir]."""
 
     def __str__(self) -> str:
         return self.strerror if self.errno is not None and self.strerror else super().__str__()

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tl_geometry.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
+from tl_geometry.io.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
 from tl_geometry.readings import axis_label, model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text, format_value, provenance_markdown
 
@@ -344,8 +344,8 @@ def write_outputs(
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
 
     The files are drawn in ``out_dir/partial-run/`` and installed only when all are written, as
-    a whole ([`tl_geometry.outdir.promote`][tl_geometry.outdir.promote]: a committed plan, then the moves, ``report.json``
-    last), under the directory's lock ([`tl_geometry.outdir`][tl_geometry.outdir]): a failure, an interrupt or a
+    a whole ([`tl_geometry.io.outdir.promote`][tl_geometry.io.outdir.promote]: a committed plan, then the moves, ``report.json``
+    last), under the directory's lock ([`tl_geometry.io.outdir`][tl_geometry.io.outdir]): a failure, an interrupt or a
     kill before the commit leaves the previous report as it was; a kill after it is finished by
     the next run into ``out_dir``. Old and new figures never mix.
 
@@ -367,7 +367,7 @@ def write_outputs(
         OutputLockedError: another live run holds the directory's lock.
         OutputNotWritableError: the directory cannot be written.
     """
-    from tl_geometry import outdir
+    from tl_geometry.io import outdir
 
     out, created, lock = outdir.prepare(out_dir, force=force, force_hint=force_hint)
     done = False

@@ -210,7 +210,7 @@ class ResultsFile:
 
     def _create(self) -> None:
         """Create the file holding only its header, atomically and without replacing anything."""
-        from tl_geometry.outdir import write_file
+        from tl_geometry.io.outdir import write_file
 
         write_file(self.path, header_line() + "\n", force=False, what="results file")
 

@@ -114,7 +114,7 @@ def check_model_memory(model: Any, max_memory_gb: float | None) -> int | None:
 def config_for(name: str) -> Any:
     """The TransformerLens config of a hub model name without loading weights (None if unknown
     here, e.g. offline and not cached; the load itself then reports the problem)."""
-    from tl_geometry import hub
+    from tl_geometry.io import hub
     from tl_geometry.models import ZOO, canonical_name, is_path
 
     if canonical_name(name) in ZOO or is_path(name):
@@ -149,9 +149,9 @@ def check_inputs(
     Raises:
         ValueError / TypeError / KeyError: naming the input and what is accepted.
     """
-    from tl_geometry import corpus as corpus_mod
     from tl_geometry.analysis import check_options
     from tl_geometry.base import _checks
+    from tl_geometry.io import corpus as corpus_mod
     from tl_geometry.registry import get_metric
 
     _checks.integer(n_seqs, "n_seqs", lo=1)
@@ -221,7 +221,7 @@ def run_report(
 
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
-        corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens]).
+        corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens]).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
         metrics: registry names (default: [`default_metrics`][tl_geometry.pipeline.default_metrics], every registered metric but
             those in [`not_in_default_report`][tl_geometry.pipeline.not_in_default_report], recorded in ``provenance["left_out"]``).
@@ -251,10 +251,10 @@ def run_report(
     """
     from tqdm.auto import tqdm
 
-    from tl_geometry import corpus as corpus_mod
-    from tl_geometry import outdir
     from tl_geometry.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
     from tl_geometry.html import figure_files, render_into
+    from tl_geometry.io import corpus as corpus_mod
+    from tl_geometry.io import outdir
     from tl_geometry.models import load
 
     names = list(metrics) if metrics is not None else default_metrics()

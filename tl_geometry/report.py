@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError, UnknownNameError
-from tl_geometry.outdir import atomic_write_text, current_umask  # noqa: F401  (defined once, there)
+from tl_geometry.io.outdir import atomic_write_text, current_umask  # noqa: F401  (defined once, there)
 
 SCHEMA_VERSION = 1
 

@@ -77,7 +77,7 @@ class SweepJob:
     Attributes:
         model: a name for [`tl_geometry.models.load`][tl_geometry.models.load] (or passed to ``loader``).
         checkpoint: a training checkpoint (step or revision) handed to the loader; None = final.
-        corpus: a [`tl_geometry.corpus.tokens`][tl_geometry.corpus.tokens] source (``"pydoc"``, ``"shakespeare"``, a
+        corpus: a [`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens] source (``"pydoc"``, ``"shakespeare"``, a
             text-file path), or ``"random"``: uniform token ids drawn with ``seed`` (for models
             without a tokenizer).
         n_seqs: sequences in the token batch.
@@ -250,7 +250,7 @@ def _job_tokens(model: Any, job: dict):
         d_vocab = int(model.cfg.d_vocab)
         g = torch.Generator().manual_seed(int(job["seed"]))
         return torch.randint(0, d_vocab, (job["n_seqs"], job["seq_len"]), generator=g)
-    from tl_geometry import corpus
+    from tl_geometry.io import corpus
 
     return corpus.tokens(model, job["corpus"], n_seqs=job["n_seqs"], seq_len=job["seq_len"], seed=job["seed"])
 

@@ -41,15 +41,15 @@ def test_public_modules_found():
 
 
 def test_show_submodules_covers_the_package():
-    text = "::: tl_geometry.families\n    options:\n      show_submodules: true\n\n::: tl_geometry.hub\n"
+    text = "::: tl_geometry.families\n    options:\n      show_submodules: true\n\n::: tl_geometry.io.hub\n"
     mods = ["tl_geometry.families.pga", "tl_geometry.families.pga.cli", "tl_geometry.metrics.pga"]
     got = documented(text, mods)
-    assert {"tl_geometry.families.pga", "tl_geometry.families.pga.cli", "tl_geometry.hub"} <= got
+    assert {"tl_geometry.families.pga", "tl_geometry.families.pga.cli", "tl_geometry.io.hub"} <= got
     assert "tl_geometry.metrics.pga" not in got
 
 
 def test_documented_reads_targets_and_prefixes():
-    text = "::: tl_geometry.report.Row\n\n:::tl_geometry.families.sae\nnot ::: tl_geometry.hub\n"
+    text = "::: tl_geometry.report.Row\n\n:::tl_geometry.families.sae\nnot ::: tl_geometry.io.hub\n"
     assert documented(text) == {
         "tl_geometry",
         "tl_geometry.report",

@@ -253,7 +253,7 @@ def _reference_expected_size(path) -> int:
 
 @pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
 def test_whole_files_pass_the_header_check(tmp_path, fmt):
-    from tl_geometry.weight_files import check_weights_file
+    from tl_geometry.io.weight_files import check_weights_file
 
     g, s = _small_files(tmp_path)
     path = g if fmt == "gguf" else s
@@ -264,7 +264,7 @@ def test_whole_files_pass_the_header_check(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", ["gguf", "safetensors"])
 @pytest.mark.parametrize("keep", ["all-but-100", "half", "header-part", "none"])
 def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     g, s = _small_files(tmp_path)
     whole = g if fmt == "gguf" else s
@@ -298,7 +298,7 @@ def test_truncated_files_name_expected_and_actual_size(tmp_path, fmt, keep):
     ],
 )
 def test_corrupt_files_are_named(tmp_path, fmt, content, match):
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     p = tmp_path / f"bad.{fmt}"
     p.write_bytes(content)
@@ -307,7 +307,7 @@ def test_corrupt_files_are_named(tmp_path, fmt, content, match):
 
 
 def test_safetensors_with_trailing_bytes_is_corrupt(tmp_path):
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     _, s = _small_files(tmp_path)
     size = s.stat().st_size
@@ -432,7 +432,7 @@ def test_reader_thread_stops_when_the_caller_stops():
 
 @pytest.mark.parametrize("prefetch", [True, False])
 def test_weights_that_dequantize_to_nan_are_refused_with_the_tensor_name(tmp_path, prefetch):
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     x = _emb(vocab=3000, d=32, seed=4)
     x[2100, 7] = np.nan
@@ -446,7 +446,7 @@ def test_weights_that_dequantize_to_nan_are_refused_with_the_tensor_name(tmp_pat
 def test_corrupt_gguf_key_value_length_is_named_not_a_huge_size(tmp_path):
     import struct
 
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     g, _ = _small_files(tmp_path)
     data = bytearray(g.read_bytes())

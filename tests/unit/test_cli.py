@@ -99,7 +99,8 @@ def test_report_checks_inputs_before_loading(argv, match, tmp_path, monkeypatch,
 def test_report_unwritable_out_one_line_before_load(tmp_path, monkeypatch, capsys):
     import errno
 
-    from tl_geometry import models, outfile
+    from tl_geometry import models
+    from tl_geometry.io import outfile
 
     def denied(folder):
         raise PermissionError(errno.EACCES, "Permission denied")
@@ -115,7 +116,7 @@ def test_report_into_a_directory_in_use_refused(tmp_path, monkeypatch, capsys):
     import os
 
     from tl_geometry import models
-    from tl_geometry.outdir import OutputLock
+    from tl_geometry.io.outdir import OutputLock
 
     monkeypatch.setattr(models, "load", _no_load)
     with OutputLock(tmp_path):

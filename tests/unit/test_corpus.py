@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tl_geometry import corpus
+from tl_geometry.io import corpus
 
 
 class CharTokenizer:

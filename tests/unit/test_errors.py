@@ -21,11 +21,11 @@ def test_unknown_name_str_is_the_plain_message():
 
 
 def _named_errors():
-    from tl_geometry.corpus import CorpusDecodeError
     from tl_geometry.families.sae import HubUnavailableError, SAELensNotInstalledError
+    from tl_geometry.io.corpus import CorpusDecodeError
+    from tl_geometry.io.outdir import OutputExistsError, OutputLockedError, OutputNotWritableError
+    from tl_geometry.io.weight_files import CorruptFileError
     from tl_geometry.models import ModelNotAvailableError
-    from tl_geometry.outdir import OutputExistsError, OutputLockedError, OutputNotWritableError
-    from tl_geometry.weight_files import CorruptFileError
 
     return [
         (ModelNotAvailableError, (RuntimeError,)),
@@ -115,7 +115,8 @@ def test_pure_functions_raise_input_errors_naming_the_problem(case):
 
 
 def test_model_facing_calls_raise_input_errors(tiny_model):
-    from tl_geometry import capture, corpus, models
+    from tl_geometry import capture, models
+    from tl_geometry.io import corpus
 
     with pytest.raises(InputError, match=r"unknown hook 'blocks\.0\.nope'"):
         capture.validate_hooks(tiny_model, ["blocks.0.nope"])

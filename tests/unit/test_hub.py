@@ -1,6 +1,6 @@
 import pytest
 
-from tl_geometry import hub
+from tl_geometry.io import hub
 
 
 @pytest.mark.parametrize("value, expected", [("1", True), ("on", True), ("0", False), ("", False)])

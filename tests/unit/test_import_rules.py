@@ -169,6 +169,7 @@ def test_the_rule_fails_on_a_violation(tmp_path, folder, source, forbidden):
 ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "base")),
     ("metrics", ("metrics",)),
+    ("io", ("io",)),
     (
         "machinery",
         (

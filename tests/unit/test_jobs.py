@@ -270,7 +270,7 @@ def test_a_file_from_before_the_header_is_still_read_resumed_and_repaired(tmp_pa
 
 
 def test_the_file_is_created_with_its_header_and_never_replaces_one_made_meanwhile(tmp_path, monkeypatch):
-    from tl_geometry import outdir, outfile
+    from tl_geometry.io import outdir, outfile
 
     p = tmp_path / "r.jsonl"
     rf = ResultsFile(p)

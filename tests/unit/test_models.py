@@ -20,7 +20,7 @@ def test_hub_unreachable_message(monkeypatch):
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     from huggingface_hub import constants
 
-    from tl_geometry import hub
+    from tl_geometry.io import hub
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)
@@ -191,7 +191,7 @@ def test_unloadable_paths_say_what_is_accepted(hf_dir, tmp_path):
 def test_truncated_safetensors_in_a_model_directory(hf_dir, tmp_path):
     import shutil
 
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     d, _ = hf_dir
     bad = tmp_path / "cut"
@@ -206,7 +206,7 @@ def test_truncated_safetensors_in_a_model_directory(hf_dir, tmp_path):
 
 def test_truncated_gguf_is_refused_before_transformers(tmp_path, monkeypatch):
     """A cut copy of the real SmolLM2 GGUF: refused from a header read (transformers never runs)."""
-    from tl_geometry.weight_files import CorruptFileError
+    from tl_geometry.io.weight_files import CorruptFileError
 
     src = models.zoo_file()
     size = src.stat().st_size
@@ -236,8 +236,8 @@ def test_unreachable_hub_fails_fast_and_quietly(monkeypatch, capsys, caplog, tmp
     from huggingface_hub import constants
     from transformer_lens import loading_from_pretrained
 
-    from tl_geometry import hub
     from tl_geometry.cli import main
+    from tl_geometry.io import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

@@ -150,7 +150,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
             assert time.monotonic() < deadline, "the child never reached the metric"
             time.sleep(0.1)
         # while it runs, a second run into the same directory is refused, naming the owner
-        from tl_geometry.outdir import OutputLockedError
+        from tl_geometry.io.outdir import OutputLockedError
 
         with pytest.raises(OutputLockedError, match=f"pid {proc.pid}"):
             _run(byte_model, ["shape"], out, force=True)
@@ -173,7 +173,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
 
 def test_second_run_into_a_locked_directory_is_refused(byte_model, tmp_path, monkeypatch):
     from tl_geometry import models
-    from tl_geometry.outdir import OutputLock, OutputLockedError
+    from tl_geometry.io.outdir import OutputLock, OutputLockedError
 
     out = tmp_path / "r"
     out.mkdir()
@@ -206,7 +206,7 @@ def _no_load(*args, **kwargs):
 
 def _bad_inputs(tmp_path):
     """(run_report kwargs, error type, message) for every bad input we check before loading."""
-    from tl_geometry.outdir import OutputExistsError
+    from tl_geometry.io.outdir import OutputExistsError
 
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n")
@@ -280,7 +280,8 @@ def test_unwritable_output_directory_refused_before_load(tmp_path, monkeypatch):
     read-only directory or mount; root ignores permission bits, so chmod alone cannot show it)."""
     import errno
 
-    from tl_geometry import models, outdir, outfile
+    from tl_geometry import models
+    from tl_geometry.io import outdir, outfile
 
     def denied(folder):
         raise PermissionError(errno.EACCES, "Permission denied")
@@ -296,7 +297,8 @@ def test_unwritable_output_directory_refused_before_load(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into read-only directories")
 def test_read_only_directory_refused_for_real(tmp_path, monkeypatch):
-    from tl_geometry import models, outdir
+    from tl_geometry import models
+    from tl_geometry.io import outdir
 
     monkeypatch.setattr(models, "load", _no_load)
     ro = tmp_path / "ro"

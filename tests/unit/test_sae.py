@@ -551,7 +551,7 @@ def test_unreachable_hub_without_cache_fails_fast(hf_cache, monkeypatch):
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: refused
-    from tl_geometry import hub
+    from tl_geometry.io import hub
 
     monkeypatch.setattr(hub, "_REACH", {})
     with pytest.raises(S.HubUnavailableError, match=r"the hub did not answer within 0.5 s and repository"):

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("sae_lens")
 
 from tl_geometry.families import sae as S  # noqa: E402
-from tl_geometry.weight_files import CorruptFileError  # noqa: E402
+from tl_geometry.io.weight_files import CorruptFileError  # noqa: E402
 
 
 def test_truncated_saved_sae_names_the_file_and_sizes(tmp_path):

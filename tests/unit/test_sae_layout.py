@@ -1,5 +1,5 @@
 """The sae package's layout rules (AST, no sae_lens needed): the decoder math is pure, sae_lens is
-imported only inside functions, and the hub cache / offline switch live in tl_geometry/hub.py only."""
+imported only inside functions, and the hub cache / offline switch live in tl_geometry/io/hub.py only."""
 
 from __future__ import annotations
 

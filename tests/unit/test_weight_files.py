@@ -18,7 +18,7 @@ import pytest
 from tests.unit.test_capacity_weights import _emb, reference_eps, write_gguf
 from tl_geometry import models
 from tl_geometry.errors import InputError
-from tl_geometry.weight_files import CorruptFileError
+from tl_geometry.io.weight_files import CorruptFileError
 
 _FAKE = """
 from hashlib import sha256

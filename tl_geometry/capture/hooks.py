@@ -169,7 +169,7 @@ def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
     if not isinstance(tokens, Tensor):
         raise InputTypeError(
             f"tokens must be a torch integer tensor of shape (batch, pos), got {type(tokens).__name__}; "
-            "build one with tl_geometry.corpus.tokens(model, ...)"
+            "build one with tl_geometry.io.corpus.tokens(model, ...)"
         )
     if tokens.ndim == 1:
         tokens = tokens[None]

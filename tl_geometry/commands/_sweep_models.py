@@ -168,7 +168,7 @@ def run(args) -> int:
         params = json.loads(key)
         print(f"  FAILED {params['model']} checkpoint={params['checkpoint']} seed={params['seed']}: {err}")
     if args.csv:
-        from tl_geometry import outdir
+        from tl_geometry.io import outdir
 
         with outdir.output_file(args.csv, force=args.force, what="--csv file") as tmp:
             summary.report().to_pandas().to_csv(tmp, index=False)

@@ -56,7 +56,7 @@ def run(args) -> int:
         return 0
     from pathlib import Path
 
-    from tl_geometry import outdir
+    from tl_geometry.io import outdir
     from tl_geometry.jobs import check_results_file
     from tl_geometry.reproduction import RESULTS_NAME
 

@@ -26,8 +26,8 @@ FORCE_HELP = "replace an existing --figure / --csv file (the --out results file 
 def check_outputs(args, *extra: str) -> None:
     """Every sweep's output checks, before any work: ``--out`` is a results file this package
     wrote (resumed) or a new path; ``--figure`` / ``--csv`` (named in ``extra``) are new paths or
-    ``--force``. See [`tl_geometry.outdir`][tl_geometry.outdir] and [`tl_geometry.jobs.check_results_file`][tl_geometry.jobs.check_results_file]."""
-    from tl_geometry import outdir
+    ``--force``. See [`tl_geometry.io.outdir`][tl_geometry.io.outdir] and [`tl_geometry.jobs.check_results_file`][tl_geometry.jobs.check_results_file]."""
+    from tl_geometry.io import outdir
     from tl_geometry.jobs import check_results_file
 
     outdir.check_out_file(args.out, exists_ok=True, what="results file")
@@ -40,7 +40,7 @@ def check_outputs(args, *extra: str) -> None:
 
 def write_figure(path: str, plot, records, force: bool) -> None:
     """``plot(records, tmp)`` into a temporary file beside ``path``, then moved to ``path``."""
-    from tl_geometry import outdir
+    from tl_geometry.io import outdir
 
     with outdir.output_file(path, force=force, what="--figure file") as tmp:
         plot(records, tmp)

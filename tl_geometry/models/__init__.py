@@ -13,7 +13,7 @@
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
   one (see [`is_path`][tl_geometry.models.is_path]) loads it offline; a truncated file fails with its expected and
-  actual size ([`tl_geometry.weight_files.CorruptFileError`][tl_geometry.weight_files.CorruptFileError]).
+  actual size ([`tl_geometry.io.weight_files.CorruptFileError`][tl_geometry.io.weight_files.CorruptFileError]).
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
   Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
   hub client's retry warnings, with a message saying so).
@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
-from tl_geometry import hub
 from tl_geometry.errors import InputError
+from tl_geometry.io import hub
 from tl_geometry.models.hf_loading import (
     GEMMA_ARCHITECTURES,
     TOKENIZER_FILES,

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from tl_geometry import hub
+from tl_geometry.io import hub
 from tl_geometry.models.zoo import (
     DEFAULT_N_CTX,
     ModelNotAvailableError,
@@ -81,7 +81,7 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from tl_geometry.weight_files import check_weights_file
+    from tl_geometry.io.weight_files import check_weights_file
 
     path = Path(path)
     if not path.is_file():
@@ -131,7 +131,7 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     if p.is_file() and p.suffix.lower() == ".gguf":
         return load_hf_gguf(p, dtype=dtype)
     if p.is_file() and p.suffix.lower() == ".safetensors":
-        from tl_geometry.weight_files import check_weights_file
+        from tl_geometry.io.weight_files import check_weights_file
 
         check_weights_file(p)
         if not (p.parent / "config.json").is_file():
@@ -147,7 +147,7 @@ def load_hf_path(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
             )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from tl_geometry.weight_files import check_weights_file
+        from tl_geometry.io.weight_files import check_weights_file
 
         for f in sorted(p.glob("*.safetensors")):
             check_weights_file(f)

@@ -83,7 +83,7 @@ def _gguf_shape(path: Path) -> ModelShape:
 def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
     import re
 
-    from tl_geometry.weight_files import gguf_layout
+    from tl_geometry.io.weight_files import gguf_layout
 
     path = Path(path_str)
     _, _, tensors = gguf_layout(path, size)

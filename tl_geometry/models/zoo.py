@@ -209,7 +209,7 @@ def zoo_file(name: str = DEFAULT_MODEL) -> Path:
         try:
             return weights_file(entry["weights"])
         except InputError as exc:
-            from tl_geometry.weight_files import CorruptFileError
+            from tl_geometry.io.weight_files import CorruptFileError
 
             if isinstance(exc, CorruptFileError):
                 raise
@@ -289,7 +289,7 @@ def weights_file(name: str) -> Path:
         try:
             pkg.assemble(tmp, overwrite=True)  # concatenates the chunks; ValueError if the sha256 differs
         except ValueError as exc:
-            from tl_geometry.weight_files import CorruptFileError
+            from tl_geometry.io.weight_files import CorruptFileError
 
             raise CorruptFileError(
                 f"the chunk files of {entry['package']!r} do not assemble to the published file ({exc}); "

@@ -181,7 +181,7 @@ def study_texts(corpus: Any = "pydoc", *, n_texts: int = 64, seed: int = 0, enco
     """The texts every model of a study reads for the convergence matrix: passages of about 600
     characters cut at word boundaries from the corpus, ``n_texts`` of them drawn with ``seed``.
     Each model tokenizes them with its own tokenizer (our choice: the first 64 tokens are kept)."""
-    from tl_geometry import corpus as corpus_mod
+    from tl_geometry.io import corpus as corpus_mod
 
     passages = [p for d in corpus_mod.texts(corpus, encoding=encoding) for p in _split_passages(d)]
     if len(passages) < n_texts:
@@ -272,12 +272,12 @@ def _pooled_reps(model: Any, texts: Sequence[str], k: int) -> dict[str, Any]:
 
 
 def _text_tokens(model: Any, texts: Sequence[str], *, max_len: int):
-    """Each text with the model's own tokenizer, as ``tl_geometry.corpus.tokens`` tokenizes (BOS
+    """Each text with the model's own tokenizer, as ``tl_geometry.io.corpus.tokens`` tokenizes (BOS
     prepended when the model's config asks for it), cut to ``max_len`` tokens, right-padded with
     the BOS id (masked out); returns ``(tokens, attention_mask)``."""
     import torch
 
-    from tl_geometry.corpus import _encode
+    from tl_geometry.io.corpus import _encode
 
     tok = getattr(model, "tokenizer", None)
     if tok is None:
@@ -433,7 +433,7 @@ def _settings(**kw: Any) -> dict[str, Any]:
 def _check_dir(out: Path, settings: Mapping[str, Any], force: bool) -> None:
     """Refuse a directory of another study or of other files (nothing written); ``force`` starts over."""
     path = out / SETTINGS_FILE
-    from tl_geometry.outdir import LOCK_FILE
+    from tl_geometry.io.outdir import LOCK_FILE
 
     ours = {SETTINGS_FILE, RESULTS_FILE, *OUTPUT_FILES, LOCK_FILE}
     if path.is_file():
@@ -536,8 +536,8 @@ def study(
         StudySettingsError: ``out`` holds another study or other files.
     """
     from tl_geometry.base import _checks
+    from tl_geometry.io.outdir import OutputLock, check_writable
     from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
-    from tl_geometry.outdir import OutputLock, check_writable
     from tl_geometry.pipeline import check_inputs, default_metrics, report_options
     from tl_geometry.sweeps import _error_result
 
@@ -595,7 +595,7 @@ def study(
     out_dir.mkdir(parents=True, exist_ok=True)
     with OutputLock(out_dir):
         _check_dir(out_dir, settings, force)
-        from tl_geometry.outfile import atomic_write_text
+        from tl_geometry.io.outfile import atomic_write_text
 
         atomic_write_text(out_dir / SETTINGS_FILE, json.dumps(settings, indent=1, sort_keys=True) + "\n")
         job_settings = {k: v for k, v in settings.items() if k not in ("schema_version", "corpus_sha256")}
@@ -642,7 +642,7 @@ def study(
 
 def _file_digest(corpus: str) -> str | None:
     """sha256 of a corpus file (a changed file is another study), None for a named source."""
-    from tl_geometry.corpus import SOURCES
+    from tl_geometry.io.corpus import SOURCES
 
     if corpus in SOURCES:
         return None

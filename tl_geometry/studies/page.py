@@ -572,7 +572,7 @@ def render_html(result: StudyResult, settings: Mapping[str, Any], figures: Mappi
 
 def write_outputs(result: StudyResult, settings: Mapping[str, Any], out: Path, *, figures: bool = True) -> None:
     """Write study.json, the figures, study.md and index.html into ``out`` (each atomically)."""
-    from tl_geometry.outfile import atomic_write_text
+    from tl_geometry.io.outfile import atomic_write_text
 
     doc = {
         "schema_version": SCHEMA_VERSION,

@@ -247,7 +247,7 @@ def epsilon_activations_metric(
     if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 2:
         raise InputError(f"n_groups must be an integer >= 2 (jackknife groups), got {n_groups!r}")
     if tokens is None:
-        raise InputError("epsilon_activations needs tokens (e.g. tl_geometry.corpus.tokens(model, 'pydoc', ...))")
+        raise InputError("epsilon_activations needs tokens (e.g. tl_geometry.io.corpus.tokens(model, 'pydoc', ...))")
     hooks = capture.resid_hooks(model, "post") if hooks is None else capture.validate_hooks(model, hooks)
     sample = capture.Sample(model, tokens, hooks, max_points=max_points, seed=seed)
 

@@ -30,7 +30,7 @@ import torch
 
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
-from tl_geometry.weight_files import CorruptFileError, check_weights_file, gguf_layout
+from tl_geometry.io.weight_files import CorruptFileError, check_weights_file, gguf_layout
 
 logger = logging.getLogger(__name__)
 

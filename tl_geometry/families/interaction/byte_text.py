@@ -18,7 +18,7 @@ def byte_data(source: str = "pydoc+shakespeare", *, test_fraction: float = 0.1) 
     """(train, test) uint8→long byte tensors of real text; the test split is the last fraction."""
     from pathlib import Path
 
-    from tl_geometry import corpus
+    from tl_geometry.io import corpus
 
     names = [s for s in source.split("+") if s]
     parts = []

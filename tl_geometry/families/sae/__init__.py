@@ -49,7 +49,7 @@ Layout, one module per job:
 * [`tl_geometry.families.sae.directory`][tl_geometry.families.sae.directory] — sae_lens's directory of releases ([`widths`][tl_geometry.families.sae.directory.widths]) and the
   published hosts ([`published_host`][tl_geometry.families.sae.directory.published_host]);
 * [`tl_geometry.families.sae.loading`][tl_geometry.families.sae.loading] — [`load`][tl_geometry.families.sae.loading.load] (hub, local cache, saved folder), offline control
-  through [`tl_geometry.hub`][tl_geometry.hub];
+  through [`tl_geometry.io.hub`][tl_geometry.io.hub];
 * [`tl_geometry.metrics.sae`][tl_geometry.metrics.sae] — the decoder math on tensors ([`cosine_exceedance`][tl_geometry.metrics.sae.cosine_exceedance],
   [`shared_directions`][tl_geometry.metrics.sae.shared_directions]); [`tl_geometry.families.sae.decoder`][tl_geometry.families.sae.decoder] — [`decoder_epsilon`][tl_geometry.families.sae.decoder.decoder_epsilon] against a host;
 * [`tl_geometry.families.sae.comparison`][tl_geometry.families.sae.comparison] — [`compare`][tl_geometry.families.sae.comparison.compare], the registered ``"sae"`` metric and
@@ -73,7 +73,7 @@ from tl_geometry.families.sae.directory import (  # noqa: F401  (_directory: ben
 )
 from tl_geometry.families.sae.ids import WIDTH_RULES, parse_hook, parse_width
 from tl_geometry.families.sae.loading import load
-from tl_geometry.hub import HubUnavailableError
+from tl_geometry.io.hub import HubUnavailableError
 from tl_geometry.metrics.sae import DecoderEpsilon, cosine_exceedance, shared_directions
 
 __all__ = [

@@ -57,8 +57,8 @@ def add_parser(subparsers) -> None:
 
 
 def _widths(args) -> int:
-    from tl_geometry import outdir
     from tl_geometry.families import sae
+    from tl_geometry.io import outdir
 
     if args.json:
         outdir.check_out_file(args.json, force=args.force, what="--json file")
@@ -87,8 +87,8 @@ def _widths(args) -> int:
 
 
 def _compare(args) -> int:
-    from tl_geometry import outdir
     from tl_geometry.families import sae
+    from tl_geometry.io import outdir
 
     if args.out:  # checked before any model is loaded
         outdir.check_out_file(args.out, force=args.force, what="report file")

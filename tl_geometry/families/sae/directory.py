@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tl_geometry import hub
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 from tl_geometry.families.capacity.hosts import close_names, find_host, normalize_name, published_hosts
 from tl_geometry.families.sae._lens import _sae_lens
 from tl_geometry.families.sae.ids import parse_hook, parse_width
-from tl_geometry.hub import HubUnavailableError
+from tl_geometry.io import hub
+from tl_geometry.io.hub import HubUnavailableError
 from tl_geometry.report import model_name
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """Loading one SAE: a sae_lens release, a Hugging Face repository in the local cache, or a saved folder.
 
-Offline behaviour ([`tl_geometry.hub`][tl_geometry.hub]): with ``HF_HUB_OFFLINE`` set, or when the hub does not
+Offline behaviour ([`tl_geometry.io.hub`][tl_geometry.io.hub]): with ``HF_HUB_OFFLINE`` set, or when the hub does not
 answer within the timeout, the SAE is read from the local cache only, and a repository that is
-not cached fails at once with [`HubUnavailableError`][tl_geometry.hub.HubUnavailableError].
+not cached fails at once with [`HubUnavailableError`][tl_geometry.io.hub.HubUnavailableError].
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tl_geometry import hub
 from tl_geometry.errors import InputError
 from tl_geometry.families.sae._lens import _sae_lens
 from tl_geometry.families.sae.directory import _check_releases, _close, _directory, _is_repo_id
-from tl_geometry.hub import HubUnavailableError
+from tl_geometry.io import hub
+from tl_geometry.io.hub import HubUnavailableError
 
 __all__ = ["load"]
 
@@ -34,7 +34,7 @@ def load(
 
     Offline behaviour: with ``HF_HUB_OFFLINE`` set, or when the hub does not answer within
     ``timeout`` seconds, the SAE is read from the local Hugging Face cache only; if its
-    repository is not cached, [`HubUnavailableError`][tl_geometry.hub.HubUnavailableError] is raised at once (no 20-second DNS
+    repository is not cached, [`HubUnavailableError`][tl_geometry.io.hub.HubUnavailableError] is raised at once (no 20-second DNS
     retry loop). A custom ``converter`` (sae_lens's loader hook) skips these checks.
 
     Args:
@@ -66,7 +66,7 @@ def load(
         _sae_lens()
         from sae_lens import SAE
 
-        from tl_geometry.weight_files import check_weights_file
+        from tl_geometry.io.weight_files import check_weights_file
 
         for f in sorted(p.glob("*.safetensors")):
             check_weights_file(f)  # truncated/corrupt: CorruptFileError with the sizes, not a safetensors trace

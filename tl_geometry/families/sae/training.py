@@ -227,7 +227,7 @@ def publish_to_cache(
     if sae_id is None:
         cfg = json.loads((src / "cfg.json").read_text())
         sae_id = (cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name") or src.name
-    from tl_geometry import hub
+    from tl_geometry.io import hub
 
     repo = hub.repo_cache(repo_id, cache_dir)  # cache_dir None: huggingface_hub's HF_HUB_CACHE
     ref = repo / "refs" / "main"

@@ -1,15 +1,15 @@
 """Output files: every check before any work, then an atomic write (the file appears whole or not at all).
 
 Single output files (``--out report.json``, ``--figure``, ``--json``, ``--csv``) go through
-[`check_out_file`][tl_geometry.outdir.check_out_file] before any work and [`write_file`][tl_geometry.outdir.write_file] /
-[`output_file`][tl_geometry.outdir.output_file] at the end: an existing file is refused without ``force``, and the
+[`check_out_file`][tl_geometry.io.outdir.check_out_file] before any work and [`write_file`][tl_geometry.io.outdir.write_file] /
+[`output_file`][tl_geometry.io.outdir.output_file] at the end: an existing file is refused without ``force``, and the
 file appears whole (a temporary file beside it, then one rename) or not at all. A set of figures
-goes through [`check_figure_dir`][tl_geometry.outdir.check_figure_dir] and [`write_files`][tl_geometry.outdir.write_files];
-[`atomic_write_text`][tl_geometry.outdir.atomic_write_text] is the plain atomic write the report files use.
+goes through [`check_figure_dir`][tl_geometry.io.outdir.check_figure_dir] and [`write_files`][tl_geometry.io.outdir.write_files];
+[`atomic_write_text`][tl_geometry.io.outdir.atomic_write_text] is the plain atomic write the report files use.
 
-The errors of the output paths and the writability probe ([`check_writable`][tl_geometry.outdir.check_writable]: a
+The errors of the output paths and the writability probe ([`check_writable`][tl_geometry.io.outdir.check_writable]: a
 file is created and removed, as ``os.access`` is wrong for root, ACLs and read-only mounts) live
-here too: the output directories of [`tl_geometry.outdir`][tl_geometry.outdir] (the lock and the swap)
+here too: the output directories of [`tl_geometry.io.outdir`][tl_geometry.io.outdir] (the lock and the swap)
 build on them, and it re-exports every public name of this module.
 """
 
@@ -72,7 +72,7 @@ def _mkstemp(folder: Path):
 
 
 def check_writable(out_dir: str | os.PathLike) -> Path:
-    """Raise [`OutputNotWritableError`][tl_geometry.outdir.OutputNotWritableError] unless files can be created in ``out_dir``.
+    """Raise [`OutputNotWritableError`][tl_geometry.io.outdir.OutputNotWritableError] unless files can be created in ``out_dir``.
 
     When ``out_dir`` does not exist yet, its nearest existing parent must be a writable folder.
     Nothing is left behind.
@@ -211,9 +211,9 @@ def write_file(
 
 class output_file:
     """``with output_file(path, force=...) as tmp:`` write ``tmp`` (any way: ``savefig``,
-    ``to_csv``, ...); on a clean exit it becomes ``path`` atomically (see [`write_file`][tl_geometry.outdir.write_file]).
+    ``to_csv``, ...); on a clean exit it becomes ``path`` atomically (see [`write_file`][tl_geometry.io.outdir.write_file]).
 
-    The checks of [`check_out_file`][tl_geometry.outdir.check_out_file] run on entry; an exception inside the block removes
+    The checks of [`check_out_file`][tl_geometry.io.outdir.check_out_file] run on entry; an exception inside the block removes
     the temporary file and leaves ``path`` as it was.
     """
 

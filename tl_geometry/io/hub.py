@@ -8,7 +8,7 @@ the answer is cached for 60 s per host.
 The local cache: ``cache_dir()`` (huggingface_hub's ``HF_HUB_CACHE``), ``repo_cache(repo_id)``
 (a repository's folder in it, ``models--ORG--NAME``), ``repo_cached(repo_id)``, and
 ``forced_offline()``, a context manager that makes huggingface_hub read the cache only.
-[`HubUnavailableError`][tl_geometry.hub.HubUnavailableError] is the error for "the hub cannot be used and the files are not cached".
+[`HubUnavailableError`][tl_geometry.io.hub.HubUnavailableError] is the error for "the hub cannot be used and the files are not cached".
 """
 
 from __future__ import annotations

@@ -2,15 +2,15 @@
 
 A report never writes its files straight over the ones a person may be reading:
 
-1. [`prepare`][tl_geometry.outdir.prepare] checks the directory *before any expensive work*: not a file, empty or
+1. [`prepare`][tl_geometry.io.outdir.prepare] checks the directory *before any expensive work*: not a file, empty or
    ``force``, writable (a probe file is created and removed).
-2. [`OutputLock`][tl_geometry.outdir.OutputLock] holds ``out/.tl-geometry.lock`` (an ``fcntl.flock`` lock holding the
+2. [`OutputLock`][tl_geometry.io.outdir.OutputLock] holds ``out/.tl-geometry.lock`` (an ``fcntl.flock`` lock holding the
    owner's pid) for the whole run, so a second run into the same directory is refused with the
    owner's pid. The kernel drops the lock when its process dies, even by ``SIGKILL``, so a
    lock left by a dead process is taken over without asking.
 3. The run writes into the work directory ``out/partial-run/`` (`WORK_DIR`), marked as
    unfinished in every file, after each metric.
-4. [`promote`][tl_geometry.outdir.promote] installs the finished files as a whole, in two phases: it commits by
+4. [`promote`][tl_geometry.io.outdir.promote] installs the finished files as a whole, in two phases: it commits by
    writing the plan (files to move, our stale figures to remove) atomically to
    ``out/partial-run/.promote.json``, then removes our figures that the new report no longer
    draws, moves the files into ``out`` one ``os.replace`` at a time (``report.json`` last) and
@@ -18,15 +18,15 @@ A report never writes its files straight over the ones a person may be reading:
 
 A run that stops before the commit (interrupted, killed) leaves the previous report in ``out``
 exactly as it was; its own results stay in ``out/partial-run/``, marked. A run killed after the
-commit is finished by the next run into ``out`` ([`recover`][tl_geometry.outdir.recover], called by [`prepare`][tl_geometry.outdir.prepare] under
+commit is finished by the next run into ``out`` ([`recover`][tl_geometry.io.outdir.recover], called by [`prepare`][tl_geometry.io.outdir.prepare] under
 the lock), so the directory holds the complete old report or the complete new one, never a mix
 of their figures (``tests/unit/test_outdir_files.py`` kills a run at every step and checks).
 
 Single output files (``--out report.json``, ``--figure``, ``--json``, ``--csv``) go through
-[`check_out_file`][tl_geometry.outdir.check_out_file] before any work and [`write_file`][tl_geometry.outdir.write_file] / [`output_file`][tl_geometry.outdir.output_file] at the end:
+[`check_out_file`][tl_geometry.io.outdir.check_out_file] before any work and [`write_file`][tl_geometry.io.outdir.write_file] / [`output_file`][tl_geometry.io.outdir.output_file] at the end:
 an existing file is refused without ``force``, and the file appears whole (a temporary file
 beside it, then one rename) or not at all. They, the output-path errors and the writability probe
-are defined in [`tl_geometry.outfile`][tl_geometry.outfile] and re-exported here.
+are defined in [`tl_geometry.io.outfile`][tl_geometry.io.outfile] and re-exported here.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tl_geometry.errors import InputError, WordsOSError, describe_os_error
-from tl_geometry.outfile import (
+from tl_geometry.io.outfile import (
     _PROBE_PREFIX,
     OutputExistsError,
     OutputNotWritableError,
@@ -79,12 +79,12 @@ __all__ = [
     "current_umask",
 ]
 """The public names; the output-file ones (``check_out_file``, ``write_file``, ...) are defined in
-[`tl_geometry.outfile`][tl_geometry.outfile] and re-exported here."""
+[`tl_geometry.io.outfile`][tl_geometry.io.outfile] and re-exported here."""
 
 LOCK_FILE = ".tl-geometry.lock"
 WORK_DIR = "partial-run"
 _LAST = ("report.md", "index.html", "report.json")
-"""Written last by [`promote`][tl_geometry.outdir.promote]: a reader that sees the new report.json sees every other new file."""
+"""Written last by [`promote`][tl_geometry.io.outdir.promote]: a reader that sees the new report.json sees every other new file."""
 
 
 class OutputLockedError(WordsOSError, FileExistsError, InputError):
@@ -239,7 +239,7 @@ def prepare(
 
     Checks (in order): not a file; writable; creates the directory (``created`` says whether it
     was made here, so a failed run can remove it again); takes the lock (a live owner is
-    refused); finishes a committed promotion a killed run left ([`recover`][tl_geometry.outdir.recover]); empty or ``force``. On any refusal nothing is left behind.
+    refused); finishes a committed promotion a killed run left ([`recover`][tl_geometry.io.outdir.recover]); empty or ``force``. On any refusal nothing is left behind.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -295,15 +295,15 @@ def promote(work: Path, out: Path, *, owned_figures: Iterable[str] = ()) -> list
     older run sits next to the new report. Any other file in ``out`` is kept.
 
     Two phases, so that a kill at any instant leaves the complete old report or (after
-    [`recover`][tl_geometry.outdir.recover], which the next run into ``out`` calls under the lock) the complete new one:
+    [`recover`][tl_geometry.io.outdir.recover], which the next run into ``out`` calls under the lock) the complete new one:
 
     1. *commit*: the plan (files to move, stale figures to remove) is written atomically to
-       ``work/.promote.json`` ([`MANIFEST`][tl_geometry.outdir.MANIFEST]). Until it exists nothing in ``out`` was touched:
+       ``work/.promote.json`` ([`MANIFEST`][tl_geometry.io.outdir.MANIFEST]). Until it exists nothing in ``out`` was touched:
        a killed run leaves the old report as it was.
     2. *roll forward*: the stale figures are removed and the files moved one ``os.replace`` at a
        time (``report.json`` last, so a reader of it sees the old one until every other file is
        new), then the manifest and ``work`` are removed. Each step can be repeated, so
-       [`recover`][tl_geometry.outdir.recover] finishes a killed phase 2 from the manifest.
+       [`recover`][tl_geometry.io.outdir.recover] finishes a killed phase 2 from the manifest.
 
     Returns the names moved.
     """
@@ -336,7 +336,7 @@ def recover(out: str | os.PathLike) -> bool:
     """Finish a promotion that a killed run committed (``out/partial-run/.promote.json``); hold the lock.
 
     Returns whether there was one to finish. A work directory without a manifest (a run killed
-    before its commit) is left for [`new_work_dir`][tl_geometry.outdir.new_work_dir] to replace; a manifest that is not a
+    before its commit) is left for [`new_work_dir`][tl_geometry.io.outdir.new_work_dir] to replace; a manifest that is not a
     promotion plan of ours (not JSON, a name with a path separator) is ignored, nothing moved.
     """
     out = Path(out)
