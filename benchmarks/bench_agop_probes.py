@@ -14,7 +14,7 @@ On SmolLM2-135M at every ``blocks.{l}.hook_resid_pre`` (the report's AGOP):
 
 Method (``benchmarks/_util.py``): a warm-up call of each, then ``--repeats`` (≥ 3) rounds in
 alternating order, best and median; per probe = (call − one forward) / n_probes (the forward timed
-with the library's thread choice for dense work, ``tl_geometry.threads.kernel("dense")``, as in the
+with the library's thread choice for dense work, ``tl_geometry.runtime.threads.kernel("dense")``, as in the
 call; on a busy machine the difference is noisy and can come out negative at ``--small`` sizes). Also the
 bias-corrected AOFE ratio of both at a few layers with their jackknife standard errors (same law:
 they must agree within them). ``--contended`` runs one CPU-bound busy loop beside it. ``--small``:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     model = _util.load_smollm2()
     tokens = _util.pydoc_tokens(model, args.n_seqs, args.seq_len)
 
-    from tl_geometry.threads import kernel
+    from tl_geometry.runtime.threads import kernel
 
     def forward():  # with the threads tg.agop's forward gets (on a busy machine, fewer than torch's default)
         with kernel("dense"), torch.no_grad():

@@ -70,7 +70,7 @@ def main(argv=None) -> None:
 
     import torch
 
-    from tl_geometry.jobs import read_records
+    from tl_geometry.runtime.jobs import read_records
     from tl_geometry.sweeps import sweep
 
     tg = _tg()

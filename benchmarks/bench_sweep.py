@@ -30,7 +30,7 @@ from benchmarks import _util
 
 
 def bench_append(n: int, repeats: int) -> None:
-    from tl_geometry.jobs import ResultsFile, job_key
+    from tl_geometry.runtime.jobs import ResultsFile, job_key
 
     rows = [
         {"metric": f"m{i}", "value": 0.5, "hook": f"blocks.{i % 30}.hook_resid_post", "extras": {"k": 10}}
@@ -72,7 +72,7 @@ def bench_append(n: int, repeats: int) -> None:
 
 
 def bench_resume(n: int, repeats: int) -> None:
-    from tl_geometry.jobs import ResultsFile, job_key
+    from tl_geometry.runtime.jobs import ResultsFile, job_key
 
     with tempfile.TemporaryDirectory() as d:
         rf = ResultsFile(Path(d) / "r.jsonl")
@@ -117,7 +117,7 @@ def bench_resume(n: int, repeats: int) -> None:
 
 def bench_executors(n_jobs: int, repeats: int, use_ray: bool) -> None:
     import tl_geometry as tg
-    from tl_geometry.jobs import ResultsFile
+    from tl_geometry.runtime.jobs import ResultsFile
     from tl_geometry.sweeps import sweep
 
     jobs = [

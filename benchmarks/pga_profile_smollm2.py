@@ -7,7 +7,7 @@ hooks and saves it with W_U and the final norm's weight; then the same with ``pr
 (fold_ln, center_unembed; TransformerLens skips center_writing_weights for RMSNorm models) and
 with a randomly initialised model of the same config (TL's initialisation). One model is in
 memory at a time. Stage 2 scores each (model, hook) at every CCR level with ``tg.pga_profile`` and
-appends one record per unit to a JSON-lines results file (``tl_geometry.jobs``), so a killed run
+appends one record per unit to a JSON-lines results file (``tl_geometry.runtime.jobs``), so a killed run
 resumes where it stopped. Stage 3 prints the tables, the readout-subspace overlaps, the CPU time
 and the peak memory, and (``--figures DIR``) draws the doc figures.
 
@@ -107,7 +107,7 @@ def overlaps(data, k: int) -> dict[str, float]:
 
 def score(out: Path, args, data) -> None:
     import tl_geometry as tg
-    from tl_geometry.jobs import run_jobs
+    from tl_geometry.runtime.jobs import run_jobs
 
     readouts = {kind: tg.readout_basis(d["W_U"], args.k) for kind, d in data.items()}
     n_null = {"raw": args.n_null, "processed": args.n_null, "random": args.random_n_null}
@@ -165,7 +165,7 @@ def score(out: Path, args, data) -> None:
 
 
 def records(out: Path) -> list[dict]:
-    from tl_geometry.jobs import read_records
+    from tl_geometry.runtime.jobs import read_records
 
     return [r for r in read_records(out / "profile.jsonl") if r.get("status") == "ok"]
 

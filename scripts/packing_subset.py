@@ -97,7 +97,7 @@ def payload(records: list[dict], *, git_commit: str | None, threads: int | None,
 
 
 def write(args) -> int:
-    from tl_geometry.jobs import read_records
+    from tl_geometry.runtime.jobs import read_records
 
     records = [r for f in args.files for r in read_records(f)]
     data = payload(records, git_commit=args.commit, threads=args.threads, min_seeds=args.min_seeds)

@@ -113,9 +113,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "nfa": ("tl_geometry.families.interaction", "nfa"),
     "analyze": ("tl_geometry.analysis", "analyze"),
     "html": ("tl_geometry.html", None),
-    "jobs": ("tl_geometry.jobs", None),
+    "jobs": ("tl_geometry.runtime.jobs", None),
     "plotting": ("tl_geometry.plotting", None),
-    "threads": ("tl_geometry.threads", None),
+    "threads": ("tl_geometry.runtime.threads", None),
     "convergence": ("tl_geometry.families.pga.convergence", None),
     "packing": ("tl_geometry.families.capacity.packing", None),
     "sae": ("tl_geometry.families.sae", None),
@@ -355,9 +355,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry import models
     from tl_geometry import families
     from tl_geometry import html
-    from tl_geometry import jobs
+    from tl_geometry.runtime import jobs
     from tl_geometry import plotting
-    from tl_geometry import threads
+    from tl_geometry.runtime import threads
     from tl_geometry.families.pga import convergence
     from tl_geometry.families.capacity import packing
     from tl_geometry.families import sae

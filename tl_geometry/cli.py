@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from tl_geometry.errors import TLGeometryError, describe_os_error
-    from tl_geometry.threads import using_threads
+    from tl_geometry.runtime.threads import using_threads
 
     usage_errors: tuple[type[Exception], ...] = (TLGeometryError, *PATH_ERRORS)
     try:

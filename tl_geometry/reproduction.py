@@ -38,7 +38,7 @@ Statuses:
 * ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
 
 Resumable: each finished check is appended at once to ``OUT/reproduce.jsonl``
-([`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]), and the long checks keep their own units (packing cells,
+([`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]), and the long checks keep their own units (packing cells,
 toy sizes) in JSON-lines files under ``OUT/``; a killed run continues where it stopped.
 ``OUT/reproduce.json`` and ``OUT/reproduce.md`` are rewritten at the end of every run from all
 finished rows, with the tl_geometry version, git commit, size, and wall time per check.
@@ -375,9 +375,9 @@ def reproduce(
     Raises:
         ValueError: an unknown family, size or check id; ``out`` is a file.
     """
-    from tl_geometry.jobs import ResultsFile, run_jobs
     from tl_geometry.models import check_device
     from tl_geometry.report import atomic_write_text
+    from tl_geometry.runtime.jobs import ResultsFile, run_jobs
 
     if size not in SIZES:
         raise InputError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
@@ -398,7 +398,7 @@ def reproduce(
         raise InputError(f"--out {out} is a file; give a folder (it is created if missing)")
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS_NAME
-    from tl_geometry.jobs import check_results_file
+    from tl_geometry.runtime.jobs import check_results_file
 
     check_results_file(results)  # a file we did not write is refused (not moved aside by fresh)
     if fresh and results.exists():
@@ -448,7 +448,7 @@ def reproduce(
     wall = time.perf_counter() - t0
     ctx._cache.clear()
 
-    from tl_geometry.jobs import job_key
+    from tl_geometry.runtime.jobs import job_key
 
     latest: dict[str, dict] = {}
     for rec in rf.records():  # in file order: the last record of a check wins

@@ -3,7 +3,7 @@
 ``sweep(jobs, metrics=..., out="results.jsonl")`` runs every *job* (one model: a name for
 [`tl_geometry.models.load`][tl_geometry.models.load] or a ``"module:function"`` loader, a checkpoint, a corpus) through
 [`tl_geometry.analyze`][tl_geometry.analysis.analyze] and appends the job's rows to ``out`` as **one** JSON line (one
-``write`` + ``fsync``, see [`tl_geometry.jobs`][tl_geometry.jobs]): a job's rows appear whole or not at all.
+``write`` + ``fsync``, see [`tl_geometry.runtime.jobs`][tl_geometry.runtime.jobs]): a job's rows appear whole or not at all.
 
 * Rerunning with the same ``out`` skips the jobs already recorded as ``"ok"``.
 * A job that raises is recorded as ``"error"`` with its message and traceback; it is retried only
@@ -14,7 +14,7 @@
   are the same as with the local executor: each job is a pure function of its parameters.
 
 The loop itself (skip the finished keys, run each job locally or on Ray, append its record at
-once) is the package's one job runner, [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]; this module says what
+once) is the package's one job runner, [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]; this module says what
 one job is ([`run_job`][tl_geometry.sweeps.run_job]) and what a sweep returns.
 
 The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
@@ -48,7 +48,7 @@ from typing import Any
 from tl_geometry.base import _checks
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
-from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
+from tl_geometry.runtime.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def _resolve_loader(spec: str) -> Callable[[dict], Any]:
     the process (``python -m`` puts the current directory on ``sys.path``, the ``tl-geometry``
     script does not; a Ray worker has its own). A Ray cluster started by [`sweep`][tl_geometry.sweeps.sweep] gives its
     workers the driver's current directory on ``PYTHONPATH``
-    ([`tl_geometry.ray_executor.local_runtime_env`][tl_geometry.ray_executor.local_runtime_env]); on a remote cluster, ship it with
+    ([`tl_geometry.runtime.ray_executor.local_runtime_env`][tl_geometry.runtime.ray_executor.local_runtime_env]); on a remote cluster, ship it with
     ``runtime_env={"working_dir": ...}`` (``--working-dir``), the workers' current directory.
     """
     if not _LOADER_RE.match(spec):
@@ -551,7 +551,7 @@ def sweep(
         )
     cuda = next((j.device for j in job_objs if str(j.device).startswith("cuda")), None)
     if executor == "ray":
-        from tl_geometry.ray_executor import check_resources
+        from tl_geometry.runtime.ray_executor import check_resources
 
         # the device/GPU mismatch needs no cluster: refuse it before starting one
         check_resources(num_cpus, num_gpus, device=cuda, resources={"CPU": float("inf"), "GPU": float("inf")})

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tl_geometry.jobs import read_records
+from tl_geometry.runtime.jobs import read_records
 from tl_geometry.sweeps import sweep, sweep_report
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@
 
 * ``tl_geometry/metrics/`` is pure math on tensors: it never imports the capture layer, the
   model-facing families, the registry, the report, models, plotting, readings, html, analysis,
-  pipeline, sae, the CLI or the load-aware thread policy (``tl_geometry.threads``: a metric is
+  pipeline, sae, the CLI or the load-aware thread policy (``tl_geometry.runtime.threads``: a metric is
   passed its thread counts, ``metrics.thread_choice.ThreadChoice``, and never reads the
   machine's load) — not even inside a function.
 * ``tl_geometry/capture/`` runs models and knows no metric: it never imports ``metrics``,
@@ -33,6 +33,8 @@ PKG = Path(__file__).resolve().parents[2] / "tl_geometry"
 
 #: What the pure package may not import (module prefixes under tl_geometry).
 PURE_FORBIDDEN = (
+    "io",
+    "runtime",
     "capture",
     "families",
     "registry",
@@ -150,8 +152,8 @@ def test_only_families_register_the_papers_metrics():
         ("metrics", "from tl_geometry import capture\n", PURE_FORBIDDEN),
         ("metrics", "def f():\n    from tl_geometry.report import GeometryReport\n", PURE_FORBIDDEN),
         ("metrics", "from ..families import pga\n", PURE_FORBIDDEN),
-        ("metrics", "def f():\n    from tl_geometry.threads import kernel\n", PURE_FORBIDDEN),
-        ("metrics", "from tl_geometry import threads\n", PURE_FORBIDDEN),
+        ("metrics", "def f():\n    from tl_geometry.runtime.threads import kernel\n", PURE_FORBIDDEN),
+        ("metrics", "from tl_geometry.runtime import threads\n", PURE_FORBIDDEN),
         ("capture", "import tl_geometry.metrics.interaction\n", CAPTURE_FORBIDDEN),
         ("capture", "from tl_geometry.metrics.interaction import AGOPAccumulator\n", CAPTURE_FORBIDDEN),
     ],
@@ -170,6 +172,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "base")),
     ("metrics", ("metrics",)),
     ("io", ("io",)),
+    ("runtime", ("runtime",)),
     (
         "machinery",
         (
@@ -316,9 +319,13 @@ def test_rooms_hold_transitively():
         # a declaration string pointing upward
         ("metrics/jackknife.py", "_X = 'tl_geometry.plotting:figures'\n", "tl_geometry.plotting"),
         # the math reading the machine's load (thread policy is machinery: the choice is passed in)
-        ("metrics/thread_choice.py", "def _f():\n    from tl_geometry.threads import choose\n", "tl_geometry.threads"),
+        (
+            "metrics/thread_choice.py",
+            "def _f():\n    from tl_geometry.runtime.threads import choose\n",
+            "tl_geometry.runtime.threads",
+        ),
         # a private metric module importing the policy (metrics.capacity, which imports it, reaches it too)
-        ("metrics/_gram.py", "import tl_geometry.threads\n", "tl_geometry.threads"),
+        ("metrics/_gram.py", "import tl_geometry.runtime.threads\n", "tl_geometry.runtime.threads"),
         # two hops: a machinery module importing rendering, reached from the capture layer
         ("corpus.py", "def _f():\n    import tl_geometry.html\n", "tl_geometry.html"),
         # a shared module reaching into a family's folder

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tl_geometry.jobs import ResultsFile, job_key, read_records, run_jobs
+from tl_geometry.runtime.jobs import ResultsFile, job_key, read_records, run_jobs
 
 
 def _raw_lines(path):
@@ -204,7 +204,7 @@ FOREIGN = {
 @pytest.mark.parametrize("name", sorted(FOREIGN))
 def test_a_file_we_did_not_write_is_refused_and_left_byte_identical(tmp_path, name):
     from tl_geometry.errors import TLGeometryError
-    from tl_geometry.jobs import NotAResultsFileError
+    from tl_geometry.runtime.jobs import NotAResultsFileError
 
     p = tmp_path / name
     p.write_text(FOREIGN[name], encoding="utf-8")
@@ -227,7 +227,7 @@ def test_a_file_we_did_not_write_is_refused_and_left_byte_identical(tmp_path, na
 
 
 def test_a_bad_line_in_the_middle_of_our_own_file_is_refused_not_repaired(tmp_path):
-    from tl_geometry.jobs import NotAResultsFileError
+    from tl_geometry.runtime.jobs import NotAResultsFileError
 
     p = tmp_path / "r.jsonl"
     rf = ResultsFile(p)
@@ -245,7 +245,7 @@ def test_a_bad_line_in_the_middle_of_our_own_file_is_refused_not_repaired(tmp_pa
 
 
 def test_a_newer_format_is_refused(tmp_path):
-    from tl_geometry.jobs import NotAResultsFileError
+    from tl_geometry.runtime.jobs import NotAResultsFileError
 
     p = tmp_path / "r.jsonl"
     p.write_text('{"tl_geometry_results": 2}\n')

@@ -381,7 +381,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 def test_reproduce_refuses_a_resume_file_it_did_not_write_fresh_or_not(tmp_path, capsys):
     import tl_geometry as tg
-    from tl_geometry.jobs import NotAResultsFileError
+    from tl_geometry.runtime.jobs import NotAResultsFileError
 
     out = tmp_path / "rep"
     out.mkdir()

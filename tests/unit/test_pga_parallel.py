@@ -8,11 +8,11 @@ import torch
 from scipy.stats import spearmanr
 
 import tl_geometry as tg
-from tl_geometry import threads
 from tl_geometry.metrics import _spearman as sp
 from tl_geometry.metrics import pga as pga_mod
 from tl_geometry.metrics import thread_choice
 from tl_geometry.metrics.thread_choice import ThreadChoice
+from tl_geometry.runtime import threads
 
 
 def _stable_perm(x: torch.Tensor) -> torch.Tensor:

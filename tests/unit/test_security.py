@@ -138,7 +138,7 @@ def test_scanner_catches_each_pattern(snippet, reason):
     [
         "import torch\ntorch.load('m.pt', weights_only=True)",
         "model.eval()",
-        "__import__('tl_geometry.jobs', fromlist=['job_key'])",
+        "__import__('tl_geometry.runtime.jobs', fromlist=['job_key'])",
         "import yaml\nyaml.load(t, Loader=yaml.SafeLoader)",
         "import subprocess\nsubprocess.run(['git', 'rev-parse', 'HEAD'])",
     ],
@@ -194,8 +194,8 @@ def test_plugin_failures_are_isolated(monkeypatch):
 
 def test_reports_and_results_are_plain_json(tmp_path):
     """Reading a report or results file never executes content: JSON only, bad input is an error."""
-    from tl_geometry.jobs import NotAResultsFileError, read_records
     from tl_geometry.report import GeometryReport
+    from tl_geometry.runtime.jobs import NotAResultsFileError, read_records
 
     p = tmp_path / "evil.json"
     p.write_bytes(b"\x80\x04\x95cos\nsystem\n.")  # a pickle payload

@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 from tests import helpers as H
-from tl_geometry.jobs import read_records
+from tl_geometry.runtime.jobs import read_records
 from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
 
 JOBS = [

@@ -4,7 +4,7 @@ import pytest
 
 from tl_geometry.cli import main
 from tl_geometry.commands._sweep_models import _parse_options
-from tl_geometry.jobs import read_records
+from tl_geometry.runtime.jobs import read_records
 
 BASE = [
     "sweep",

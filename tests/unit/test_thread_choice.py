@@ -75,7 +75,7 @@ def test_kernel_applies_the_count_and_restores_also_on_error():
 # ----------------------------------------------------------------------------- the metrics honour it
 def test_default_never_reads_the_machines_load(monkeypatch):
     """Without a choice the metrics read no load: the load reader and the policy raise if called."""
-    from tl_geometry import threads
+    from tl_geometry.runtime import threads
 
     def boom(*a, **kw):
         raise AssertionError("a metric read the machine's load")
@@ -103,7 +103,7 @@ def test_the_metrics_do_not_even_import_the_thread_policy():
         "H = torch.randn(80, 8, generator=g, dtype=torch.float64)\n"
         "p.pga_score(H, p.readout_basis(torch.randn(8, 30, generator=g), 2), n_null=4)\n"
         "p.spectral_metrics(H); i.twonn(H)\n"
-        "print('tl_geometry.threads' in sys.modules)\n"
+        "print('tl_geometry.runtime.threads' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Per-kernel thread use (tl_geometry.threads): scoped, restored on error, capped by the user's setting.
+"""Per-kernel thread use (tl_geometry.runtime.threads): scoped, restored on error, capped by the user's setting.
 
 The metrics run with the ThreadChoice they are passed; the load-aware choice is ``threads.choose()``,
 what the model-facing callers (tg.pga, tg.spectral, tg.nfa, tg.intrinsic_dimension) pass."""
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry import threads
 from tl_geometry.cli import main
 from tl_geometry.metrics import pga as pga_mod
+from tl_geometry.runtime import threads
 
 
 @pytest.fixture

@@ -262,7 +262,7 @@ def run_shared(
 
     from tqdm.auto import tqdm
 
-    from tl_geometry.threads import per_step
+    from tl_geometry.runtime.threads import per_step
 
     delivered = [0] * len(passes)
     state: dict[str, Any] = {}

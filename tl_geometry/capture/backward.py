@@ -25,7 +25,7 @@ from torch import Tensor
 from tl_geometry.capture.activations import _to_float, eval_mode
 from tl_geometry.capture.hooks import check_tokens, model_device, validate_hooks, weight
 from tl_geometry.errors import InputError
-from tl_geometry.threads import kernel, per_step
+from tl_geometry.runtime.threads import kernel, per_step
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ def probe_gradients(
 
     Probes are drawn from one generator seeded with ``seed`` on the model's device, batch by
     batch, probe by probe (the order fixes the numbers). The threads of every pass are chosen
-    afresh ([`tl_geometry.threads.kernel`][tl_geometry.threads.kernel]), so a long run follows the machine's load.
+    afresh ([`tl_geometry.runtime.threads.kernel`][tl_geometry.runtime.threads.kernel]), so a long run follows the machine's load.
     """
     from tqdm.auto import tqdm
 

@@ -57,8 +57,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from tl_geometry.io import outdir
-    from tl_geometry.jobs import check_results_file
     from tl_geometry.reproduction import RESULTS_NAME
+    from tl_geometry.runtime.jobs import check_results_file
 
     out = Path(args.out)  # checked before any work: a folder (created), writable, its resume file ours
     if out.exists() and not out.is_dir():

@@ -6,7 +6,7 @@
     tl-geometry sweep toy   [--preset paper|henighan|cpu] [--sizes 4 8 ...] [--seeds 0 1 ...] [--steps N]
                             [--out toy.jsonl] [--figure toy.png] [--force]
 
-``--out`` is a results file ([`tl_geometry.jobs`][tl_geometry.jobs]): a new path, or one this package wrote,
+``--out`` is a results file ([`tl_geometry.runtime.jobs`][tl_geometry.runtime.jobs]): a new path, or one this package wrote,
 which is resumed; any other existing file is refused and left as it is, ``--force`` or not.
 ``--figure`` / ``--csv`` are refused when they exist, unless ``--force``. Every destination is
 checked before any work, and every file is written atomically.
@@ -26,9 +26,9 @@ FORCE_HELP = "replace an existing --figure / --csv file (the --out results file 
 def check_outputs(args, *extra: str) -> None:
     """Every sweep's output checks, before any work: ``--out`` is a results file this package
     wrote (resumed) or a new path; ``--figure`` / ``--csv`` (named in ``extra``) are new paths or
-    ``--force``. See [`tl_geometry.io.outdir`][tl_geometry.io.outdir] and [`tl_geometry.jobs.check_results_file`][tl_geometry.jobs.check_results_file]."""
+    ``--force``. See [`tl_geometry.io.outdir`][tl_geometry.io.outdir] and [`tl_geometry.runtime.jobs.check_results_file`][tl_geometry.runtime.jobs.check_results_file]."""
     from tl_geometry.io import outdir
-    from tl_geometry.jobs import check_results_file
+    from tl_geometry.runtime.jobs import check_results_file
 
     outdir.check_out_file(args.out, exists_ok=True, what="results file")
     check_results_file(args.out)  # refuses a file we did not write, and leaves it as it is

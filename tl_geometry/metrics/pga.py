@@ -270,7 +270,7 @@ def _null_rhos(
     (the same ops as the sequential loop, so the same ρ's, bit for bit). Otherwise (small
     problems, a GPU, a pool of 1) the sequential loop: the batched projection on ``threads.dense``
     threads, the per-null similarities and sort on ``threads.sort`` (the load-aware choice,
-    [`tl_geometry.threads.choose`][tl_geometry.threads.choose], gives one thread when other
+    [`tl_geometry.runtime.threads.choose`][tl_geometry.runtime.threads.choose], gives one thread when other
     processes want the cores: a sort of N(N−1)/2 keys split over OpenMP threads costs ~4× the CPU
     when another process competes for them).
     """
@@ -503,7 +503,7 @@ def pga_score(
             fixed, cheaper and overconfident when the top PCs change with the text sample).
         threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the kernels (default
             [`INHERIT`][tl_geometry.metrics.thread_choice.INHERIT]: torch's setting, factorizations on one
-            thread; ``tg.pga`` passes [`tl_geometry.threads.choose`][tl_geometry.threads.choose] ``()``, the load-aware
+            thread; ``tg.pga`` passes [`tl_geometry.runtime.threads.choose`][tl_geometry.runtime.threads.choose] ``()``, the load-aware
             choice). A choice changes the speed, at most the last bits of a number (a factorization on
             other than one thread, a batched product).
 

@@ -13,7 +13,7 @@ function takes it as ``threads=`` and hands it down to its kernels, which apply 
 [`limit_threads`][tl_geometry.metrics.thread_choice.limit_threads] (lower torch's setting for the
 block, restore it on exit, also on error). Nothing here looks at the machine's load: the
 load-aware choice of a report or the CLI is made by the caller
-([`tl_geometry.threads.choose`][tl_geometry.threads.choose], which reads ``/proc/loadavg``) and
+([`tl_geometry.runtime.threads.choose`][tl_geometry.runtime.threads.choose], which reads ``/proc/loadavg``) and
 passed in. Without one, a metric uses [`INHERIT`][tl_geometry.metrics.thread_choice.INHERIT], a static
 choice: torch's setting for dense, sort and pool work, one thread for factorizations
 (reproducible bits).
@@ -108,7 +108,7 @@ class ThreadChoice:
 INHERIT = ThreadChoice()
 """What a metric uses when the caller passes no choice: torch's setting for dense, sort and pool work, one
 thread for factorizations. A static choice: it does not follow the machine's load (pass
-``tl_geometry.threads.choose()`` for that)."""
+``tl_geometry.runtime.threads.choose()`` for that)."""
 
 
 def resolve(threads: ThreadChoice | None) -> ThreadChoice:

@@ -3,7 +3,7 @@
 ``tg.study(["smollm2-135m", "gemma-3-270m"], out="studies/two", controls=["random"])`` runs
 [`tl_geometry.pipeline.run_report`][tl_geometry.pipeline.run_report] (no files) on each model —
 the same rows a ``tl-geometry report`` of that model gives for the same settings — through the
-package's resumable job runner ([`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]: one JSON
+package's resumable job runner ([`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]: one JSON
 line per finished model in ``out/study.jsonl``, one model in memory at a time, local or on Ray), then
 writes
 
@@ -471,7 +471,7 @@ def _check_dir(out: Path, settings: Mapping[str, Any], force: bool) -> None:
 
 
 def _records(path: Path) -> dict[str, dict]:
-    from tl_geometry.jobs import read_records
+    from tl_geometry.runtime.jobs import read_records
 
     last: dict[str, dict] = {}
     for rec in read_records(path):
@@ -537,8 +537,8 @@ def study(
     """
     from tl_geometry.base import _checks
     from tl_geometry.io.outdir import OutputLock, check_writable
-    from tl_geometry.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
     from tl_geometry.pipeline import check_inputs, default_metrics, report_options
+    from tl_geometry.runtime.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
     from tl_geometry.sweeps import _error_result
 
     entries = expand_models(models, controls)

@@ -269,7 +269,7 @@ def _packing(ctx: Context) -> list[ReproRow]:
             packing.sweep(
                 PACKING_SUBSET_CELLS, path, kind="optimized", seed=seed, device=ctx.device, progress=ctx.progress
             )
-        from tl_geometry.jobs import read_records
+        from tl_geometry.runtime.jobs import read_records
 
         rows += _packing_subset_rows(_subset_cells(read_records(path)), opt, "this run")
     elif shipped_cells:

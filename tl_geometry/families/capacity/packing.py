@@ -10,7 +10,7 @@ capacity forms of [`tl_geometry.capacity`][tl_geometry.metrics.capacity.capacity
 
 [`fit`][tl_geometry.families.capacity.packing.fit] refits the forms (``scipy.optimize.curve_fit``) with the paper's conventions, and
 [`sweep`][tl_geometry.families.capacity.packing.sweep] runs a grid of (k, d) cells, appending each finished cell to a JSON-lines file
-([`tl_geometry.jobs.ResultsFile`][tl_geometry.jobs.ResultsFile]) so that an interrupted sweep resumes.
+([`tl_geometry.runtime.jobs.ResultsFile`][tl_geometry.runtime.jobs.ResultsFile]) so that an interrupted sweep resumes.
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def load_reference(path: str | os.PathLike) -> list[list[float]]:
         raise FileNotFoundError(f"no such packing data file: {p}")
     text = p.read_text()
     if p.suffix == ".jsonl":
-        from tl_geometry.jobs import read_records
+        from tl_geometry.runtime.jobs import read_records
 
         return [[r["params"]["k"], r["params"]["d"], r["eps"]] for r in read_records(p) if r.get("status") == "ok"]
     return json.loads(text)
@@ -480,7 +480,7 @@ def sweep(
     """Run a packing sweep over (k, d) cells, resumably.
 
     Each finished cell is appended at once to ``results`` (JSON lines, via
-    [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]); cells already in the file are skipped, so re-running
+    [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]); cells already in the file are skipped, so re-running
     after an interruption continues where it stopped.
 
     Args:
@@ -496,7 +496,7 @@ def sweep(
     """
     import time
 
-    from tl_geometry.jobs import ResultsFile, job_key, run_jobs
+    from tl_geometry.runtime.jobs import ResultsFile, job_key, run_jobs
 
     if kind not in ("optimized", "random"):
         raise InputError(f"kind must be 'optimized' or 'random', got {kind!r}")

@@ -32,7 +32,7 @@ from tl_geometry.metrics.interaction import (
 )
 from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
-from tl_geometry.threads import choose as choose_threads
+from tl_geometry.runtime.threads import choose as choose_threads
 
 __all__ = ["SPACES", "agop", "agop_report", "nfa"]
 

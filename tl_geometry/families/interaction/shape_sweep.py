@@ -31,7 +31,7 @@ Every record carries its ``preset`` (it is part of the job parameters) together 
 output-space and the loss-gradient AOFE ratio (``space="output"`` and ``space="loss"`` of
 [`tl_geometry.agop`][tl_geometry.families.interaction.agop]).
 
-Each finished run is one record in a JSON-lines results file ([`tl_geometry.jobs`][tl_geometry.jobs]); a sweep
+Each finished run is one record in a JSON-lines results file ([`tl_geometry.runtime.jobs`][tl_geometry.runtime.jobs]); a sweep
 that is killed resumes where it stopped, repeating no run. [`grid`][tl_geometry.families.interaction.shapes.grid] / [`paper_grid`][tl_geometry.families.interaction.shapes.paper_grid]
 list the shapes (with parameters and padding) without training anything.
 
@@ -306,7 +306,7 @@ def plan(cfg: SweepConfig = SweepConfig(), results: Any = None) -> list[dict]:
     """The sweep's cells without training: every (budget, depth) with d_model, n_heads, active
     parameters, padding, R_D/W, steps, and ``status`` ("run", "done" when ``results`` already holds
     it, or why it is skipped)."""
-    from tl_geometry.jobs import ResultsFile, job_key
+    from tl_geometry.runtime.jobs import ResultsFile, job_key
 
     done = ResultsFile(results).finished_keys() if results is not None else set()
     run = {(s.budget, s.depth): job for s, job in _jobs(cfg)}
@@ -333,7 +333,7 @@ def shape_sweep(
         ValueError: a budget too small for depth 1; whatever a run raises (the finished runs stay
             recorded, and the next call resumes after them).
     """
-    from tl_geometry.jobs import ResultsFile, job_key, run_jobs
+    from tl_geometry.runtime.jobs import ResultsFile, job_key, run_jobs
 
     jobs = [job for _, job in _jobs(cfg)]
     rf = results if isinstance(results, ResultsFile) else ResultsFile(results)

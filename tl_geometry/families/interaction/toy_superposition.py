@@ -410,7 +410,7 @@ def toy_sweep(
         One record per run (``n_train``, ``seed``, ``preset``, ``overrides`` and [`METRICS`][tl_geometry.families.interaction.toy_superposition.METRICS]),
         sorted by size then seed, including runs finished by earlier calls.
     """
-    from tl_geometry.jobs import ResultsFile, job_key, run_jobs
+    from tl_geometry.runtime.jobs import ResultsFile, job_key, run_jobs
 
     if not isinstance(sizes, (list, tuple, range)) or not all(_checks.is_int(s) for s in sizes):
         raise _checks.ArgumentError(

@@ -54,7 +54,7 @@ from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.models import processing_name
 from tl_geometry.registry import FamilySpec, FigureSpec, MetricPlan, RowSpec, planned_metric, register_family
 from tl_geometry.report import GeometryReport
-from tl_geometry.threads import choose as choose_threads
+from tl_geometry.runtime.threads import choose as choose_threads
 
 __all__ = ["intrinsic_dimension", "default_hooks", "MIN_POINTS", "POINTS", "SequenceMeans"]
 

@@ -37,7 +37,7 @@ from tl_geometry.registry import (
     register_family,
 )
 from tl_geometry.report import GeometryReport
-from tl_geometry.threads import choose as choose_threads
+from tl_geometry.runtime.threads import choose as choose_threads
 
 logger = logging.getLogger(__name__)
 

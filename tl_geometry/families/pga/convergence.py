@@ -33,7 +33,7 @@ from tl_geometry.families.pga import pga
 from tl_geometry.metrics._spearman import RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.pga import haar_bases, readout_basis
 from tl_geometry.report import GeometryReport, Row, model_name
-from tl_geometry.threads import choose as choose_threads
+from tl_geometry.runtime.threads import choose as choose_threads
 
 logger = logging.getLogger(__name__)
 
@@ -355,10 +355,10 @@ def pga_trajectory(
             HookedTransformer.from_pretrained("pythia-70m", checkpoint_index=s)}``.
         tokens: a token batch, or a callable model → tokens (different tokenizers).
         results: optional JSON-lines path; each finished checkpoint is written at once and
-            skipped on a re-run ([`tl_geometry.jobs`][tl_geometry.jobs]).
+            skipped on a re-run ([`tl_geometry.runtime.jobs`][tl_geometry.runtime.jobs]).
         **pga_options: passed to [`tl_geometry.pga`][tl_geometry.families.pga.pga] (k, n_null, ccr, max_points, seed, hooks).
     """
-    from tl_geometry.jobs import ResultsFile, job_key, run_jobs
+    from tl_geometry.runtime.jobs import ResultsFile, job_key, run_jobs
 
     items = list(checkpoints.items()) if isinstance(checkpoints, Mapping) else list(checkpoints)
     if not items:

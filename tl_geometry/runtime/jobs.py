@@ -5,17 +5,17 @@ together with the file (it never exists without it). Each finished unit of work 
 a training run, a model in a sweep) is then one record ``{"key": ..., "params": ...,
 "status": "ok" | "error", ...}`` appended as a single line with one ``write`` followed by
 ``flush`` + ``fsync``. A process killed mid-write can leave at most one torn last line (one
-without its newline); [`read_records`][tl_geometry.jobs.read_records] skips it and [`ResultsFile.repair`][tl_geometry.jobs.ResultsFile.repair] cuts it off,
+without its newline); [`read_records`][tl_geometry.runtime.jobs.read_records] skips it and [`ResultsFile.repair`][tl_geometry.runtime.jobs.ResultsFile.repair] cuts it off,
 so a unit's record appears whole or not at all. Re-running a job with the same file skips every
 key already recorded as ``"ok"``.
 
-Only a file this package wrote is ever appended to or repaired ([`check_results_file`][tl_geometry.jobs.check_results_file]):
+Only a file this package wrote is ever appended to or repaired ([`check_results_file`][tl_geometry.runtime.jobs.check_results_file]):
 one with the header, or one written before the header existed (every line a record with the
 keys ``key`` / ``params`` / ``status``; such a file is used as it is, no header is added). Any
 other file (a text file, another tool's JSON lines, a file with a bad line before its last) is
-refused with [`NotAResultsFileError`][tl_geometry.jobs.NotAResultsFileError] and left byte-identical.
+refused with [`NotAResultsFileError`][tl_geometry.runtime.jobs.NotAResultsFileError] and left byte-identical.
 
-[`run_jobs`][tl_geometry.jobs.run_jobs] is the one resumable job runner of the package: every long job (packing cells,
+[`run_jobs`][tl_geometry.runtime.jobs.run_jobs] is the one resumable job runner of the package: every long job (packing cells,
 toy and shape sweeps, model sweeps, PGA over checkpoints, ``reproduce``) hands it its units,
 locally or as Ray tasks, and it writes each finished unit at once and skips the finished ones.
 """
@@ -35,7 +35,7 @@ from tl_geometry.errors import InputError, describe_os_error
 logger = logging.getLogger(__name__)
 
 HEADER_KEY = "tl_geometry_results"
-"""The header's key; its value is the format version ([`RESULTS_FORMAT`][tl_geometry.jobs.RESULTS_FORMAT])."""
+"""The header's key; its value is the format version ([`RESULTS_FORMAT`][tl_geometry.runtime.jobs.RESULTS_FORMAT])."""
 RESULTS_FORMAT = 1
 """Version of the results-file format this code writes and reads."""
 RECORD_KEYS = ("key", "params", "status")
@@ -62,7 +62,7 @@ def _is_record(obj: Any) -> bool:
 
 @dataclass(frozen=True)
 class ResultsFileCheck:
-    """What [`check_results_file`][tl_geometry.jobs.check_results_file] found: ``header`` (False: an older file without one),
+    """What [`check_results_file`][tl_geometry.runtime.jobs.check_results_file] found: ``header`` (False: an older file without one),
     the records, and ``torn_at`` (byte offset of a torn last line, else None)."""
 
     header: bool
@@ -178,7 +178,7 @@ class ResultsFile:
         self._checked = False
 
     def check(self) -> ResultsFileCheck | None:
-        """[`check_results_file`][tl_geometry.jobs.check_results_file] of this file (None: it does not exist yet)."""
+        """[`check_results_file`][tl_geometry.runtime.jobs.check_results_file] of this file (None: it does not exist yet)."""
         return check_results_file(self.path)
 
     def records(self) -> list[dict]:
@@ -195,7 +195,7 @@ class ResultsFile:
         """Cut off a torn last line of this (our) file; returns the number of lines removed (0 or 1).
 
         Nothing else is ever removed or rewritten: a file that is not ours, or has a bad line
-        before its last, is refused ([`NotAResultsFileError`][tl_geometry.jobs.NotAResultsFileError]) and left as it is.
+        before its last, is refused ([`NotAResultsFileError`][tl_geometry.runtime.jobs.NotAResultsFileError]) and left as it is.
         """
         found = self.check()
         if found is None or found.torn_at is None:
@@ -217,7 +217,7 @@ class ResultsFile:
     def append(self, params: Mapping[str, Any], result: Mapping[str, Any], *, status: str = "ok") -> None:
         """Append one record atomically (one write, flushed and fsynced); creates the file with its header.
 
-        The first append of this object checks the file ([`check_results_file`][tl_geometry.jobs.check_results_file]) and cuts off
+        The first append of this object checks the file ([`check_results_file`][tl_geometry.runtime.jobs.check_results_file]) and cuts off
         a torn last line, so a record never lands after a torn one.
 
         Raises:
@@ -250,7 +250,7 @@ class ResultsFile:
 
 
 EXECUTORS = ("local", "ray")
-"""Where [`run_jobs`][tl_geometry.jobs.run_jobs] runs the units: in this process, or each unit as a Ray task."""
+"""Where [`run_jobs`][tl_geometry.runtime.jobs.run_jobs] runs the units: in this process, or each unit as a Ray task."""
 
 
 def error_message(exc: BaseException) -> dict:
@@ -289,7 +289,7 @@ def run_jobs(
     Args:
         jobs: parameter dicts (JSON-able); their canonical JSON is the job key.
         fn: does one unit of work, returns a JSON-able dict of results.
-        results: path of the JSON-lines file (or a [`ResultsFile`][tl_geometry.jobs.ResultsFile]); None: nothing is written
+        results: path of the JSON-lines file (or a [`ResultsFile`][tl_geometry.runtime.jobs.ResultsFile]); None: nothing is written
             and nothing resumed (every job runs).
         retry_errors: also re-run jobs recorded as "error".
         catch: record an exception as an "error" record and continue (else it propagates,
@@ -301,9 +301,9 @@ def run_jobs(
             ``results``, so the file has a single writer whatever the cluster size; records come
             in the order the tasks finish.
         num_cpus, num_gpus: Ray resources per task.
-        on_error: ``exception → result dict`` of an "error" record (default [`error_message`][tl_geometry.jobs.error_message]);
+        on_error: ``exception → result dict`` of an "error" record (default [`error_message`][tl_geometry.runtime.jobs.error_message]);
             with Ray, a task whose worker died is recorded through it too (when ``catch``).
-        ray_options: more for the Ray executor ([`tl_geometry.ray_executor.run_ray`][tl_geometry.ray_executor.run_ray]):
+        ray_options: more for the Ray executor ([`tl_geometry.runtime.ray_executor.run_ray`][tl_geometry.runtime.ray_executor.run_ray]):
             ``address``, ``runtime_env``, ``device`` (checked against the cluster's resources
             before anything is submitted), and ``actor_fn`` / ``group_by`` / ``shared`` for one
             actor per group of units.
@@ -355,7 +355,7 @@ def run_jobs(
 
 
 def _run_ray(todo, fn, record, **kwargs) -> Iterator[dict]:
-    """The Ray executor ([`tl_geometry.ray_executor.run_ray`][tl_geometry.ray_executor.run_ray]): resources checked, tasks or actors."""
-    from tl_geometry.ray_executor import run_ray
+    """The Ray executor ([`tl_geometry.runtime.ray_executor.run_ray`][tl_geometry.runtime.ray_executor.run_ray]): resources checked, tasks or actors."""
+    from tl_geometry.runtime.ray_executor import run_ray
 
     return run_ray(todo, fn, record, **kwargs)

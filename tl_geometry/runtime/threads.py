@@ -11,31 +11,31 @@ This module holds the load-aware *policy*; the metrics never read it. A metric f
 [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] (``threads=``), pure data,
 and applies it ([`tl_geometry.metrics.thread_choice`][tl_geometry.metrics.thread_choice]);
 the model-facing callers (``tg.pga``, ``tg.spectral``, ``tg.nfa``, ``tg.intrinsic_dimension``,
-hence ``tg.analyze``, the report and the CLI) pass [`choose`][tl_geometry.threads.choose] ``()``,
+hence ``tg.analyze``, the report and the CLI) pass [`choose`][tl_geometry.runtime.threads.choose] ``()``,
 the choice below made from the load at that moment; the capture layer uses
-[`kernel`][tl_geometry.threads.kernel] and [`per_step`][tl_geometry.threads.per_step] directly.
+[`kernel`][tl_geometry.runtime.threads.kernel] and [`per_step`][tl_geometry.runtime.threads.per_step] directly.
 
 * the user's setting is the cap: ``OMP_NUM_THREADS``, ``torch.set_num_threads(n)`` or the CLI's
-  ``--threads n`` ([`using_threads`][tl_geometry.threads.using_threads]) are honoured; the library never raises them;
+  ``--threads n`` ([`using_threads`][tl_geometry.runtime.threads.using_threads]) are honoured; the library never raises them;
 * kernels made of many sorts (the PGA null loop: one sort of N(N−1)/2 similarities per null
   subspace) run single-threaded inside [`limit_threads`][tl_geometry.metrics.thread_choice.limit_threads] (which restores the previous
   setting on exit, also on error) whenever another process wants a core, or the machine does
   not report its load; on a free machine they keep the user's setting;
 * loops of many independent sort-bound tasks (the PGA null loop at report sizes) run on a pool
-  of [`pool_threads`][tl_geometry.threads.pool_threads] Python threads, each single-threaded inside torch and NumPy
+  of [`pool_threads`][tl_geometry.runtime.threads.pool_threads] Python threads, each single-threaded inside torch and NumPy
   ([`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map]): no OpenMP team, so no thread spins at a barrier waiting for one that
   another process descheduled, and a quiet machine's cores are all used (a 1-D sort is
   single-threaded anyway);
 * factorizations (SVD, eigh: the PGA centering, readout bases, spectra) always run on
-  [`LAPACK_THREADS`][tl_geometry.threads.LAPACK_THREADS] (one) thread: their last bits depend on the thread count, so a count
+  [`LAPACK_THREADS`][tl_geometry.runtime.threads.LAPACK_THREADS] (one) thread: their last bits depend on the thread count, so a count
   chosen from the load would make the numbers depend on the load;
 * dense work (model forward/backward passes, batched projections) uses the user's setting while
   the cores are free, and only the free cores (at least one) while other processes want them:
-  [`free_cores`][tl_geometry.threads.free_cores] looks at the number of runnable threads on the machine (``/proc/loadavg``),
-  again at most every [`LOAD_TTL_S`][tl_geometry.threads.LOAD_TTL_S] seconds, before each batch.
+  [`free_cores`][tl_geometry.runtime.threads.free_cores] looks at the number of runnable threads on the machine (``/proc/loadavg``),
+  again at most every [`LOAD_TTL_S`][tl_geometry.runtime.threads.LOAD_TTL_S] seconds, before each batch.
 
 Our choice, measured on a 2-core machine (figures in ``docs/howto/report.md``). ``TL_GEOMETRY_THREADS=inherit`` in the environment
-(or [`POLICY`][tl_geometry.threads.POLICY] = ``"inherit"``) turns the per-kernel choice off: every kernel then uses
+(or [`POLICY`][tl_geometry.runtime.threads.POLICY] = ``"inherit"``) turns the per-kernel choice off: every kernel then uses
 torch's setting, as before this module existed (for benchmarks and comparisons).
 """
 
@@ -126,7 +126,7 @@ def free_cores() -> int | None:
     still spin after an op, and counting them as others' halved every dense kernel on a quiet
     machine), the largest count of others kept: a busy machine is what must not be missed (a
     team too large for the free cores costs 5–30×; one thread on a free machine costs at most the
-    core count). An answer is reused for [`LOAD_TTL_S`][tl_geometry.threads.LOAD_TTL_S], one that finds other work for
+    core count). An answer is reused for [`LOAD_TTL_S`][tl_geometry.runtime.threads.LOAD_TTL_S], one that finds other work for
     `BUSY_TTL_S` (others' jobs come in bursts). None where the kernel does not say (not
     Linux).
     """
@@ -157,7 +157,7 @@ def _dense_threads() -> int:
 
 
 def _sort_threads() -> int:
-    """Our choice: the user's setting only while every core is free; [`SORT_THREADS`][tl_geometry.threads.SORT_THREADS] as soon
+    """Our choice: the user's setting only while every core is free; [`SORT_THREADS`][tl_geometry.runtime.threads.SORT_THREADS] as soon
     as another process wants one, or when the machine does not say (a parallel sort costs ~4× the
     CPU beside one competing process)."""
     cap = torch.get_num_threads()
@@ -178,7 +178,7 @@ LAPACK_THREADS = 1
 
 
 def _lapack_threads() -> int:
-    """Our choice: [`LAPACK_THREADS`][tl_geometry.threads.LAPACK_THREADS] (one), whatever the load. LAPACK's SVD and eigh give
+    """Our choice: [`LAPACK_THREADS`][tl_geometry.runtime.threads.LAPACK_THREADS] (one), whatever the load. LAPACK's SVD and eigh give
     different last bits on 1 and 2 threads (measured: 1024 × 576 SVD, 576² eigh), so a
     load-dependent count made a report's numbers depend on the machine's load (PGA's readout
     basis, PC1 overlap, spectra), and shared vs separate capture differ at 1e-15. One thread
@@ -210,14 +210,14 @@ def kernel_threads(kind: str) -> int:
 
 
 def kernel(kind: str, device: Any = "cpu"):
-    """``with kernel("dense", x.device):`` — run the block with [`kernel_threads`][tl_geometry.threads.kernel_threads] of that kind
+    """``with kernel("dense", x.device):`` — run the block with [`kernel_threads`][tl_geometry.runtime.threads.kernel_threads] of that kind
     when ``device`` is the CPU (torch's intra-op threads do not apply elsewhere: unchanged)."""
     on_cpu = torch.device(device).type == "cpu"
     return limit_threads(kernel_threads(kind) if on_cpu else None)
 
 
 def per_step(iterable: Iterable[T], kind: str = "dense") -> Iterator[T]:
-    """Iterate ``iterable``; the loop body of each step runs under [`kernel`][tl_geometry.threads.kernel] ``(kind)``,
+    """Iterate ``iterable``; the loop body of each step runs under [`kernel`][tl_geometry.runtime.threads.kernel] ``(kind)``,
     chosen afresh per step (so a long loop follows the machine's load). The setting is restored
     when the loop ends, breaks or raises."""
     for item in iterable:
@@ -265,8 +265,8 @@ def set_threads(n: int | None) -> int:
 
 
 def pool_threads() -> int:
-    """Workers [`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map] should use here: [`kernel_threads`][tl_geometry.threads.kernel_threads] ``("pool")``, or 1
-    (the sequential loop) when [`POLICY`][tl_geometry.threads.POLICY] is ``"inherit"``."""
+    """Workers [`parallel_map`][tl_geometry.metrics.thread_choice.parallel_map] should use here: [`kernel_threads`][tl_geometry.runtime.threads.kernel_threads] ``("pool")``, or 1
+    (the sequential loop) when [`POLICY`][tl_geometry.runtime.threads.POLICY] is ``"inherit"``."""
     return 1 if _policy() == "inherit" else kernel_threads("pool")
 
 
@@ -274,9 +274,9 @@ def choose() -> ThreadChoice:
     """The [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] this machine's load calls for now: what
     the model-facing callers pass to the metrics (``threads=choose()``).
 
-    Each count is [`kernel_threads`][tl_geometry.threads.kernel_threads] of its kind at this moment (the load is
-    looked at once, [`free_cores`][tl_geometry.threads.free_cores]), the pool [`pool_threads`][tl_geometry.threads.pool_threads]; with
-    [`POLICY`][tl_geometry.threads.POLICY] ``"inherit"``: torch's setting for every kernel, factorizations
+    Each count is [`kernel_threads`][tl_geometry.runtime.threads.kernel_threads] of its kind at this moment (the load is
+    looked at once, [`free_cores`][tl_geometry.runtime.threads.free_cores]), the pool [`pool_threads`][tl_geometry.runtime.threads.pool_threads]; with
+    [`POLICY`][tl_geometry.runtime.threads.POLICY] ``"inherit"``: torch's setting for every kernel, factorizations
     included, and the sequential loop (pool 1). The choice is static once made: a caller chooses
     afresh per hook, so a long report follows the machine's load hook by hook.
 

@@ -1,4 +1,4 @@
-"""The Ray side of [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs]: resources checked first, tasks or one actor per group.
+"""The Ray side of [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]: resources checked first, tasks or one actor per group.
 
 Two ways to run units on Ray:
 
@@ -66,7 +66,7 @@ def init_ray(address: str | None = None, runtime_env: Mapping[str, Any] | None =
     (the caller shuts it down).
 
     ``runtime_env`` (e.g. ``{"working_dir": "."}``: the directory is packed and shipped to every
-    worker, which runs in it and imports from it) is merged into [`local_runtime_env`][tl_geometry.ray_executor.local_runtime_env] for a
+    worker, which runs in it and imports from it) is merged into [`local_runtime_env`][tl_geometry.runtime.ray_executor.local_runtime_env] for a
     local cluster. A session already running keeps its own environment (a warning says so when
     one was asked for).
     """
@@ -119,7 +119,7 @@ def check_resources(
 
 
 def _run_unit_with(fn, params, catch: bool, on_error) -> tuple[str, dict]:
-    from tl_geometry.jobs import _run_unit
+    from tl_geometry.runtime.jobs import _run_unit
 
     return _run_unit(fn, params, catch, on_error)
 
@@ -156,9 +156,9 @@ def run_ray(
 
     Args:
         todo, fn, record, catch, on_error, num_cpus, num_gpus, progress, desc: as
-            [`tl_geometry.jobs.run_jobs`][tl_geometry.jobs.run_jobs] hands them over.
-        address, runtime_env: see [`init_ray`][tl_geometry.ray_executor.init_ray].
-        device: checked with [`check_resources`][tl_geometry.ray_executor.check_resources].
+            [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs] hands them over.
+        address, runtime_env: see [`init_ray`][tl_geometry.runtime.ray_executor.init_ray].
+        device: checked with [`check_resources`][tl_geometry.runtime.ray_executor.check_resources].
         actor_fn: with it, one actor per ``group_by`` group runs the group's units with the callable
             ``actor_fn(*shared)`` built once in that actor (``fn`` is not used). Without it, one task
             per unit runs ``fn``.
@@ -211,7 +211,7 @@ def run_ray(
                             raise
                         status, result = "error", dict(on_error(exc))
                     if status == "error":  # the worker's log does not reach the driver
-                        from tl_geometry.jobs import job_key
+                        from tl_geometry.runtime.jobs import job_key
 
                         logger.error("job %s failed: %s", job_key(params), result.get("error"))
                     yield record(params, status, result)  # the driver is the only writer
