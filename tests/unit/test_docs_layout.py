@@ -27,5 +27,5 @@ def test_every_module_is_in_the_layout():
 
 def test_the_check_fails_on_a_stale_layout(tmp_path):
     layout = load_script("layout")
-    stale = layout.render().replace("registry.py", "registry_old.py")
+    stale = layout.render().replace("cli.py", "cli_old.py")
     assert layout.current(f"intro\n{stale}\nmore") != layout.render()

@@ -139,7 +139,7 @@ def test_only_families_register_the_papers_metrics():
     bad = []
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
-        if rel.startswith("families/") or rel.startswith("sae") or rel == "registry.py":
+        if rel.startswith("families/") or rel.startswith("sae") or rel.startswith("registry/"):
             continue
         if "register_metric(" in path.read_text(encoding="utf-8"):
             bad.append(rel)
@@ -173,6 +173,9 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics", ("metrics",)),
     ("io", ("io",)),
     ("runtime", ("runtime",)),
+    ("models", ("models",)),
+    ("capture", ("capture",)),
+    ("registry", ("registry",)),
     (
         "machinery",
         (

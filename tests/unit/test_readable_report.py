@@ -11,7 +11,11 @@ import torch
 pytest.importorskip("matplotlib")
 
 from tests.helpers import D_MODEL, make_report  # noqa: E402
-from tl_geometry import plotting, readings, registry  # noqa: E402
+from tl_geometry import (
+    plotting,
+    readings,
+    registry,  # noqa: E402
+)
 from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
 from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
 from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402

@@ -13,7 +13,7 @@ MODEL_FACING = (
     "tl_geometry.models",
     "tl_geometry.capture",
     "tl_geometry.registry",
-    "tl_geometry.family_registry",
+    "tl_geometry.registry.family_specs",
     "tl_geometry.report",
     "tl_geometry.plotting",
     "tl_geometry.families.sae",

@@ -9,7 +9,7 @@ to load is warned about and skipped (the habit of TransformerLens's architecture
 
 A **family** ([`FamilySpec`][tl_geometry.registry.FamilySpec], [`register_family`][tl_geometry.registry.register_family]) declares what a group of metrics
 hands to the rendering: its rows, figures and reading. Its half of the registry is
-[`tl_geometry.family_registry`][tl_geometry.family_registry]; every name of it is re-exported here
+[`tl_geometry.registry.family_specs`][tl_geometry.registry.family_specs]; every name of it is re-exported here
 (``tl_geometry.registry.FamilySpec``, ...). The plugin phase of both halves (built-in or plugin,
 the entry point loading, the discovery of the built-ins) lives in this module only.
 This module imports neither matplotlib nor pandas.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tl_geometry.errors import InputError, TLGeometryError, UnknownNameError
-from tl_geometry.family_registry import (  # noqa: F401  (the family half, re-exported: tl_geometry.registry.FamilySpec, ...)
+from tl_geometry.registry.family_specs import (  # noqa: F401  (the family half, re-exported: tl_geometry.registry.FamilySpec, ...)
     _FAMILIES,
     _FAMILY_SEQ,
     FamilySpec,
