@@ -176,6 +176,8 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("models", ("models",)),
     ("capture", ("capture",)),
     ("registry", ("registry",)),
+    ("report", ("report",)),
+    ("render", ("render",)),
     (
         "machinery",
         (
