@@ -4,8 +4,8 @@
 
 A SmolLM2-sized synthetic report (``_util.synthetic_report``: 30 layers, CCR 0/1/5, every family):
 
-* ours: ``tl_geometry.html.write_outputs`` (JSON + markdown + every PNG + index.html);
-* reference: every figure function of ``tl_geometry.plotting.FIGURES`` called and saved with
+* ours: ``tl_geometry.render.html.write_outputs`` (JSON + markdown + every PNG + index.html);
+* reference: every figure function of ``tl_geometry.render.plotting.FIGURES`` called and saved with
   ``fig.savefig(..., dpi=)`` one after the other, plus the JSON and markdown: the best *simple* way
   to get the same files (matplotlib's own save, nothing shared);
 * floor: the plain JSON + markdown dump the pipeline writes without figures.
@@ -31,8 +31,8 @@ def main(argv=None) -> None:
     if args.small:
         args.layers, args.dpi = 6, 50
     plt = _util.headless_pyplot()
-    from tl_geometry import plotting
-    from tl_geometry.html import write_outputs
+    from tl_geometry.render import plotting
+    from tl_geometry.render.html import write_outputs
 
     _util.print_environment("report rendering: write_outputs against figure-by-figure savefig")
     report = _util.synthetic_report(n_layers=args.layers)

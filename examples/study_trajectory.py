@@ -463,7 +463,7 @@ def pga_profile(df, n_layers: int, *, ccr: int | None = None, max_columns: int =
     ``df``: the study's long table (``model`` = ``<dir>@<step>``, ``metric`` = ``pga.z``, extras
     ``ccr``, ``stderr``, ``n_null``). Relative depth of a hook: the share of the blocks it comes
     after (embeddings 0, ``blocks.L.hook_resid_post`` (L + 1)/n_layers, the final norm after
-    1.0), as ``tl_geometry.readings.hook_position`` places hooks. ``ccr``: the CCR level (default:
+    1.0), as ``tl_geometry.render.readings.hook_position`` places hooks. ``ccr``: the CCR level (default:
     the smallest in the table). At most ``max_columns`` depths, spread over the hooks measured.
     A cell is *organised* when z − 2·stderr exceeds the edge t_95 of the chance band of random
     subspaces (|z| < t_95 in 95 % of draws at the rows' ``n_null``).

@@ -72,14 +72,14 @@ NOTEBOOKS = {
         new_code_cell('df = report.to_pandas()\ndf[["hook", "layer", "metric", "value"]].head(12)'),
         new_markdown_cell("The plain-language reading puts each number next to the papers' numbers:"),
         new_code_cell(
-            "from tl_geometry import readings\n"
+            "from tl_geometry.render import readings\n"
             "for section, lines in readings.sections(report).items():\n"
             "    print(section)\n"
             "    for line in lines:\n"
             "        print('  -', line)"
         ),
         new_code_cell(
-            "from tl_geometry import plotting\n"
+            "from tl_geometry.render import plotting\n"
             "fig = plotting.plot_spectral(report)   # a matplotlib Figure; shown inline in Jupyter"
         ),
         new_markdown_cell(
@@ -88,7 +88,7 @@ NOTEBOOKS = {
         ),
         new_code_cell(
             "import tempfile\n"
-            "from tl_geometry.html import write_outputs\n"
+            "from tl_geometry.render.html import write_outputs\n"
             "out = tempfile.mkdtemp()\n"
             "index = write_outputs(report, out, force=True)\n"
             "sorted(p.name for p in index.parent.iterdir())"
@@ -146,7 +146,7 @@ NOTEBOOKS = {
             "of its width, with the 45 models of the paper's Table 1 at their own widths."
         ),
         new_code_cell(
-            "from tl_geometry import plotting, readings\n"
+            "from tl_geometry.render import plotting, readings\n"
             "est = tg.capacity_estimate(row.d_model, mean=row.mean, std=row.std)   # as the paper reports it\n"
             "print(est)\n"
             "report = tg.GeometryReport.from_rows(\n"
@@ -207,7 +207,7 @@ NOTEBOOKS = {
             "report = tg.pga(model, tokens[:4, :24], k=8, n_null=10, ccr=[0, 1, 5], max_points=96, progress=False)\n"
             'report.to_pandas().query("metric == \'pga.z\'")[["layer", "ccr", "value"]]'
         ),
-        new_code_cell("from tl_geometry import plotting\nfig = plotting.plot_pga(report)"),
+        new_code_cell("from tl_geometry.render import plotting\nfig = plotting.plot_pga(report)"),
         new_markdown_cell(
             "**Spectral metrics** of the same activations: RankMe (Garrido et al.: entropy of the singular values; `rankme_eig` is the eigenvalue variant), α-ReQ (eigenvalue decay, by least squares over all ranks and as reptrix fits it: 1/i-weighted over ranks 11–100, each with R²), isotropy and condition number."
         ),
@@ -244,7 +244,7 @@ NOTEBOOKS = {
             "The registered metric puts the same numbers in a report; the figure shows the ratio by layer with its probe standard error."
         ),
         new_code_cell(
-            "from tl_geometry import plotting\n"
+            "from tl_geometry.render import plotting\n"
             'report = tg.analyze(model, tokens[:4], metrics=["agop", "depth_width"],\n'
             '                    options={"agop": {"n_probes": 8}}, progress=False)\n'
             "fig = plotting.plot_aofe(report)"
@@ -292,7 +292,7 @@ NOTEBOOKS = {
             'df[df.metric == "sae.d_sae"][["hook", "layer", "value"]].head()'
         ),
         new_code_cell(
-            "from tl_geometry import plotting, readings\n"
+            "from tl_geometry.render import plotting, readings\n"
             'print("\\n".join(readings.read_sae(report)))\n'
             "fig = plotting.plot_sae_widths(report)"
         ),

@@ -191,7 +191,7 @@ def expected_sections(html: Path) -> list[str]:
     report_json = html.with_name("report.json")
     titles = []
     if report_json.is_file():
-        from tl_geometry.readings import sections
+        from tl_geometry.render.readings import sections
         from tl_geometry.report import GeometryReport
 
         titles = list(sections(GeometryReport.from_json(report_json)))

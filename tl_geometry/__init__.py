@@ -112,9 +112,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "intrinsic_dimension": ("tl_geometry.families.intrinsic_dimension", "intrinsic_dimension"),
     "nfa": ("tl_geometry.families.interaction", "nfa"),
     "analyze": ("tl_geometry.analysis", "analyze"),
-    "html": ("tl_geometry.html", None),
+    "html": ("tl_geometry.render.html", None),
     "jobs": ("tl_geometry.runtime.jobs", None),
-    "plotting": ("tl_geometry.plotting", None),
+    "plotting": ("tl_geometry.render.plotting", None),
     "threads": ("tl_geometry.runtime.threads", None),
     "convergence": ("tl_geometry.families.pga.convergence", None),
     "packing": ("tl_geometry.families.capacity.packing", None),
@@ -354,9 +354,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.io import corpus
     from tl_geometry import models
     from tl_geometry import families
-    from tl_geometry import html
+    from tl_geometry.render import html
     from tl_geometry.runtime import jobs
-    from tl_geometry import plotting
+    from tl_geometry.render import plotting
     from tl_geometry.runtime import threads
     from tl_geometry.families.pga import convergence
     from tl_geometry.families.capacity import packing

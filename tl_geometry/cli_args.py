@@ -212,7 +212,7 @@ def check_outputs(args: Any) -> None:
     if args.out:
         outdir.check_out_file(args.out, force=args.force, what="report file")
     if getattr(args, "figures", None):
-        from tl_geometry.html import figure_files
+        from tl_geometry.render.html import figure_files
 
         outdir.check_figure_dir(args.figures, figure_files(), force=args.force)
 

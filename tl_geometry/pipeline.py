@@ -2,7 +2,7 @@
 
 model → corpus tokens → every metric (one at a time, the report saved after each so an
 interrupted run keeps its partial results, marked) → ``report.json`` + ``report.md`` (+ figures
-and ``index.html`` when [`tl_geometry.html`][tl_geometry.html] is available) in ``out``.
+and ``index.html`` when [`tl_geometry.render.html`][tl_geometry.render.html] is available) in ``out``.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def check_inputs(
 
 def _write_progress(report: GeometryReport, folder: Path) -> None:
     """report.json, report.md and index.html (no figures), all marked with the run's status."""
-    from tl_geometry.html import render_into
+    from tl_geometry.render.html import render_into
 
     render_into(report, folder, figures=False)
 
@@ -252,10 +252,10 @@ def run_report(
     from tqdm.auto import tqdm
 
     from tl_geometry.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
-    from tl_geometry.html import figure_files, render_into
     from tl_geometry.io import corpus as corpus_mod
     from tl_geometry.io import outdir
     from tl_geometry.models import load
+    from tl_geometry.render.html import figure_files, render_into
 
     names = list(metrics) if metrics is not None else default_metrics()
     if capture not in CAPTURE_MODES:

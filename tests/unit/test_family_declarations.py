@@ -148,7 +148,7 @@ def toy_family():
 
 def test_plugin_family_gets_its_figure_and_section(toy_family, tiny_model, tmp_path):
     pytest.importorskip("matplotlib")
-    from tl_geometry import html, plotting, readings
+    from tl_geometry.render import html, plotting, readings
 
     report = tg.analyze(tiny_model, metrics=["_toy_norm", "depth_width"], progress=False)
     assert registry.check_rows(toy_family, report.filter(prefix="toy."), metric="_toy_norm") == []
@@ -173,7 +173,7 @@ def test_plugin_family_gets_its_figure_and_section(toy_family, tiny_model, tmp_p
 
 
 def test_after_unregistering_the_figure_is_gone(toy_family):
-    from tl_geometry import html
+    from tl_geometry.render import html
 
     tg.unregister_family("_toy")
     try:
@@ -188,10 +188,10 @@ def test_a_broken_reading_costs_only_its_section(caplog, tiny_model):
 
     tg.register_family(tg.FamilySpec("_t_broken", title="Broken", metrics=("_none",), read=boom))
     try:
-        from tl_geometry import readings
+        from tl_geometry.render import readings
 
         report = tg.analyze(tiny_model, metrics=["depth_width"], progress=False)
-        with caplog.at_level(logging.ERROR, logger="tl_geometry.readings"):
+        with caplog.at_level(logging.ERROR, logger="tl_geometry.render.readings"):
             secs = readings.sections(report)
         assert "Interaction" in secs and "Broken" not in secs
         assert "reading 'Broken' failed" in caplog.text

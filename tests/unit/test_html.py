@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from tests.helpers import make_report  # noqa: E402
-from tl_geometry import plotting  # noqa: E402
-from tl_geometry.html import OutputExistsError, render_markdown, write_html, write_outputs  # noqa: E402
+from tl_geometry.render import plotting  # noqa: E402
+from tl_geometry.render.html import OutputExistsError, render_markdown, write_html, write_outputs  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

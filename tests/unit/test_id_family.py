@@ -143,15 +143,15 @@ def test_reading_names_the_range_and_shape():
     assert "peak inside the network" in text
     assert read_id(GeometryReport()) == []
     # the shared readings find it through the declaration
-    from tl_geometry import readings
+    from tl_geometry.render import readings
 
     assert readings.sections(rep)["Intrinsic dimension"] == read_id(rep)
 
 
 def test_figure(report):
     pytest.importorskip("matplotlib")
-    from tl_geometry import plotting
     from tl_geometry.families.intrinsic_dimension.figures import plot_id_profile
+    from tl_geometry.render import plotting
 
     fig = plot_id_profile(report)
     assert fig is not None and len(fig.axes) == 2

@@ -10,9 +10,9 @@ import pytest
 
 import tl_geometry.pipeline as pipeline
 from tests.helpers import make_byte_model, make_report
-from tl_geometry import plotting
 from tl_geometry.cli import main
-from tl_geometry.html import render_into
+from tl_geometry.render import plotting
+from tl_geometry.render.html import render_into
 
 OUTPUTS = ("report.json", "report.md", "index.html")
 

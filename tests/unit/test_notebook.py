@@ -10,8 +10,8 @@ pytest.importorskip("matplotlib")
 
 import tl_geometry as tg  # noqa: E402
 from tests.helpers import make_report  # noqa: E402
-from tl_geometry import plotting  # noqa: E402
-from tl_geometry.html import write_outputs  # noqa: E402
+from tl_geometry.render import plotting  # noqa: E402
+from tl_geometry.render.html import write_outputs  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

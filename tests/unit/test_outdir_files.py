@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tl_geometry import html
 from tl_geometry.cli import main
 from tl_geometry.io import outdir, outfile
+from tl_geometry.render import html
 from tl_geometry.report import GeometryReport, Row, atomic_write_text
 
 # ------------------------------------------------------------------ the report swap, killed at every step

@@ -9,7 +9,7 @@ import torch
 
 import tl_geometry as tg
 from tl_geometry import capture, models
-from tl_geometry.readings import hook_position
+from tl_geometry.render.readings import hook_position
 from tl_geometry.report import Row
 
 

@@ -182,7 +182,7 @@ def test_second_run_into_a_locked_directory_is_refused(byte_model, tmp_path, mon
         with pytest.raises(OutputLockedError, match=r"in use by another tl-geometry run \(pid \d+"):
             run_report("smollm2-135m", metrics=["shape"], out=out, force=True, progress=False)
         with pytest.raises(OutputLockedError, match="in use"):  # the render path too
-            from tl_geometry.html import write_outputs
+            from tl_geometry.render.html import write_outputs
 
             write_outputs(tg.GeometryReport.from_rows([], model="m"), out, force=True)
     assert [p.name for p in out.iterdir()] == []  # released and removed

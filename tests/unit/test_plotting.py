@@ -11,7 +11,6 @@ import tl_geometry as tg
 pytest.importorskip("matplotlib")
 
 from tests.helpers import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
-from tl_geometry import plotting, readings  # noqa: E402
 from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
 from tl_geometry.families.capacity import reading as capacity_reading  # noqa: E402
 from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
@@ -19,6 +18,7 @@ from tl_geometry.families.interaction import reading as interaction_reading  # n
 from tl_geometry.families.pga import figures as pga_figures  # noqa: E402
 from tl_geometry.families.pga import reading as pga_reading  # noqa: E402
 from tl_geometry.families.sae import figures as sae_figures  # noqa: E402
+from tl_geometry.render import plotting, readings  # noqa: E402
 from tl_geometry.report import GeometryReport  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -144,7 +144,7 @@ def test_broken_figure_is_skipped(monkeypatch, caplog, full_report):
         raise RuntimeError("bad rows")
 
     monkeypatch.setattr(pga_figures, "plot_pga", boom)  # the pga family's figure names it (resolved on each call)
-    with caplog.at_level(logging.ERROR, logger="tl_geometry.plotting"):
+    with caplog.at_level(logging.ERROR, logger="tl_geometry.render.plotting"):
         figs = plotting.figures(full_report)
     assert "pga_z" not in figs and "capacity_curve" in figs
     assert "pga_z failed" in caplog.text
@@ -210,7 +210,7 @@ def test_histogram_of_ignores_other_shapes(extras):
 
 
 def test_histogram_of_rejects_inconsistent(caplog):
-    with caplog.at_level(logging.WARNING, logger="tl_geometry.plotting"):
+    with caplog.at_level(logging.WARNING, logger="tl_geometry.render.plotting"):
         assert capacity_figures.histogram_of({"histogram": {"counts": [1, 2], "edges": [0, 1]}}) is None
     assert "ignoring a histogram" in caplog.text
     assert capacity_figures.histogram_of({"mean": 0.1}) is None

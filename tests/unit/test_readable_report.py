@@ -11,18 +11,15 @@ import torch
 pytest.importorskip("matplotlib")
 
 from tests.helpers import D_MODEL, make_report  # noqa: E402
-from tl_geometry import (
-    plotting,
-    readings,
-    registry,  # noqa: E402
-)
+from tl_geometry import registry  # noqa: E402
 from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
 from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
 from tl_geometry.families.interaction import reading as interaction_reading  # noqa: E402
 from tl_geometry.families.pga import figures as pga_figures  # noqa: E402
 from tl_geometry.families.pga import reading as pga_reading  # noqa: E402
 from tl_geometry.families.sae import reading as sae_reading  # noqa: E402
-from tl_geometry.html import render_html, render_markdown  # noqa: E402
+from tl_geometry.render import plotting, readings  # noqa: E402
+from tl_geometry.render.html import render_html, render_markdown  # noqa: E402
 from tl_geometry.report import GeometryReport, Row, format_value, provenance_markdown  # noqa: E402
 
 N = 4  # layers of the synthetic AGOP report

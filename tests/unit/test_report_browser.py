@@ -19,8 +19,8 @@ from tests.helpers import (
     load_script,  # noqa: E402
     make_report,  # noqa: E402
 )
-from tl_geometry.html import write_outputs  # noqa: E402
-from tl_geometry.readings import sections  # noqa: E402
+from tl_geometry.render.html import write_outputs  # noqa: E402
+from tl_geometry.render.readings import sections  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts" / "browser"

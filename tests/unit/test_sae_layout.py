@@ -15,7 +15,7 @@ MODEL_FACING = (
     "tl_geometry.registry",
     "tl_geometry.registry.family_specs",
     "tl_geometry.report",
-    "tl_geometry.plotting",
+    "tl_geometry.render.plotting",
     "tl_geometry.families.sae",
     "tl_geometry.families.capacity.hosts",
     "tl_geometry.analysis",

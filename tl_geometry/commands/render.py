@@ -114,9 +114,9 @@ def run(args) -> int:
     import json
 
     from tl_geometry.commands.report import _figures_or_note
-    from tl_geometry.html import write_outputs
     from tl_geometry.io.outdir import check_out_dir, check_writable
-    from tl_geometry.readings import summary_table
+    from tl_geometry.render.html import write_outputs
+    from tl_geometry.render.readings import summary_table
     from tl_geometry.report import GeometryReport
 
     if args.dpi < 10:

@@ -119,7 +119,7 @@ def run(args) -> int:
 
 def summary_table(report) -> str:
     """Header line (model, shape, tokens, time) and one line per metric (count, min, max)."""
-    from tl_geometry.readings import summary_table as per_metric
+    from tl_geometry.render.readings import summary_table as per_metric
 
     prov = report.provenance
     head = (
@@ -134,7 +134,7 @@ def _figures_or_note(no_figures: bool) -> bool:
     stderr names the ``plot`` extra, and report.json / report.md / index.html are written without them)."""
     if no_figures:
         return False
-    from tl_geometry.plotting import PLOT_EXTRA_NOTE, available
+    from tl_geometry.render.plotting import PLOT_EXTRA_NOTE, available
 
     if available():
         return True

@@ -3,8 +3,8 @@
 A **family** ([`FamilySpec`][tl_geometry.registry.FamilySpec], [`register_family`][tl_geometry.registry.register_family]) declares what a group of metrics
 hands to the rendering: its rows ([`RowSpec`][tl_geometry.registry.RowSpec]: name, per hook or per model, the extras
 keys every such row carries), its figures ([`FigureSpec`][tl_geometry.registry.FigureSpec]) and its reading (the section of
-``report.md`` / ``index.html``). [`tl_geometry.plotting`][tl_geometry.plotting], [`tl_geometry.readings`][tl_geometry.readings] and
-[`tl_geometry.html`][tl_geometry.html] iterate [`families`][tl_geometry.registry.families]; a plugin gets its figure and its section by
+``report.md`` / ``index.html``). [`tl_geometry.render.plotting`][tl_geometry.render.plotting], [`tl_geometry.render.readings`][tl_geometry.render.readings] and
+[`tl_geometry.render.html`][tl_geometry.render.html] iterate [`families`][tl_geometry.registry.families]; a plugin gets its figure and its section by
 declaring them. [`check_rows`][tl_geometry.registry.check_rows] checks a report's rows against a declaration (the contract
 test runs it on every built-in). This module imports neither matplotlib nor pandas.
 
@@ -19,41 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tl_geometry.base.lazy import Lazy
 from tl_geometry.errors import InputError, UnknownNameError
 
 Per = Literal["hook", "model", "item"]
 _PERS = ("hook", "model", "item")
 _FIGURE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class Lazy:
-    """A callable named ``"module:attribute"``, imported when first called (and looked up again
-    on every call, so a monkeypatched attribute is seen). Lets a family declare a figure or a
-    reading without importing matplotlib or the rendering modules at ``import tl_geometry``."""
-
-    ref: str
-
-    def __post_init__(self):
-        if not isinstance(self.ref, str) or self.ref.count(":") != 1 or not all(self.ref.split(":")):
-            raise InputError(f"a lazy reference is 'module:attribute', got {self.ref!r}")
-
-    def resolve(self) -> Callable:
-        module, attr = self.ref.split(":")
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
-
-    def __call__(self, *args, **kwargs):
-        return self.resolve()(*args, **kwargs)
 
 
 def _callable(obj: Any, what: str) -> Callable:
@@ -295,7 +272,7 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     """Declare a family: its rows, figures and reading join the report's rendering.
 
     Call it where the family's metrics are registered (a plugin: in the module its entry point
-    loads). Once registered, [`tl_geometry.plotting.save_figures`][tl_geometry.plotting.save_figures] draws its figures
+    loads). Once registered, [`tl_geometry.render.plotting.save_figures`][tl_geometry.render.plotting.save_figures] draws its figures
     (``<name>.png``), ``index.html`` and ``report.md`` show its section with them, and
     [`tl_geometry.GeometryReport.plot`][tl_geometry.report.GeometryReport.plot] accepts its name.
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tl_geometry.base.lazy import Lazy
 from tl_geometry.errors import InputError, UnknownNameError
 from tl_geometry.io.outdir import atomic_write_text, current_umask  # noqa: F401  (defined once, there)
 
@@ -301,10 +302,8 @@ class GeometryReport:
     # ------------------------------------------------------------------ notebooks
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the same content as ``index.html`` (readings, the family
-        figures as inline PNGs, provenance, all rows), rendered by [`tl_geometry.html.render_html`][tl_geometry.html.render_html]."""
-        from tl_geometry.html import figure_data_uris, render_html
-
-        return render_html(self, figure_data_uris(self), fragment=True)
+        figures as inline PNGs, provenance, all rows), rendered by [`tl_geometry.render.html.render_html`][tl_geometry.render.html.render_html]."""
+        return _NOTEBOOK_HTML(self)
 
     def plot(self, family: str):
         """A matplotlib figure of one family: a family's name (``"capacity"``, ``"pga"``,
@@ -316,15 +315,12 @@ class GeometryReport:
         Raises:
             ValueError: an unknown name (lists the accepted ones), or no rows for that figure.
         """
-        from tl_geometry.plotting import figure_for
+        return _PLOT(self, family)
 
-        spec = figure_for(family)
-        fig = spec.draw(self)
-        if fig is None:
-            raise InputError(
-                f"the report has no rows for the {family!r} figure ({spec.name}); its metrics: {sorted(self.metrics)}"
-            )
-        return fig
+
+# The report is drawn by the render room, above this one: reached by declared name only.
+_NOTEBOOK_HTML = Lazy("tl_geometry.render.html:notebook_html")
+_PLOT = Lazy("tl_geometry.render.plotting:plot_report")
 
 
 def _nested(v: Any) -> bool:

@@ -310,7 +310,7 @@ def _convergence(result: StudyResult, plt, path: Path, dpi: int) -> bool:
 
 def draw_figures(result: StudyResult, folder: Path, *, dpi: int = 110) -> dict[str, Path]:
     """Draw the study's figures into ``folder``; returns ``{name: path}`` of those drawn."""
-    from tl_geometry.plotting import available, pyplot
+    from tl_geometry.render.plotting import available, pyplot
 
     if not available():
         return {}

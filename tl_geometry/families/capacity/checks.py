@@ -221,7 +221,7 @@ def _table1(ctx: Context) -> list[ReproRow]:
 
 
 def _plot_table1(rows: list[ReproRow], path: Path) -> None:
-    from tl_geometry.plotting import pyplot
+    from tl_geometry.render.plotting import pyplot
 
     plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from tl_geometry.families.capacity.hosts import PublishedHost, published_hosts
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.readings import fmt, hook_position, one_row, rows_of, spread, where_of
+from tl_geometry.render.readings import fmt, hook_position, one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 PublishedModel = PublishedHost
@@ -185,7 +185,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
 
 def explain_nan(row: Row) -> str:
     """Why a ``capacity.*`` row is NaN: an indeterminate count and its reason ("" otherwise; the
-    family's ``explain`` for [`tl_geometry.readings.nan_reason`][tl_geometry.readings.nan_reason])."""
+    family's ``explain`` for [`tl_geometry.render.readings.nan_reason`][tl_geometry.render.readings.nan_reason])."""
     if not row.metric.startswith("capacity."):
         return ""
     status, why = capacity_status(row)

@@ -31,7 +31,7 @@ def frontier(records: Sequence[Mapping[str, Any]]) -> list[dict]:
 
 def plot_sweep(records: Sequence[Mapping[str, Any]], path: Any = None):
     """Left: test CE vs R_D/W per budget, efficient interval shaded. Right: frontier α* per budget."""
-    from tl_geometry.plotting import pyplot
+    from tl_geometry.render.plotting import pyplot
 
     plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 

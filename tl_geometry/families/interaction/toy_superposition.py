@@ -532,7 +532,7 @@ def run(
 
 def plot_toy(records: Sequence[Mapping[str, Any]], path: Any = None):
     """Test loss and AOFE ratio against training-set size (log x; mean ± std over seeds); returns the figure."""
-    from tl_geometry.plotting import pyplot
+    from tl_geometry.render.plotting import pyplot
 
     plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 

@@ -35,7 +35,7 @@ def _profile(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
     from tl_geometry.families.intrinsic_dimension import default_hooks
     from tl_geometry.families.intrinsic_dimension.reading import profile_shape
-    from tl_geometry.readings import hook_position
+    from tl_geometry.render.readings import hook_position
 
     max_points, n_seqs, seq_len, n_null = ctx.pick((64, 2, 40, 5), (1024, 8, 128, 20), (2048, 32, 128, 100))
     sizes = {"max_points": max_points, "n_seqs": n_seqs, "seq_len": seq_len, "pga_n_null": n_null}
@@ -130,8 +130,8 @@ def _profile(ctx: Context) -> list[ReproRow]:
 
 
 def _plot(tw, z, path, name, n_layers) -> None:
-    from tl_geometry.plotting import pyplot
-    from tl_geometry.readings import hook_position
+    from tl_geometry.render.plotting import pyplot
+    from tl_geometry.render.readings import hook_position
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))

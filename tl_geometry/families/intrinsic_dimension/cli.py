@@ -58,7 +58,7 @@ def run(args) -> int:
     cli_args.write_report(args, report)
     if args.figures:
         from tl_geometry.families.intrinsic_dimension.figures import plot_id_profile
-        from tl_geometry.plotting import pyplot
+        from tl_geometry.render.plotting import pyplot
 
         def draw(tmp):
             from pathlib import Path

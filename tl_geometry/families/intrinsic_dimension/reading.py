@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tl_geometry.readings import fmt, hook_position, pm, rows_of, spread, where_of
+from tl_geometry.render.readings import fmt, hook_position, pm, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = ["read_id", "profile_shape"]

@@ -171,7 +171,7 @@ def _pga(ctx: Context) -> list[ReproRow]:
 
 
 def _plot_pga(profiles, path, name):
-    from tl_geometry.plotting import pyplot
+    from tl_geometry.render.plotting import pyplot
 
     plt = pyplot()  # the Agg backend, or Jupyter's inline one (one place decides)
 

@@ -94,7 +94,7 @@ def run(args) -> int:
     print(summary(report, args.ccr))
     cli_args.write_report(args, report)
     if args.figures:
-        from tl_geometry.plotting import save_figures
+        from tl_geometry.render.plotting import save_figures
 
         cli_args.write_figures(args, lambda tmp: save_figures(report, tmp))
     return 0

@@ -155,7 +155,7 @@ def _compare(args) -> int:
         outdir.write_file(args.out, rep.to_json(), force=args.force, what="report file")
         print(f"report: {args.out}")
     if args.figure:
-        from tl_geometry.plotting import pyplot
+        from tl_geometry.render.plotting import pyplot
 
         pyplot()  # the one place that picks matplotlib's backend (Agg outside Jupyter)
         with outdir.output_file(args.figure, force=args.force, what="figure file") as tmp:
@@ -166,7 +166,7 @@ def _compare(args) -> int:
 
 def _explain_nan(rep) -> None:
     """Print, under the table, why a column reads nan (each distinct reason once)."""
-    from tl_geometry.readings import nan_reason
+    from tl_geometry.render.readings import nan_reason
 
     columns = {"sae.capacity_ratio": "d_sae/k", "sae.shared_ratio": "shared/k"}
     seen: dict[str, list[str]] = {}

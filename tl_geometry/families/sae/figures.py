@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from tl_geometry.plotting import figure_title, pyplot, rows_of, rows_once
+from tl_geometry.render.plotting import figure_title, pyplot, rows_of, rows_once
 from tl_geometry.report import GeometryReport, Row, layer_of
 
 

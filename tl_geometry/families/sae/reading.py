@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.readings import NO_COUNT, fmt, rows_of
+from tl_geometry.render.readings import NO_COUNT, fmt, rows_of
 from tl_geometry.report import GeometryReport, Row
 
 
@@ -83,7 +83,7 @@ def read_sae(report: GeometryReport) -> list[str]:
 
 def explain_nan(row: Row) -> str:
     """Why an SAE ratio is NaN, from its ``verdict`` and reason ("" otherwise; the family's
-    ``explain`` for [`tl_geometry.readings.nan_reason`][tl_geometry.readings.nan_reason])."""
+    ``explain`` for [`tl_geometry.render.readings.nan_reason`][tl_geometry.render.readings.nan_reason])."""
     verdict = row.extras.get("verdict")
     if verdict == "indeterminate":
         why = row.extras.get("reason") or NO_COUNT

@@ -4,7 +4,7 @@ Each ``read_*`` function looks for the rows of one family (by the declared row n
 ``"epsilon.W_E"``, ``"pga.z"``, ``"agop.aofe_ratio"``) and returns a list of short sentences that
 put the measured numbers next to the papers' published ones. A family whose rows are absent
 returns ``[]``, so every section of the HTML/markdown report is optional. Each family declares
-its reading and its section title ([`tl_geometry.registry.FamilySpec`][tl_geometry.registry.FamilySpec]); [`sections`][tl_geometry.readings.sections]
+its reading and its section title ([`tl_geometry.registry.FamilySpec`][tl_geometry.registry.FamilySpec]); [`sections`][tl_geometry.render.readings.sections]
 iterates the declarations, so a plugin family's reading gets its section too.
 
 Our choices (the papers do not phrase their results this way):
@@ -68,7 +68,7 @@ def hook_position(row: Row, n_layers: int | None = None) -> float:
 def axis_label(row: Row, n_layers: int | None = None) -> str:
     """A row's tick on the figures' layer axis: ``"embed"``, ``"final"``, ``"L"`` or ``""`` (no hook).
 
-    The same place as [`hook_position`][tl_geometry.readings.hook_position]: ``blocks.L.hook_resid_pre`` (the input of block L)
+    The same place as [`hook_position`][tl_geometry.render.readings.hook_position]: ``blocks.L.hook_resid_pre`` (the input of block L)
     is ``"L − 1"``, ``blocks.0.hook_resid_pre`` and ``hook_embed`` are ``"embed"``, the final
     norm's hooks ``"final"``. What the figures, the readings and the report's row table print.
     """

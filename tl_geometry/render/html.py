@@ -1,13 +1,13 @@
 """The report a researcher reads: self-contained ``index.html``, ``report.md``, PNG figures.
 
-[`write_outputs`][tl_geometry.html.write_outputs] is what ``tl-geometry report`` calls at the end of a run::
+[`write_outputs`][tl_geometry.render.html.write_outputs] is what ``tl-geometry report`` calls at the end of a run::
 
     out = tg.html.write_outputs(report, "reports/smollm2-135m")
     # reports/smollm2-135m/{report.json, report.md, index.html, *.png}
 
 ``index.html`` embeds every figure as a base64 PNG data URI, so the single file can be mailed
 or attached; next to each figure it prints a short plain-language reading of the numbers and the
-papers' published numbers ([`tl_geometry.readings`][tl_geometry.readings]). The sections and the figures in each are
+papers' published numbers ([`tl_geometry.render.readings`][tl_geometry.render.readings]). The sections and the figures in each are
 the registered families' declarations ([`tl_geometry.registry.families`][tl_geometry.registry.families]: title, reading,
 figures), plugins included; a section appears only when its rows are present; a report whose
 provenance says it is partial (``partial``/``interrupted``) gets a banner.
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tl_geometry.io.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
-from tl_geometry.readings import axis_label, model_line, sections
+from tl_geometry.render.readings import axis_label, model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text, format_value, provenance_markdown
 
 __all__ = [
@@ -119,7 +119,7 @@ def write_html(report: GeometryReport, out_dir: str | os.PathLike, figures: Mapp
         report: the results.
         out_dir: directory to write into (created if missing; existing ``index.html`` replaced).
         figures: ``{figure name: PNG path}`` as returned by
-            [`tl_geometry.plotting.save_figures`][tl_geometry.plotting.save_figures]; each is embedded as a base64 data URI.
+            [`tl_geometry.render.plotting.save_figures`][tl_geometry.render.plotting.save_figures]; each is embedded as a base64 data URI.
 
     Returns:
         The path of ``index.html``.
@@ -142,7 +142,7 @@ def figure_data_uris(report: GeometryReport, *, dpi: int = 110) -> dict[str, str
     """``{figure name: PNG data URI}`` of every figure the report has rows for, drawn in memory."""
     import io
 
-    from tl_geometry.plotting import available, figures, pyplot
+    from tl_geometry.render.plotting import available, figures, pyplot
 
     if not available():  # no plot extra: the report shows without figures
         return {}
@@ -169,12 +169,17 @@ def _scoped_css(scope: str) -> str:
     return "\n".join(out)
 
 
+def notebook_html(report: GeometryReport) -> str:
+    """[`GeometryReport._repr_html_`][tl_geometry.report.GeometryReport]: the page as a fragment, figures inline."""
+    return render_html(report, figure_data_uris(report), fragment=True)
+
+
 def render_html(report: GeometryReport, figures: Mapping[str, str], *, fragment: bool = False) -> str:
     """The report page as HTML text: readings, figures, provenance and the full table.
 
     Args:
         report: the results.
-        figures: ``{figure name: image URI}`` (a PNG data URI, as [`figure_data_uris`][tl_geometry.html.figure_data_uris] gives).
+        figures: ``{figure name: image URI}`` (a PNG data URI, as [`figure_data_uris`][tl_geometry.render.html.figure_data_uris] gives).
         fragment: only the content, in a ``<div>`` with its own scoped style (what
             ``GeometryReport._repr_html_`` shows in a notebook) instead of a whole page.
     """
@@ -306,13 +311,13 @@ def render_markdown(report: GeometryReport, figures: Mapping[str, str | os.PathL
 
 def render_into(report: GeometryReport, folder: str | os.PathLike, *, figures: bool = True, dpi: int = 110) -> Path:
     """Write ``report.json``, the PNG figures (with ``figures``), ``report.md`` and ``index.html``
-    straight into ``folder`` (no checks, no lock: [`write_outputs`][tl_geometry.html.write_outputs] wraps it). Returns index.html."""
+    straight into ``folder`` (no checks, no lock: [`write_outputs`][tl_geometry.render.html.write_outputs] wraps it). Returns index.html."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     report.to_json(folder / "report.json")
     figs = {}
     if figures:
-        from tl_geometry import plotting
+        from tl_geometry.render import plotting
 
         if plotting.available():
             figs = plotting.save_figures(report, folder, dpi=dpi)

@@ -4,11 +4,11 @@ Every ``plot_*`` function takes a report and returns a ``matplotlib.figure.Figur
 when the report has none of the rows it draws, so a report with only some families still
 renders. Which figures exist is not listed here: each family declares its figures
 ([`tl_geometry.registry.FigureSpec`][tl_geometry.registry.FigureSpec], with the rows each reads) where its metrics are
-registered, and [`figures`][tl_geometry.plotting.figures] / [`save_figures`][tl_geometry.plotting.save_figures] draw those of every registered family
+registered, and [`figures`][tl_geometry.render.plotting.figures] / [`save_figures`][tl_geometry.render.plotting.save_figures] draw those of every registered family
 ([`tl_geometry.registry.families`][tl_geometry.registry.families]), plugins included. matplotlib is imported inside the
-functions (the ``plot`` extra): without it, [`available`][tl_geometry.plotting.available] is false, drawing raises
-[`PlotExtraMissingError`][tl_geometry.plotting.PlotExtraMissingError], and [`tl_geometry.html.render_into`][tl_geometry.html.render_into] writes the report without
-figures after logging [`PLOT_EXTRA_NOTE`][tl_geometry.plotting.PLOT_EXTRA_NOTE] (the computed results are never lost to a missing extra).
+functions (the ``plot`` extra): without it, [`available`][tl_geometry.render.plotting.available] is false, drawing raises
+[`PlotExtraMissingError`][tl_geometry.render.plotting.PlotExtraMissingError], and [`tl_geometry.render.html.render_into`][tl_geometry.render.html.render_into] writes the report without
+figures after logging [`PLOT_EXTRA_NOTE`][tl_geometry.render.plotting.PLOT_EXTRA_NOTE] (the computed results are never lost to a missing extra).
 
 The rows each figure reads are declared (``FigureSpec.rows``), and the rows' shape (per hook or
 per model, extras keys) by the families' [`RowSpec`][tl_geometry.registry.RowSpec]: see
@@ -21,12 +21,15 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tl_geometry.errors import InputError, TLGeometryError
-from tl_geometry.readings import hook_position
+from tl_geometry.render.readings import hook_position
+
+if TYPE_CHECKING:
+    from tl_geometry.report import GeometryReport
 from tl_geometry.report import GeometryReport, Row
 
 logger = logging.getLogger(__name__)
@@ -168,6 +171,17 @@ def _plot_names() -> dict[str, str]:
     return out
 
 
+def plot_report(report: GeometryReport, name: str):
+    """[`GeometryReport.plot`][tl_geometry.report.GeometryReport.plot]: the figure ``name`` names, drawn."""
+    spec = figure_for(name)
+    fig = spec.draw(report)
+    if fig is None:
+        raise InputError(
+            f"the report has no rows for the {name!r} figure ({spec.name}); its metrics: {sorted(report.metrics)}"
+        )
+    return fig
+
+
 def figure_for(name: str):
     """The declared figure ([`tl_geometry.registry.FigureSpec`][tl_geometry.registry.FigureSpec]) [`GeometryReport.plot`][tl_geometry.report.GeometryReport.plot]
     draws for ``name``: a figure name, a family name or a metric name (see `FAMILY_FIGURES`).
@@ -198,7 +212,7 @@ def __getattr__(name: str):
 
 
 def figures(report: GeometryReport) -> dict[str, Any]:
-    """``{name: Figure}`` for every declared figure the report has rows for (see [`figure_specs`][tl_geometry.plotting.figure_specs]).
+    """``{name: Figure}`` for every declared figure the report has rows for (see [`figure_specs`][tl_geometry.render.plotting.figure_specs]).
 
     A figure that fails to draw is logged and skipped: one bad family must not cost the others.
 
@@ -219,7 +233,7 @@ def figures(report: GeometryReport) -> dict[str, Any]:
 
 
 def save_figures(report: GeometryReport, out_dir: str | os.PathLike, *, dpi: int = 110) -> dict[str, Path]:
-    """Draw [`figures`][tl_geometry.plotting.figures] and save each as ``out_dir/<name>.png``; returns ``{name: path}``."""
+    """Draw [`figures`][tl_geometry.render.plotting.figures] and save each as ``out_dir/<name>.png``; returns ``{name: path}``."""
     plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
