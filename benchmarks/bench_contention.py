@@ -71,7 +71,7 @@ def _work_tiny(args) -> dict:
     import torch
 
     import tl_geometry as tg
-    from tl_geometry.pipeline import FAST_OPTIONS, REPORT_OPTIONS
+    from tl_geometry.runs.pipeline import FAST_OPTIONS, REPORT_OPTIONS
 
     model = _util.tiny_model(n_layers=4, d_model=128, n_ctx=128, d_head=16, n_heads=8, d_mlp=512, d_vocab=2000)
     tokens = torch.randint(0, model.cfg.d_vocab, (8, 128), generator=torch.Generator().manual_seed(0))
@@ -92,7 +92,7 @@ def _work_tiny(args) -> dict:
 def _work_smollm2(args) -> dict:
     import torch
 
-    from tl_geometry.pipeline import run_report
+    from tl_geometry.runs.pipeline import run_report
 
     def floor():
         model = _util.load_smollm2(quiet=True)

@@ -70,8 +70,8 @@ def main(argv=None) -> None:
 
     import torch
 
+    from tl_geometry.runs.sweeps import sweep
     from tl_geometry.runtime.jobs import read_records
-    from tl_geometry.sweeps import sweep
 
     tg = _tg()
     _util.print_environment(f"sweep of {args.model} × {args.seeds} seeds: local vs Ray, loads per job vs once")

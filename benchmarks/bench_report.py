@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_report [--fast] [--contended] [--capture shared separate] [--repeats 3] [--small]
 
-Runs ``tl_geometry.pipeline.run_report("smollm2-135m", figures=False)`` once per fresh subprocess
+Runs ``tl_geometry.runs.pipeline.run_report("smollm2-135m", figures=False)`` once per fresh subprocess
 (its peak RSS, ``ru_maxrss`` of the worker itself, is the report's own), alone and, with
 ``--contended``, while ONE competing CPU-bound process (``_util.competitor``) runs. Per run: wall
 and CPU seconds, peak resident memory, the number of forward passes the model ran over the corpus
@@ -46,7 +46,7 @@ def _worker(fast: bool, small: bool, capture: str | None = None) -> dict:
     import inspect
 
     from tl_geometry import models
-    from tl_geometry.pipeline import run_report
+    from tl_geometry.runs.pipeline import run_report
 
     passes = {"n": 0}
 

@@ -117,8 +117,8 @@ def bench_resume(n: int, repeats: int) -> None:
 
 def bench_executors(n_jobs: int, repeats: int, use_ray: bool) -> None:
     import tl_geometry as tg
+    from tl_geometry.runs.sweeps import sweep
     from tl_geometry.runtime.jobs import ResultsFile
-    from tl_geometry.sweeps import sweep
 
     jobs = [
         dict(model=f"tiny-L2-d64-{i}", corpus="random", n_seqs=4, seq_len=16, loader="benchmarks._util:tiny_loader")

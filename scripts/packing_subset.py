@@ -117,7 +117,7 @@ def table(args) -> int:
         _shipped_subset,
         shipped_packing_subset,
     )
-    from tl_geometry.reproduction import fmt
+    from tl_geometry.runs.reproduction import fmt
 
     opt = {(int(k), int(d)): e for k, d, e in _packing_data("optimized")}
     data = _shipped_subset() or {}

@@ -22,7 +22,7 @@ BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 
 
 def section(data: dict, figures: list[str]) -> str:
-    from tl_geometry.reproduction import (
+    from tl_geometry.runs.reproduction import (
         EVIDENCE,
         EVIDENCE_MEANING,
         FAMILIES,

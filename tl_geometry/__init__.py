@@ -111,7 +111,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "agop_report": ("tl_geometry.families.interaction", "agop_report"),
     "intrinsic_dimension": ("tl_geometry.families.intrinsic_dimension", "intrinsic_dimension"),
     "nfa": ("tl_geometry.families.interaction", "nfa"),
-    "analyze": ("tl_geometry.analysis", "analyze"),
+    "analyze": ("tl_geometry.runs.analysis", "analyze"),
     "html": ("tl_geometry.render.html", None),
     "jobs": ("tl_geometry.runtime.jobs", None),
     "plotting": ("tl_geometry.render.plotting", None),
@@ -120,11 +120,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "packing": ("tl_geometry.families.capacity.packing", None),
     "sae": ("tl_geometry.families.sae", None),
     "weights_reader": ("tl_geometry.families.capacity.weights_reader", None),
-    "SweepJob": ("tl_geometry.sweeps", "SweepJob"),
-    "SweepSummary": ("tl_geometry.sweeps", "SweepSummary"),
-    "sweep": ("tl_geometry.sweeps", "sweep"),
-    "sweep_report": ("tl_geometry.sweeps", "sweep_report"),
-    "reproduce": ("tl_geometry.reproduction", "reproduce"),
+    "SweepJob": ("tl_geometry.runs.sweeps", "SweepJob"),
+    "SweepSummary": ("tl_geometry.runs.sweeps", "SweepSummary"),
+    "sweep": ("tl_geometry.runs.sweeps", "sweep"),
+    "sweep_report": ("tl_geometry.runs.sweeps", "sweep_report"),
+    "reproduce": ("tl_geometry.runs.reproduction", "reproduce"),
     "study": ("tl_geometry.studies", "study"),
     "StudyResult": ("tl_geometry.studies", "StudyResult"),
     "to_pandas": ("tl_geometry.base.tables", "to_pandas"),
@@ -345,9 +345,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from tl_geometry.families.pga import pga, spectral
     from tl_geometry.families.interaction import agop, agop_report, nfa
     from tl_geometry.families.intrinsic_dimension import intrinsic_dimension
-    from tl_geometry.analysis import analyze
-    from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
-    from tl_geometry.reproduction import reproduce
+    from tl_geometry.runs.analysis import analyze
+    from tl_geometry.runs.sweeps import SweepJob, SweepSummary, sweep, sweep_report
+    from tl_geometry.runs.reproduction import reproduce
     from tl_geometry.studies import StudyResult, study
     from tl_geometry.base.tables import to_pandas
     from tl_geometry import capture

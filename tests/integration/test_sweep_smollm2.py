@@ -2,8 +2,8 @@
 
 import pytest
 
+from tl_geometry.runs.sweeps import sweep, sweep_report
 from tl_geometry.runtime.jobs import read_records
-from tl_geometry.sweeps import sweep, sweep_report
 
 pytestmark = pytest.mark.integration
 

@@ -44,7 +44,7 @@ def test_argparse_errors_exit_2(capsys):
 @pytest.mark.needs_hooked
 def test_model_too_big_is_refused_with_estimate(monkeypatch, tmp_path, capsys):
     from tests.helpers import tiny_config
-    from tl_geometry import pipeline
+    from tl_geometry.runs import pipeline
 
     big = tiny_config(n_layers=80, d_model=8192, d_head=128, n_heads=64, d_mlp=28672, d_vocab=128256, n_ctx=128)
     monkeypatch.setattr(pipeline, "config_for", lambda name: big)
@@ -169,7 +169,7 @@ def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, cap
 def test_family_flags_set_only_the_metrics_being_run(tmp_path, monkeypatch, capsys):
     """--max-points applies to pga and epsilon_activations: with only pga running it must not
     become an option for a metric that is not run (which is refused)."""
-    from tl_geometry import pipeline
+    from tl_geometry.runs import pipeline
 
     seen = {}
 

@@ -121,8 +121,8 @@ def test_utf8_file_is_unchanged_and_unknown_encoding_refused(tmp_path):
 
 def test_cli_corpus_encoding(tmp_path, capsys, monkeypatch):
     """report --corpus FILE fails with the file and offset; --corpus-encoding reaches the corpus reader."""
-    from tl_geometry import pipeline
     from tl_geometry.cli import main
+    from tl_geometry.runs import pipeline
 
     p = tmp_path / "cp.txt"
     p.write_bytes("smart “quotes” ".encode("cp1252") * 10)

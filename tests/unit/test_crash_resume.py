@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSI
 MODELS = ["tiny-L1", "tiny-L2", "tiny-L1-b", "tiny-L2-b"]
 SCRIPT = """
 import sys, json
-from tl_geometry.sweeps import sweep
+from tl_geometry.runs.sweeps import sweep
 jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader")
         for m in json.loads(sys.argv[1])]
 s = sweep(jobs, metrics=["shape", "epsilon"], out=sys.argv[2], progress=False)
@@ -75,7 +75,7 @@ def test_sigkill_mid_job_then_resume_is_exactly_once(tmp_path, monkeypatch):
         f.write(json.dumps(dict(recs[0], key="torn"))[:57])  # a torn LAST line: cut off on resume
 
     # resume (in this process: a fresh process was just exercised by the killed run)
-    from tl_geometry.sweeps import sweep
+    from tl_geometry.runs.sweeps import sweep
 
     jobs = [dict(model=m, corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader") for m in MODELS]
     monkeypatch.setenv("TLG_LOAD_LOG", str(tmp_path / "loads.log"))

@@ -105,14 +105,14 @@ def test_other_seed_changes_sampled_quantities_only(one_thread):
 
 
 def test_sweep_is_deterministic(tmp_path, one_thread):
-    from tl_geometry.sweeps import sweep
+    from tl_geometry.runs.sweeps import sweep
 
     jobs = [dict(model="tiny-L2", corpus="random", n_seqs=2, seq_len=10, seed=3, loader="tests.helpers:tiny_loader")]
     metrics = _registered(["shape", "epsilon", "pga"])
     opts = {"pga": {"k": 3, "n_null": 5, "max_points": 16, "progress": False}}
     for name in ("a", "b"):
         sweep(jobs, metrics=metrics, options=opts, out=tmp_path / f"{name}.jsonl", progress=False)
-    from tl_geometry.sweeps import sweep_report
+    from tl_geometry.runs.sweeps import sweep_report
 
     ra = [r.to_dict() for r in sweep_report(tmp_path / "a.jsonl").rows]
     rb = [r.to_dict() for r in sweep_report(tmp_path / "b.jsonl").rows]

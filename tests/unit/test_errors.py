@@ -75,7 +75,7 @@ def _pure_cases():
     from tl_geometry.families.capacity import hosts, packing
     from tl_geometry.metrics import interaction, pga, spectral
     from tl_geometry.report import GeometryReport
-    from tl_geometry.sweeps import SweepJob
+    from tl_geometry.runs.sweeps import SweepJob
 
     return [
         ("capacity", lambda: cap.capacity_estimate(64, 1.5), InputError, r"epsilon must be < 1"),

@@ -74,7 +74,7 @@ def test_eager_and_plan_are_one_definition(model, tokens, report):
     import inspect
 
     assert "range_max" in inspect.signature(fn).parameters  # the options check reads the plan's signature
-    from tl_geometry.analysis import accepts_option
+    from tl_geometry.runs.analysis import accepts_option
 
     assert accepts_option("intrinsic_dimension", "range_max") and not accepts_option("intrinsic_dimension", "k")
 

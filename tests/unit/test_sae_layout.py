@@ -18,7 +18,7 @@ MODEL_FACING = (
     "tl_geometry.render.plotting",
     "tl_geometry.families.sae",
     "tl_geometry.families.capacity.hosts",
-    "tl_geometry.analysis",
+    "tl_geometry.runs.analysis",
 )
 
 

@@ -14,8 +14,8 @@ import torch
 
 import tl_geometry as tg
 from tl_geometry import capture
-from tl_geometry.analysis import iter_metrics
 from tl_geometry.registry import MetricPlan
+from tl_geometry.runs.analysis import iter_metrics
 
 HOOKS = ["blocks.0.hook_resid_post", "blocks.2.hook_resid_post"]
 ACT_METRICS = ["pga", "spectral", "epsilon_activations"]

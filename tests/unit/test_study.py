@@ -49,7 +49,7 @@ def two_models(tmp_path_factory):
 
 
 def test_rows_equal_the_per_model_reports(two_models):
-    from tl_geometry.pipeline import run_report
+    from tl_geometry.runs.pipeline import run_report
 
     _, result = two_models
     for label in ("byte-L2", "word-L3-d48"):

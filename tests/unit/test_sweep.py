@@ -1,4 +1,4 @@
-"""tl_geometry.sweeps: resumable multi-model sweeps, local and Ray executors."""
+"""tl_geometry.runs.sweeps: resumable multi-model sweeps, local and Ray executors."""
 
 import gc
 import os
@@ -8,8 +8,8 @@ import weakref
 import pytest
 
 from tests import helpers as H
+from tl_geometry.runs.sweeps import SweepJob, SweepSummary, sweep, sweep_report
 from tl_geometry.runtime.jobs import read_records
-from tl_geometry.sweeps import SweepJob, SweepSummary, sweep, sweep_report
 
 JOBS = [
     dict(model="tiny-L1", corpus="random", n_seqs=2, seq_len=8, loader="tests.helpers:tiny_loader"),
@@ -154,7 +154,9 @@ def test_loader_errors_are_recorded_not_raised(tmp_path):
     out = tmp_path / "r.jsonl"
     s = sweep([dict(model="x", loader="tl_geometry_no_such_module:load")], metrics=["shape"], out=out, progress=False)
     assert "cannot import loader module" in next(iter(s.failed.values()))
-    s = sweep([dict(model="y", loader="tl_geometry.sweeps:no_such_fn")], metrics=["shape"], out=out, progress=False)
+    s = sweep(
+        [dict(model="y", loader="tl_geometry.runs.sweeps:no_such_fn")], metrics=["shape"], out=out, progress=False
+    )
     assert "has no callable 'no_such_fn'" in next(iter(s.failed.values()))
 
 

@@ -1,4 +1,4 @@
-"""``tl-geometry sweep models``: the CLI over tl_geometry.sweeps."""
+"""``tl-geometry sweep models``: the CLI over tl_geometry.runs.sweeps."""
 
 import pytest
 

@@ -229,7 +229,7 @@ def test_max_memory_applies_to_the_offline_model(monkeypatch, tmp_path, capsys):
 def test_max_memory_applies_to_a_local_directory(tmp_path):
     from safetensors.torch import save_file
 
-    from tl_geometry import pipeline
+    from tl_geometry.runs import pipeline
 
     d = tmp_path / "model"
     d.mkdir()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry import cli_args
 from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.runs import cli_args
 
 
 def add_parser(subparsers) -> None:
@@ -64,11 +64,11 @@ flags may be left out (their defaults are the report's), the rest is checked by 
 def run(args) -> int:
     from pathlib import Path
 
-    from tl_geometry.pipeline import run_report
+    from tl_geometry.runs.pipeline import run_report
 
     cli_args.check_flags(args, FLAG_CHECKS, optional=("n_null", "n_probes", "max_points"))
     options: dict[str, dict] = {}
-    from tl_geometry.pipeline import default_metrics
+    from tl_geometry.runs.pipeline import default_metrics
 
     running = list(args.metrics) if args.metrics else default_metrics()
     for flag, value, option, families in (

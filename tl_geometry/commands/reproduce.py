@@ -47,7 +47,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from tl_geometry.reproduction import fmt, list_checks, reproduce
+    from tl_geometry.runs.reproduction import fmt, list_checks, reproduce
 
     if args.list:
         for c in list_checks(args.families):
@@ -57,7 +57,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from tl_geometry.io import outdir
-    from tl_geometry.reproduction import RESULTS_NAME
+    from tl_geometry.runs.reproduction import RESULTS_NAME
     from tl_geometry.runtime.jobs import check_results_file
 
     out = Path(args.out)  # checked before any work: a folder (created), writable, its resume file ours

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry import cli_args
 from tl_geometry.base import _checks
+from tl_geometry.runs import cli_args
 
 
 def add_parser(subparsers) -> None:

@@ -59,7 +59,7 @@ class MetricPlan:
     A metric registered with ``plan=`` returns one of these from ``plan(model, tokens, **options)``:
     its consumers of activations (``passes``: [`tl_geometry.capture.Pass`][tl_geometry.capture.activations.Pass] objects, each
     with its hooks, positions and ``update``) and ``finish()``, which computes the rows once the
-    passes were fed. [`tl_geometry.analyze`][tl_geometry.analysis.analyze] builds the plans of every such metric, runs
+    passes were fed. [`tl_geometry.analyze`][tl_geometry.runs.analysis.analyze] builds the plans of every such metric, runs
     ONE [`tl_geometry.capture.run_shared`][tl_geometry.capture.activations.run_shared] over the tokens for all of them (per batch size),
     then calls each ``finish``; [`run`][tl_geometry.registry.MetricPlan.run] does the same for the metric alone. Each pass sees
     exactly the rows it would see alone, so the numbers do not depend on the sharing.
@@ -105,7 +105,7 @@ class MetricSpec:
         builtin: True for metrics shipped with tl_geometry.
         source: module (or distribution) that registered it.
         plan: optional ``plan(model, tokens, *, hooks=None, **options) -> MetricPlan`` (same
-            options as ``fn``): lets [`tl_geometry.analyze`][tl_geometry.analysis.analyze] feed this metric from a forward
+            options as ``fn``): lets [`tl_geometry.analyze`][tl_geometry.runs.analysis.analyze] feed this metric from a forward
             pass shared with the other activation metrics.
         options_of: for a metric that forwards ``**options`` to another function, that function:
             its keyword arguments are the options the metric accepts (checked before any work).
@@ -234,7 +234,7 @@ def register_metric(
             same options as the metric: an activation metric that gives one shares the report's
             single forward pass instead of running its own (see [`MetricPlan`][tl_geometry.registry.MetricPlan]).
         options_of: when the metric forwards ``**options`` to another function, that function
-            (its keyword arguments are the options checked by [`tl_geometry.analyze`][tl_geometry.analysis.analyze]).
+            (its keyword arguments are the options checked by [`tl_geometry.analyze`][tl_geometry.runs.analysis.analyze]).
 
     Raises:
         ValueError: empty name, unknown ``needs``, or a duplicate name without ``overwrite``.

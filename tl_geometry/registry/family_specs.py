@@ -132,7 +132,7 @@ class FamilySpec:
             (default: the first).
         order: position of the section among the families (lower first; built-ins 10–60).
         checks: the module holding the family's reproduce checks (imported by
-            [`tl_geometry.reproduction`][tl_geometry.reproduction] when the family is reproduced; each check registers itself).
+            [`tl_geometry.runs.reproduction`][tl_geometry.runs.reproduction] when the family is reproduced; each check registers itself).
         command: the module of the family's CLI sub-command (its ``add_parser(subparsers)`` is
             called by ``tl-geometry``'s parser).
         explain: ``explain(row) -> str``: why one of the family's rows is NaN, in words ("" when the

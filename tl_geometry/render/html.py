@@ -82,7 +82,7 @@ def _partial_note(report: GeometryReport) -> str | None:
     """Banner text when provenance marks the run incomplete, else None.
 
     Recognized: ``status`` in {"interrupted", "partial", "running"} (what
-    [`tl_geometry.pipeline.run_report`][tl_geometry.pipeline.run_report] records), or ``partial`` / ``interrupted`` flags;
+    [`tl_geometry.runs.pipeline.run_report`][tl_geometry.runs.pipeline.run_report] records), or ``partial`` / ``interrupted`` flags;
     ``errors`` ({metric: message}) and ``missing_metrics`` are listed.
     """
     prov = report.provenance

@@ -1,7 +1,7 @@
 """A study across models: the report's metrics on every model, the same texts, side by side.
 
 ``tg.study(["smollm2-135m", "gemma-3-270m"], out="studies/two", controls=["random"])`` runs
-[`tl_geometry.pipeline.run_report`][tl_geometry.pipeline.run_report] (no files) on each model —
+[`tl_geometry.runs.pipeline.run_report`][tl_geometry.runs.pipeline.run_report] (no files) on each model —
 the same rows a ``tl-geometry report`` of that model gives for the same settings — through the
 package's resumable job runner ([`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]: one JSON
 line per finished model in ``out/study.jsonl``, one model in memory at a time, local or on Ray), then
@@ -193,7 +193,7 @@ def study_texts(corpus: Any = "pydoc", *, n_texts: int = 64, seed: int = 0, enco
 def _resolve(spec: str | None):
     if not spec:
         return None
-    from tl_geometry.sweeps import _resolve_loader
+    from tl_geometry.runs.sweeps import _resolve_loader
 
     return _resolve_loader(spec)
 
@@ -216,7 +216,7 @@ def load_study_model(params: Mapping[str, Any]):
         job = {"model": spec, "checkpoint": params.get("checkpoint"), "device": device, "seed": params["seed"]}
         model = loader({**job, "processing": processing})
     else:
-        from tl_geometry.pipeline import check_model_memory
+        from tl_geometry.runs.pipeline import check_model_memory
 
         check_model_memory(spec, None)
         model = models.load(spec, device=device, processing=processing)
@@ -320,7 +320,7 @@ def run_study_job(params: Mapping[str, Any]) -> dict[str, Any]:
     Returns ``{"rows", "provenance", "reps", "seconds"}`` (JSON-able; ``seconds`` is kept out of the
     study's tables so that a rerun writes the same bytes).
     """
-    from tl_geometry.pipeline import run_report
+    from tl_geometry.runs.pipeline import run_report
 
     t0 = time.perf_counter()
     model = load_study_model(params)
@@ -537,9 +537,9 @@ def study(
     """
     from tl_geometry.base import _checks
     from tl_geometry.io.outdir import OutputLock, check_writable
-    from tl_geometry.pipeline import check_inputs, default_metrics, report_options
+    from tl_geometry.runs.pipeline import check_inputs, default_metrics, report_options
+    from tl_geometry.runs.sweeps import _error_result
     from tl_geometry.runtime.jobs import EXECUTORS, ResultsFile, job_key, run_jobs
-    from tl_geometry.sweeps import _error_result
 
     entries = expand_models(models, controls)
     if executor not in EXECUTORS:

@@ -1,4 +1,4 @@
-"""The capacity family's reproduce checks (arXiv 2606.02765): packing fits, Table 1, bounds, packing cells from our optimizer, ε from weights. Each registers itself with [`tl_geometry.reproduction.check`][tl_geometry.reproduction.check] when this module is imported."""
+"""The capacity family's reproduce checks (arXiv 2606.02765): packing fits, Table 1, bounds, packing cells from our optimizer, ε from weights. Each registers itself with [`tl_geometry.runs.reproduction.check`][tl_geometry.runs.reproduction.check] when this module is imported."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tl_geometry.families.capacity.packing_cells import (  # noqa: F401  (re-exp
     _subset_cells,
     shipped_packing_subset,
 )
-from tl_geometry.reproduction import Context, ReproRow, check, is_num, make_row, published_row, published_tolerance
+from tl_geometry.runs.reproduction import Context, ReproRow, check, is_num, make_row, published_row, published_tolerance
 
 
 # ----------------------------------------------------------------------------- capacity

@@ -7,7 +7,7 @@ import math
 import warnings
 from collections.abc import Iterable
 
-from tl_geometry.reproduction import ReproRow, make_row
+from tl_geometry.runs.reproduction import ReproRow, make_row
 
 PACKING_SUBSET_CELLS = ((2000, 32), (2000, 64), (2000, 128), (2000, 256), (2000, 512), (4000, 32), (4000, 64))
 """The cells of the authors' optimized-packing grid (their optimized_packing.json) that we regenerate with our optimizer at the paper schedule, and the seeds run per cell. Each finished (cell, seed) is appended at once to ``OUT/packing_subset.jsonl``; the shipped results of an earlier run are ``tl_geometry/data/packing_subset.json`` (scripts/packing_subset.py)."""

@@ -1,8 +1,8 @@
-"""The interaction family's reproduce checks (arXiv 2605.27989): best shapes, the shape sweep, the offline model's depth/width ratio, the toy double descent. Each registers itself with [`tl_geometry.reproduction.check`][tl_geometry.reproduction.check]."""
+"""The interaction family's reproduce checks (arXiv 2605.27989): best shapes, the shape sweep, the offline model's depth/width ratio, the toy double descent. Each registers itself with [`tl_geometry.runs.reproduction.check`][tl_geometry.runs.reproduction.check]."""
 
 from __future__ import annotations
 
-from tl_geometry.reproduction import Context, ReproRow, check, make_row, published_row
+from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row, published_row
 
 # ----------------------------------------------------------------------------- interaction
 BEST_SHAPES = (

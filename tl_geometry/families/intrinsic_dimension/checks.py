@@ -4,14 +4,14 @@ No paper gives an ID for SmolLM2, so every row is ``measured`` (``paper`` None).
 literature reports — the ID rises from the embeddings to a peak in the intermediate layers and
 falls towards the output (Valeriani et al., NeurIPS 2023, on protein language models and iGPT;
 Cheng et al. 2024 on LLMs) — is given as the ``reference`` and judged only beyond two standard
-errors. Registers itself with [`tl_geometry.reproduction.check`][tl_geometry.reproduction.check].
+errors. Registers itself with [`tl_geometry.runs.reproduction.check`][tl_geometry.runs.reproduction.check].
 """
 
 from __future__ import annotations
 
 import math
 
-from tl_geometry.reproduction import Context, ReproRow, check, make_row
+from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row
 
 __all__: list[str] = []
 

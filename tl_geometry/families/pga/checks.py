@@ -1,11 +1,11 @@
-"""The PGA family's reproduce checks (arXiv 2605.17084): the PGA profile of the offline model under both presets, its claims with standard errors. Each registers itself with [`tl_geometry.reproduction.check`][tl_geometry.reproduction.check]."""
+"""The PGA family's reproduce checks (arXiv 2605.17084): the PGA profile of the offline model under both presets, its claims with standard errors. Each registers itself with [`tl_geometry.runs.reproduction.check`][tl_geometry.runs.reproduction.check]."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from tl_geometry.reproduction import Context, ReproRow, check, make_row
+from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row
 
 
 # ----------------------------------------------------------------------------- pga

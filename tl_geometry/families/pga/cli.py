@@ -14,9 +14,9 @@ without ``--force``) and written atomically.
 
 from __future__ import annotations
 
-from tl_geometry import cli_args
 from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
+from tl_geometry.runs import cli_args
 
 
 def add_parser(subparsers) -> None:

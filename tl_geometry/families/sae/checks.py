@@ -1,10 +1,10 @@
-"""The SAE family's reproduce checks: a trained SAE's decoder ε next to the host's capacity. Registers itself with [`tl_geometry.reproduction.check`][tl_geometry.reproduction.check]."""
+"""The SAE family's reproduce checks: a trained SAE's decoder ε next to the host's capacity. Registers itself with [`tl_geometry.runs.reproduction.check`][tl_geometry.runs.reproduction.check]."""
 
 from __future__ import annotations
 
 import math
 
-from tl_geometry.reproduction import Context, ReproRow, check, make_row
+from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row
 
 
 # ----------------------------------------------------------------------------- sae

@@ -2,7 +2,7 @@
 
 ``sweep(jobs, metrics=..., out="results.jsonl")`` runs every *job* (one model: a name for
 [`tl_geometry.models.load`][tl_geometry.models.load] or a ``"module:function"`` loader, a checkpoint, a corpus) through
-[`tl_geometry.analyze`][tl_geometry.analysis.analyze] and appends the job's rows to ``out`` as **one** JSON line (one
+[`tl_geometry.analyze`][tl_geometry.runs.analysis.analyze] and appends the job's rows to ``out`` as **one** JSON line (one
 ``write`` + ``fsync``, see [`tl_geometry.runtime.jobs`][tl_geometry.runtime.jobs]): a job's rows appear whole or not at all.
 
 * Rerunning with the same ``out`` skips the jobs already recorded as ``"ok"``.
@@ -15,7 +15,7 @@
 
 The loop itself (skip the finished keys, run each job locally or on Ray, append its record at
 once) is the package's one job runner, [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]; this module says what
-one job is ([`run_job`][tl_geometry.sweeps.run_job]) and what a sweep returns.
+one job is ([`run_job`][tl_geometry.runs.sweeps.run_job]) and what a sweep returns.
 
 The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
 changing the metrics re-runs the job instead of silently reusing old rows.
@@ -117,7 +117,7 @@ class SweepJob:
 
     @classmethod
     def coerce(cls, job: SweepJob | str | Mapping[str, Any]) -> SweepJob:
-        """A job from a [`SweepJob`][tl_geometry.sweeps.SweepJob], a model name, or a dict of its fields."""
+        """A job from a [`SweepJob`][tl_geometry.runs.sweeps.SweepJob], a model name, or a dict of its fields."""
         if isinstance(job, cls):
             return job
         if isinstance(job, str):
@@ -132,7 +132,7 @@ class SweepJob:
 
 @dataclass(frozen=True)
 class SweepSummary(Tabular):
-    """What one call of [`sweep`][tl_geometry.sweeps.sweep] did.
+    """What one call of [`sweep`][tl_geometry.runs.sweeps.sweep] did.
 
     Attributes:
         out: the results file.
@@ -190,7 +190,7 @@ def _resolve_loader(spec: str) -> Callable[[dict], Any]:
 
     The module is looked up on ``sys.path`` and then in the current directory, whatever started
     the process (``python -m`` puts the current directory on ``sys.path``, the ``tl-geometry``
-    script does not; a Ray worker has its own). A Ray cluster started by [`sweep`][tl_geometry.sweeps.sweep] gives its
+    script does not; a Ray worker has its own). A Ray cluster started by [`sweep`][tl_geometry.runs.sweeps.sweep] gives its
     workers the driver's current directory on ``PYTHONPATH``
     ([`tl_geometry.runtime.ray_executor.local_runtime_env`][tl_geometry.runtime.ray_executor.local_runtime_env]); on a remote cluster, ship it with
     ``runtime_env={"working_dir": ...}`` (``--working-dir``), the workers' current directory.
@@ -312,7 +312,7 @@ def _named(model: Any, job: Mapping[str, Any]) -> Any:
 
 
 class ModelSlot:
-    """The model of the last job, kept for the next job of the same model ([`load_key`][tl_geometry.sweeps.load_key]).
+    """The model of the last job, kept for the next job of the same model ([`load_key`][tl_geometry.runs.sweeps.load_key]).
 
     A sweep orders its jobs by model, so each (model, checkpoint) is loaded once however many
     seeds or corpora it runs; the previous model is dropped (and memory returned) before the next
@@ -343,7 +343,7 @@ class ModelSlot:
 
 class SweepRunner:
     """``runner(params)`` runs one sweep job; with ``reuse_models`` it keeps the model between jobs
-    of the same model ([`ModelSlot`][tl_geometry.sweeps.ModelSlot]). The local executor builds one; a Ray sweep builds one
+    of the same model ([`ModelSlot`][tl_geometry.runs.sweeps.ModelSlot]). The local executor builds one; a Ray sweep builds one
     in each model's actor (``SweepRunner(loader, hooks, reuse_models, tokens)``, the tokens read
     from the object store)."""
 
@@ -376,19 +376,19 @@ def run_job(
     """Run one sweep job (the body of both executors): load, analyze, free.
 
     Args:
-        params: the job fields of [`SweepJob`][tl_geometry.sweeps.SweepJob] plus ``metrics`` (list of names or None)
+        params: the job fields of [`SweepJob`][tl_geometry.runs.sweeps.SweepJob] plus ``metrics`` (list of names or None)
             and ``options`` (per-metric keyword options).
         loader: overrides the job's loader (a Python callable; not part of the job key).
         hooks: hook names for every activation/gradient metric (default: each metric's own).
-        slot: a [`ModelSlot`][tl_geometry.sweeps.ModelSlot] that keeps the model for the next job of the same model
+        slot: a [`ModelSlot`][tl_geometry.runs.sweeps.ModelSlot] that keeps the model for the next job of the same model
             (None: load, and free after the job).
         tokens: (batch, pos) token ids for every job instead of the job's corpus sample.
 
     Returns:
         ``{"rows": [...], "provenance": {...}, "elapsed_s": float}`` (JSON-able).
     """
-    from tl_geometry.analysis import analyze
     from tl_geometry.registry import get_metric
+    from tl_geometry.runs.analysis import analyze
 
     t0 = time.perf_counter()
     job = {k: params[k] for k in _JOB_FIELDS if k in params}
@@ -478,7 +478,7 @@ def sweep(
     """Run ``metrics`` on every job's model; append each job's rows to ``out`` as it finishes.
 
     Args:
-        jobs: [`SweepJob`][tl_geometry.sweeps.SweepJob] objects, model names, or dicts of SweepJob fields.
+        jobs: [`SweepJob`][tl_geometry.runs.sweeps.SweepJob] objects, model names, or dicts of SweepJob fields.
         metrics: registry names (None: every registered metric).
         out: JSON-lines results file; created if missing, resumed if present.
         executor: ``"local"`` (one job after another in this process) or ``"ray"`` (each job a Ray
@@ -502,7 +502,7 @@ def sweep(
             Ray, is its own task). The rows are the same either way.
         tokens: a (batch, pos) token tensor used by every job instead of its corpus sample
             (``corpus``, ``n_seqs``, ``seq_len`` are then ignored); its fingerprint
-            ([`tokens_fingerprint`][tl_geometry.sweeps.tokens_fingerprint]) is part of the job key. With Ray it is put in the object
+            ([`tokens_fingerprint`][tl_geometry.runs.sweeps.tokens_fingerprint]) is part of the job key. With Ray it is put in the object
             store once and read by every actor.
         address: Ray only: the cluster to connect to (``"auto"``, ``"ray://host:10001"``);
             default: a running session, else a fresh local cluster.
@@ -510,7 +510,7 @@ def sweep(
             directory of a ``loader`` module to the workers (their current directory).
 
     Returns:
-        A [`SweepSummary`][tl_geometry.sweeps.SweepSummary]; ``summary.report()`` reads every finished row back.
+        A [`SweepSummary`][tl_geometry.runs.sweeps.SweepSummary]; ``summary.report()`` reads every finished row back.
 
     Raises:
         ValueError: unknown executor, duplicate jobs, a results path that is a directory, bad
@@ -539,8 +539,8 @@ def sweep(
         raise _checks.ArgumentError(
             f"num_cpus and num_gpus must be >= 0 (finite numbers), got {num_cpus!r}, {num_gpus!r}"
         )
-    from tl_geometry.analysis import check_options
     from tl_geometry.registry import list_metrics
+    from tl_geometry.runs.analysis import check_options
 
     check_options(metrics if metrics is not None else list_metrics(), options)  # values, before any job
     if executor != "ray" and (address is not None or runtime_env is not None):

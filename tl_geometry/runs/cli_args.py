@@ -1,16 +1,16 @@
 """Arguments shared by the sub-commands, and checks of them that run before any model is loaded.
 
 Argument groups (one definition each, each command passing its own defaults and help specifics):
-[`add_model_text`][tl_geometry.cli_args.add_model_text] and [`add_device_threads`][tl_geometry.cli_args.add_device_threads]
-(``report``, ``pga``, ``agop``, ``id``), [`add_layers_hooks`][tl_geometry.cli_args.add_layers_hooks],
-[`add_batch_seed`][tl_geometry.cli_args.add_batch_seed] and [`add_outputs`][tl_geometry.cli_args.add_outputs]
+[`add_model_text`][tl_geometry.runs.cli_args.add_model_text] and [`add_device_threads`][tl_geometry.runs.cli_args.add_device_threads]
+(``report``, ``pga``, ``agop``, ``id``), [`add_layers_hooks`][tl_geometry.runs.cli_args.add_layers_hooks],
+[`add_batch_seed`][tl_geometry.runs.cli_args.add_batch_seed] and [`add_outputs`][tl_geometry.runs.cli_args.add_outputs]
 (``pga``, ``agop``, ``id``).
 
-Their checks: [`model_flag_checks`][tl_geometry.cli_args.model_flag_checks] (what each size flag accepts, plus a
-command's own) and [`check_model_args`][tl_geometry.cli_args.check_model_args] (every check that needs no model),
-then [`check_outputs`][tl_geometry.cli_args.check_outputs]; after the load [`corpus_tokens`][tl_geometry.cli_args.corpus_tokens]
-and [`chosen_hooks`][tl_geometry.cli_args.chosen_hooks] read what the flags ask for, and [`write_report`][tl_geometry.cli_args.write_report] and
-[`write_figures`][tl_geometry.cli_args.write_figures] write the results. ``report``, ``pga``, ``agop``, ``id`` and
+Their checks: [`model_flag_checks`][tl_geometry.runs.cli_args.model_flag_checks] (what each size flag accepts, plus a
+command's own) and [`check_model_args`][tl_geometry.runs.cli_args.check_model_args] (every check that needs no model),
+then [`check_outputs`][tl_geometry.runs.cli_args.check_outputs]; after the load [`corpus_tokens`][tl_geometry.runs.cli_args.corpus_tokens]
+and [`chosen_hooks`][tl_geometry.runs.cli_args.chosen_hooks] read what the flags ask for, and [`write_report`][tl_geometry.runs.cli_args.write_report] and
+[`write_figures`][tl_geometry.runs.cli_args.write_figures] write the results. ``report``, ``pga``, ``agop``, ``id`` and
 ``sweep`` call the checks first, so a bad ``--k 0``, ``--batch-size 0``, ``--n-seqs 0``, ``--layers 99``, a
 missing corpus file or an existing ``--out`` is refused in a fraction of a second instead of after a 12–60 s model
 load. Each check goes through `tl_geometry.base._checks` (the one validation layer) and names the flag.
@@ -70,7 +70,7 @@ def model_shape(model: str) -> tuple[int | None, int | None, int | None]:
     if shape is not None:
         return shape.n_layers, shape.d_model, shape.n_ctx
     if isinstance(model, str) and not os.path.exists(model):
-        from tl_geometry.pipeline import config_for
+        from tl_geometry.runs.pipeline import config_for
 
         cfg = config_for(model)
         if cfg is not None:
@@ -130,7 +130,7 @@ def add_model_text(p: Any, *, n_seqs: int, seq_len: int) -> None:
 
 def add_layers_hooks(p: Any, *, site: str, default: str) -> None:
     """``--layers`` (read as ``blocks.{l}.hook_resid_<site>``) and ``--hooks`` (explicit names); the two
-    exclude each other (refused by [`check_model_args`][tl_geometry.cli_args.check_model_args]).
+    exclude each other (refused by [`check_model_args`][tl_geometry.runs.cli_args.check_model_args]).
 
     Args:
         p: the sub-command's parser.
@@ -173,7 +173,7 @@ def add_outputs(p: Any, *, figures: str | None = None) -> None:
 
 
 TEXT_SIZES: dict[str, _checks.Check] = {"n_seqs": _checks.int_at_least(1), "seq_len": _checks.int_at_least(2)}
-"""What the sizes of [`add_model_text`][tl_geometry.cli_args.add_model_text] accept."""
+"""What the sizes of [`add_model_text`][tl_geometry.runs.cli_args.add_model_text] accept."""
 
 
 def model_flag_checks(**own: _checks.Check) -> dict[str, _checks.Check]:
@@ -193,9 +193,9 @@ def check_model_args(
     args: Any, table: Mapping[str, _checks.Check], *, lists: Sequence[str] = ("layers",), k: int | None = None
 ) -> None:
     """Every check that needs no model, before the load: ``--hooks`` and ``--layers`` not both, each
-    flag of ``table`` (see [`check_flags`][tl_geometry.cli_args.check_flags]), the device, the corpus, and
+    flag of ``table`` (see [`check_flags`][tl_geometry.runs.cli_args.check_flags]), the device, the corpus, and
     ``--layers`` / ``--k`` / ``--seq-len`` against the model's files
-    ([`check_model_fit`][tl_geometry.cli_args.check_model_fit])."""
+    ([`check_model_fit`][tl_geometry.runs.cli_args.check_model_fit])."""
     if args.hooks and args.layers is not None:
         raise InputError("pass either --hooks or --layers, not both")
     check_flags(args, table, lists=lists)
@@ -218,7 +218,7 @@ def check_outputs(args: Any) -> None:
 
 
 def corpus_tokens(model: Any, args: Any) -> Any:
-    """The token sample [`add_model_text`][tl_geometry.cli_args.add_model_text]'s flags and ``--seed`` ask for,
+    """The token sample [`add_model_text`][tl_geometry.runs.cli_args.add_model_text]'s flags and ``--seed`` ask for,
     tokenized by ``model`` ([`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens])."""
     from tl_geometry.io import corpus
 
@@ -228,7 +228,7 @@ def corpus_tokens(model: Any, args: Any) -> Any:
 
 
 def chosen_hooks(model: Any, args: Any, *, site: str, default: Callable[[], Any] | None = None) -> Any:
-    """The hooks [`add_layers_hooks`][tl_geometry.cli_args.add_layers_hooks]'s flags ask for: ``--hooks``, else
+    """The hooks [`add_layers_hooks`][tl_geometry.runs.cli_args.add_layers_hooks]'s flags ask for: ``--hooks``, else
     ``blocks.{l}.hook_resid_<site>`` at each of ``--layers``, else ``default()`` (None without ``default``:
     the metric's own default)."""
     if args.hooks:

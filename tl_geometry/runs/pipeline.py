@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
 
 
 def default_metrics() -> list[str]:
-    """The metrics a report runs by default: every registered one except those of [`not_in_default_report`][tl_geometry.pipeline.not_in_default_report]."""
+    """The metrics a report runs by default: every registered one except those of [`not_in_default_report`][tl_geometry.runs.pipeline.not_in_default_report]."""
     from tl_geometry.registry import list_metrics
 
     left_out = not_in_default_report()
@@ -142,17 +142,17 @@ def check_inputs(
     max_memory_gb: float | None,
     corpus_encoding: str = "utf-8",
 ) -> list[str]:
-    """Every check of [`run_report`][tl_geometry.pipeline.run_report]'s inputs that needs no model (cheap; before any load).
+    """Every check of [`run_report`][tl_geometry.runs.pipeline.run_report]'s inputs that needs no model (cheap; before any load).
 
     Returns the corpus texts (read once here, so an iterator is not consumed twice).
 
     Raises:
         ValueError / TypeError / KeyError: naming the input and what is accepted.
     """
-    from tl_geometry.analysis import check_options
     from tl_geometry.base import _checks
     from tl_geometry.io import corpus as corpus_mod
     from tl_geometry.registry import get_metric
+    from tl_geometry.runs.analysis import check_options
 
     _checks.integer(n_seqs, "n_seqs", lo=1)
     _checks.integer(seq_len, "seq_len", lo=2)
@@ -216,15 +216,15 @@ def run_report(
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
 
-    Every input is checked before the model is loaded ([`check_inputs`][tl_geometry.pipeline.check_inputs], and ``out``:
+    Every input is checked before the model is loaded ([`check_inputs`][tl_geometry.runs.pipeline.check_inputs], and ``out``:
     not a file, writable, not in use by another run, empty unless ``force``).
 
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
         corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens]).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
-        metrics: registry names (default: [`default_metrics`][tl_geometry.pipeline.default_metrics], every registered metric but
-            those in [`not_in_default_report`][tl_geometry.pipeline.not_in_default_report], recorded in ``provenance["left_out"]``).
+        metrics: registry names (default: [`default_metrics`][tl_geometry.runs.pipeline.default_metrics], every registered metric but
+            those in [`not_in_default_report`][tl_geometry.runs.pipeline.not_in_default_report], recorded in ``provenance["left_out"]``).
         options: per-metric options overriding the report defaults.
         fast: cheaper defaults (fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
@@ -251,11 +251,11 @@ def run_report(
     """
     from tqdm.auto import tqdm
 
-    from tl_geometry.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
     from tl_geometry.io import corpus as corpus_mod
     from tl_geometry.io import outdir
     from tl_geometry.models import load
     from tl_geometry.render.html import figure_files, render_into
+    from tl_geometry.runs.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
 
     names = list(metrics) if metrics is not None else default_metrics()
     if capture not in CAPTURE_MODES:

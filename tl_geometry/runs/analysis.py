@@ -149,7 +149,7 @@ def merged(
     timings: Mapping[str, float],
     **provenance: Any,
 ) -> GeometryReport:
-    """``reports`` merged with the provenance [`analyze`][tl_geometry.analysis.analyze] records (model, tokens, metrics, timings)."""
+    """``reports`` merged with the provenance [`analyze`][tl_geometry.runs.analysis.analyze] records (model, tokens, metrics, timings)."""
     prov = provenance_of(model)
     if tokens is not None and hasattr(tokens, "shape"):
         prov["tokens_shape"] = list(tokens.shape)
@@ -179,7 +179,7 @@ class _Guarded:
 def check_request(
     names: Any, options: Any, tokens: Any, capture: Any, hooks: Any
 ) -> tuple[list[str], list[Any], dict[str, dict[str, Any]], list[str] | None]:
-    """Every check of an [`analyze`][tl_geometry.analysis.analyze] request that needs no model: the capture mode, the metric
+    """Every check of an [`analyze`][tl_geometry.runs.analysis.analyze] request that needs no model: the capture mode, the metric
     names (one string is one name; a name given twice is refused; unknown names list the valid
     ones), the hooks, the options and whether tokens are needed. Returns (names, specs, options, hooks)."""
     _checks.choice(capture, "capture", CAPTURE_MODES)

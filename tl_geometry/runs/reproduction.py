@@ -1,7 +1,7 @@
-"""The papers' published numbers next to ours: ``tl-geometry reproduce`` / [`reproduce`][tl_geometry.reproduction.reproduce].
+"""The papers' published numbers next to ours: ``tl-geometry reproduce`` / [`reproduce`][tl_geometry.runs.reproduction.reproduce].
 
 Every published figure this machine can reach is one **check**: a small function that computes
-our value and returns one or more [`ReproRow`][tl_geometry.reproduction_rows.ReproRow] (paper value, ours, relative Δ, the row's
+our value and returns one or more [`ReproRow`][tl_geometry.runs.reproduction_rows.ReproRow] (paper value, ours, relative Δ, the row's
 tolerance, a status and a note saying why when it differs). Checks are grouped by family
 (``capacity``, ``pga``, ``interaction``, ``sae``) and sized by ``size``:
 
@@ -11,7 +11,7 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
   reduced sizes otherwise (recorded per row in ``sizes``).
 * ``"full"``: the papers' sizes (for a GPU).
 
-Evidence classes ([`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE]; every row has one, and the headline counts them apart):
+Evidence classes ([`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE]; every row has one, and the headline counts them apart):
 
 * ``independent`` — our simulation, training or measurement from weights gives the paper's
   number (packing cells from our optimizer over several seeds, the toy double descent);
@@ -69,7 +69,7 @@ from tl_geometry.errors import InputError
 
 # The rows (their vocabulary, the dataclass, the builders) live in reproduction_rows, which imports
 # this module only inside a function; every name stays importable from here.
-from tl_geometry.reproduction_rows import (
+from tl_geometry.runs.reproduction_rows import (
     EVIDENCE,
     STATUSES,
     ReproRow,
@@ -78,7 +78,7 @@ from tl_geometry.reproduction_rows import (
     published_row,
     published_tolerance,
 )
-from tl_geometry.reproduction_rows import _compare as _compare
+from tl_geometry.runs.reproduction_rows import _compare as _compare
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def families_with_checks() -> tuple[str, ...]:
 
 
 def _load_checks(families: Iterable[str]) -> None:
-    """Import each family's checks module (its checks register themselves with [`check`][tl_geometry.reproduction.check])."""
+    """Import each family's checks module (its checks register themselves with [`check`][tl_geometry.runs.reproduction.check])."""
     import importlib
 
     from tl_geometry import registry
@@ -122,7 +122,7 @@ def _load_checks(families: Iterable[str]) -> None:
 
 
 _MARKDOWN_NAMES = ("fmt", "fmt_paper", "_fmt_delta", "EVIDENCE_MEANING")
-"""Names of [`tl_geometry.reproduction_markdown`][tl_geometry.reproduction_markdown] still importable from here (scripts use them)."""
+"""Names of [`tl_geometry.runs.reproduction_markdown`][tl_geometry.runs.reproduction_markdown] still importable from here (scripts use them)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -133,7 +133,7 @@ def __getattr__(name: str) -> Any:
         _load_checks(families_with_checks())
         return list(_CHECKS)
     if name in _MARKDOWN_NAMES:  # the markdown moved to its own module (it imports this one)
-        from tl_geometry import reproduction_markdown
+        from tl_geometry.runs import reproduction_markdown
 
         return getattr(reproduction_markdown, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -219,7 +219,7 @@ def check(id: str, title: str, *, evidence: str, uses_model: bool = False, heavy
     """Decorator registering ``fn(ctx) -> list[ReproRow]`` as the check ``id`` (``family.name``).
 
     A family's checks module (``FamilySpec.checks``) uses it at import; ``evidence`` is the class of
-    the row written when the check is skipped or raises (see [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE])."""
+    the row written when the check is skipped or raises (see [`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE])."""
     if evidence not in EVIDENCE:
         raise InputError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
 
@@ -261,8 +261,8 @@ class ReproduceResult(Tabular):
         return sum(r.status == "error" for r in self.rows)
 
     def to_markdown(self) -> str:
-        """``OUT/reproduce.md`` ([`tl_geometry.reproduction_markdown.markdown`][tl_geometry.reproduction_markdown.markdown])."""
-        from tl_geometry.reproduction_markdown import markdown
+        """``OUT/reproduce.md`` ([`tl_geometry.runs.reproduction_markdown.markdown`][tl_geometry.runs.reproduction_markdown.markdown])."""
+        from tl_geometry.runs.reproduction_markdown import markdown
 
         return markdown(self.rows, self.meta)
 
@@ -278,7 +278,7 @@ _HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "me
 
 
 def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
-    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE] / `STATUSES` order, non-empty only."""
+    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE] / `STATUSES` order, non-empty only."""
     rows = list(rows)
     out: dict[str, dict[str, int]] = {}
     for ev in EVIDENCE:
@@ -324,7 +324,7 @@ def _families(families: str | Sequence[str] | None) -> list[str]:
 
 
 def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:
@@ -370,7 +370,7 @@ def reproduce(
         progress: tqdm bars.
 
     Returns:
-        [`ReproduceResult`][tl_geometry.reproduction.ReproduceResult]; rows of checks that raised have status "error".
+        [`ReproduceResult`][tl_geometry.runs.reproduction.ReproduceResult]; rows of checks that raised have status "error".
 
     Raises:
         ValueError: an unknown family, size or check id; ``out`` is a file.

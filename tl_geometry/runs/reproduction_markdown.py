@@ -1,8 +1,8 @@
 """The markdown of a reproduce run (``OUT/reproduce.md``) and the value formats its tables use.
 
-[`ReproduceResult.to_markdown`][tl_geometry.reproduction.ReproduceResult.to_markdown] renders with [`markdown`][tl_geometry.reproduction_markdown.markdown];
-``scripts/reproduce_docs.py`` builds the docs' table from the same cells ([`fmt`][tl_geometry.reproduction_markdown.fmt],
-[`fmt_paper`][tl_geometry.reproduction_markdown.fmt_paper], the Δ column and [`EVIDENCE_MEANING`][tl_geometry.reproduction_markdown.EVIDENCE_MEANING]).
+[`ReproduceResult.to_markdown`][tl_geometry.runs.reproduction.ReproduceResult.to_markdown] renders with [`markdown`][tl_geometry.runs.reproduction_markdown.markdown];
+``scripts/reproduce_docs.py`` builds the docs' table from the same cells ([`fmt`][tl_geometry.runs.reproduction_markdown.fmt],
+[`fmt_paper`][tl_geometry.runs.reproduction_markdown.fmt_paper], the Δ column and [`EVIDENCE_MEANING`][tl_geometry.runs.reproduction_markdown.EVIDENCE_MEANING]).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tl_geometry.reproduction import EVIDENCE, ReproRow, families_with_checks, headline
+from tl_geometry.runs.reproduction import EVIDENCE, ReproRow, families_with_checks, headline
 
 __all__ = ["fmt", "fmt_paper", "EVIDENCE_MEANING", "markdown"]
 

@@ -1,12 +1,12 @@
-"""The rows of a reproduce run: one published figure next to ours ([`ReproRow`][tl_geometry.reproduction_rows.ReproRow]).
+"""The rows of a reproduce run: one published figure next to ours ([`ReproRow`][tl_geometry.runs.reproduction_rows.ReproRow]).
 
-The checks of [`tl_geometry.reproduction`][tl_geometry.reproduction] build their rows with
-[`make_row`][tl_geometry.reproduction_rows.make_row] (the status from a tolerance) or
-[`published_row`][tl_geometry.reproduction_rows.published_row] (value and tolerance from the printed text,
-[`published_tolerance`][tl_geometry.reproduction_rows.published_tolerance]). A row's vocabulary is
-[`STATUSES`][tl_geometry.reproduction_rows.STATUSES] and [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE]
-(their meaning is in [`tl_geometry.reproduction`][tl_geometry.reproduction]). Every name here is also
-importable from ``tl_geometry.reproduction``.
+The checks of [`tl_geometry.runs.reproduction`][tl_geometry.runs.reproduction] build their rows with
+[`make_row`][tl_geometry.runs.reproduction_rows.make_row] (the status from a tolerance) or
+[`published_row`][tl_geometry.runs.reproduction_rows.published_row] (value and tolerance from the printed text,
+[`published_tolerance`][tl_geometry.runs.reproduction_rows.published_tolerance]). A row's vocabulary is
+[`STATUSES`][tl_geometry.runs.reproduction_rows.STATUSES] and [`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE]
+(their meaning is in [`tl_geometry.runs.reproduction`][tl_geometry.runs.reproduction]). Every name here is also
+importable from ``tl_geometry.runs.reproduction``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ STATUSES = (
     "not run (--full)",
     "error",
 )
-"""A row's status (see [`tl_geometry.reproduction`][tl_geometry.reproduction])."""
+"""A row's status (see [`tl_geometry.runs.reproduction`][tl_geometry.runs.reproduction])."""
 EVIDENCE = ("independent", "recomputed", "consistency", "measured")
-"""What a row proves (see [`tl_geometry.reproduction`][tl_geometry.reproduction])."""
+"""What a row proves (see [`tl_geometry.runs.reproduction`][tl_geometry.runs.reproduction])."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ReproRow:
         paper: the published value (a number, or text such as a range).
         ours: our value (a number, text, or None when not run).
         tolerance: relative tolerance on Δ for "reproduced" (None: not a numeric comparison).
-        status: one of [`STATUSES`][tl_geometry.reproduction_rows.STATUSES].
-        evidence: what the row proves, one of [`EVIDENCE`][tl_geometry.reproduction_rows.EVIDENCE]: "independent" (our simulation,
+        status: one of [`STATUSES`][tl_geometry.runs.reproduction_rows.STATUSES].
+        evidence: what the row proves, one of [`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE]: "independent" (our simulation,
             training or measurement gives the paper's number), "recomputed" (a closed formula
             re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
             arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
@@ -85,7 +85,7 @@ class ReproRow:
 
     def __post_init__(self):
         # the families with checks come from the framework (reproduction imports this module)
-        from tl_geometry.reproduction import families_with_checks
+        from tl_geometry.runs.reproduction import families_with_checks
 
         if self.status not in STATUSES:
             raise InputError(f"status must be one of {STATUSES}, got {self.status!r}")
@@ -170,7 +170,7 @@ def make_row(
     reference=None,
     stderr=None,
 ):
-    """Build a [`ReproRow`][tl_geometry.reproduction_rows.ReproRow]; status from the tolerance unless given; ``why`` is appended when it differs."""
+    """Build a [`ReproRow`][tl_geometry.runs.reproduction_rows.ReproRow]; status from the tolerance unless given; ``why`` is appended when it differs."""
     family = id.split(".", 1)[0]
     if status is None:
         status = _compare(paper, ours, tol) if tol is not None else "measured"
@@ -194,7 +194,7 @@ def make_row(
 
 
 def published_row(id, figure, paper_text, ours, *, evidence, note="", preset="", sizes=None, why="", tol=None):
-    """A row whose paper value and tolerance come from the printed text (see [`published_tolerance`][tl_geometry.reproduction_rows.published_tolerance])."""
+    """A row whose paper value and tolerance come from the printed text (see [`published_tolerance`][tl_geometry.runs.reproduction_rows.published_tolerance])."""
     paper, t = published_tolerance(paper_text)
     return make_row(
         id,
