@@ -23,6 +23,7 @@ Errors a caller can fix are [`tl_geometry.errors.TLGeometryError`][tl_geometry.e
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -244,10 +245,82 @@ __all__ = [
 ]
 
 
+#: Modules that moved into a room folder (issue 32): old dotted name -> new. ``import
+#: tl_geometry.pipeline`` (or ``tg.hub``) still works, with a DeprecationWarning naming the new
+#: place; the package itself never uses an old name (tests/unit/test_import_rules.py).
+_MOVED: dict[str, str] = {
+    "tl_geometry._checks": "tl_geometry.base._checks",
+    "tl_geometry.tables": "tl_geometry.base.tables",
+    "tl_geometry.corpus": "tl_geometry.io.corpus",
+    "tl_geometry.hub": "tl_geometry.io.hub",
+    "tl_geometry.weight_files": "tl_geometry.io.weight_files",
+    "tl_geometry.outdir": "tl_geometry.io.outdir",
+    "tl_geometry.outfile": "tl_geometry.io.outfile",
+    "tl_geometry.threads": "tl_geometry.runtime.threads",
+    "tl_geometry.jobs": "tl_geometry.runtime.jobs",
+    "tl_geometry.ray_executor": "tl_geometry.runtime.ray_executor",
+    "tl_geometry.family_registry": "tl_geometry.registry.family_specs",
+    "tl_geometry.plotting": "tl_geometry.render.plotting",
+    "tl_geometry.readings": "tl_geometry.render.readings",
+    "tl_geometry.html": "tl_geometry.render.html",
+    "tl_geometry.analysis": "tl_geometry.runs.analysis",
+    "tl_geometry.pipeline": "tl_geometry.runs.pipeline",
+    "tl_geometry.sweeps": "tl_geometry.runs.sweeps",
+    "tl_geometry.reproduction": "tl_geometry.runs.reproduction",
+    "tl_geometry.reproduction_rows": "tl_geometry.runs.reproduction_rows",
+    "tl_geometry.reproduction_markdown": "tl_geometry.runs.reproduction_markdown",
+    "tl_geometry.cli_args": "tl_geometry.runs.cli_args",
+}
+
+
+def _moved(old: str) -> Any:
+    import warnings
+
+    new = _MOVED[old]
+    warnings.warn(f"{old} moved to {new}; import it from there", DeprecationWarning, stacklevel=3)
+    module = importlib.import_module(new)
+    sys.modules[old] = module
+    return module
+
+
+class _MovedFinder:
+    """``import tl_geometry.<old>`` → the module at its new place, under both names (no file at
+    the old path). The import system stamps the alias's spec on the module; ``exec_module`` puts
+    the module's own spec back."""
+
+    _specs: dict[str, Any] = {}
+
+    @staticmethod
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _MOVED:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, _MovedFinder)
+
+    @staticmethod
+    def create_module(spec: Any) -> Any:
+        module = _moved(spec.name)
+        _MovedFinder._specs[spec.name] = module.__spec__
+        return module
+
+    @staticmethod
+    def exec_module(module: Any) -> None:
+        for old, own in _MovedFinder._specs.items():
+            if sys.modules.get(old) is module:
+                module.__spec__ = own
+
+
+if not any(isinstance(f, type) and f.__name__ == "_MovedFinder" for f in sys.meta_path):
+    sys.meta_path.append(_MovedFinder)
+
+
 def __getattr__(name: str) -> Any:
     try:
         module, attr = _LAZY[name]
     except KeyError:
+        if f"tl_geometry.{name}" in _MOVED:
+            return _moved(f"tl_geometry.{name}")
         raise AttributeError(f"module 'tl_geometry' has no attribute {name!r}") from None
     obj = importlib.import_module(module)
     if attr is not None:

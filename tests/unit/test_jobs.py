@@ -164,10 +164,10 @@ def test_every_long_job_uses_run_jobs():
 
     pkg = Path(tl_geometry.__file__).parent
     for mod in (
-        "sweeps.py",
+        "runs/sweeps.py",
         "families/pga/convergence.py",
         "families/capacity/packing.py",
-        "reproduction.py",
+        "runs/reproduction.py",
         "families/interaction/shape_sweep.py",
         "families/interaction/toy_superposition.py",
     ):

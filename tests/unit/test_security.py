@@ -24,12 +24,12 @@ PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "marshal", "shelve", "
 # files allowed to import a module whose name is computed (each validates the name first)
 DYNAMIC_IMPORT_OK = {
     "cli.py",  # sub-commands: commands/ and the families' declared command modules
-    "registry.py",  # plugins and the built-in families
-    "family_registry.py",  # a family's "module:function" declarations (registry.Lazy)
-    "sweeps.py",  # a user's --loader module:function
+    "registry/phase.py",  # plugins and the built-in families
+    "base/lazy.py",  # a declared "module:function" (a family's figures, reading, checks; the report's display)
+    "runs/sweeps.py",  # a user's --loader module:function
     "commands/__init__.py",
     "__init__.py",  # the lazy package root: module names from its own table
-    "reproduction.py",  # the families' declared checks modules
+    "runs/reproduction.py",  # the families' declared checks modules
 }
 """Files allowed ``import_module`` with a computed name (matched exactly, relative to the package)."""
 

@@ -11,18 +11,16 @@ A **family** ([`FamilySpec`][tl_geometry.registry.FamilySpec], [`register_family
 hands to the rendering: its rows, figures and reading. Its half of the registry is
 [`tl_geometry.registry.family_specs`][tl_geometry.registry.family_specs]; every name of it is re-exported here
 (``tl_geometry.registry.FamilySpec``, ...). The plugin phase of both halves (built-in or plugin,
-the entry point loading, the discovery of the built-ins) lives in this module only.
+the entry point loading, the discovery of the built-ins) is
+[`tl_geometry.registry.phase`][tl_geometry.registry.phase], re-exported here.
 This module imports neither matplotlib nor pandas.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import logging
-import sys
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,10 +42,19 @@ from tl_geometry.registry.family_specs import (  # noqa: F401  (the family half,
     register_family,
     unregister_family,
 )
+from tl_geometry.registry.phase import (  # noqa: F401  (the plugin phase: tl_geometry.registry.load_plugins, ...)
+    _REGISTRY,
+    BUILTIN_FAMILIES,
+    ENTRY_POINT_GROUP,
+    _admit,
+    _end_builtin_phase,
+    _is_ours,
+    load_builtins,
+    load_plugins,
+)
 
 logger = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = "tl_geometry.metrics"
 Needs = Literal["weights", "activations", "gradients"]
 _NEEDS = ("weights", "activations", "gradients")
 
@@ -150,66 +157,6 @@ class MetricSpec:
 
 class MetricResultError(TLGeometryError):
     """A registered metric (usually a plugin) returned something that is not a report."""
-
-
-_REGISTRY: dict[str, MetricSpec] = {}
-_PLUGINS_LOADED = False
-_LOADING_PLUGIN: str | None = None  # name of the entry point being loaded, if any
-# True until tl_geometry.families (the built-ins) finished registering; its __init__ ends it.
-# Anything registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
-_BUILTIN_PHASE = True
-
-BUILTIN_FAMILIES = "tl_geometry.families"
-"""The package whose import registers the built-in metrics and families. It is imported on the first lookup (or the first registration from outside tl_geometry), not by ``import tl_geometry``: the package root is lazy, so importing the math loads no model-facing code. This string is the registry's one reference to the families (a discovery, like the plugins' entry points; the import-rule test allows exactly this one)."""
-
-
-def _end_builtin_phase() -> None:
-    global _BUILTIN_PHASE
-    _BUILTIN_PHASE = False
-
-
-def load_builtins() -> None:
-    """Register the built-in families (import ``BUILTIN_FAMILIES``, ``"tl_geometry.families"``) unless done or under way."""
-    if _BUILTIN_PHASE and BUILTIN_FAMILIES not in sys.modules:
-        importlib.import_module(BUILTIN_FAMILIES)
-
-
-def _is_ours(module: str) -> bool:
-    return module == "tl_geometry" or module.startswith("tl_geometry.")
-
-
-def _admit(kind: str, name: str, module: str, table: Mapping[str, Any], overwrite: bool) -> tuple[bool, str | None]:
-    """The plugin phase's verdict on registering the metric or family ``name`` from ``module`` now.
-
-    A registration from outside tl_geometry first loads the built-ins, so that it never takes a
-    built-in's name before they exist. Shared by [`register_metric`][tl_geometry.registry.register_metric] and
-    [`register_family`][tl_geometry.registry.register_family]: the phase lives here only.
-
-    Args:
-        kind: ``"metric"`` or ``"family"`` (for the messages).
-        table: the registered ones of that kind, by name.
-
-    Returns:
-        ``(builtin, plugin)``: whether the registration is a built-in (tl_geometry's own module,
-        while the built-ins load, outside any plugin) and the entry point being loaded, if any.
-
-    Raises:
-        ValueError: a plugin replacing a built-in; a duplicate name without ``overwrite``.
-    """
-    if not _is_ours(module):
-        load_builtins()
-    builtin = _BUILTIN_PHASE and _LOADING_PLUGIN is None and _is_ours(module)
-    existing = table.get(name)
-    if existing is not None:
-        if existing.builtin and not builtin:
-            raise InputError(
-                f"{kind} {name!r} is a tl_geometry built-in; a plugin cannot override it (choose another name)"
-            )
-        if not overwrite:
-            raise InputError(
-                f"{kind} {name!r} is already registered (by {existing.source}); pass overwrite=True to replace it"
-            )
-    return builtin, _LOADING_PLUGIN
 
 
 def register_metric(
@@ -324,39 +271,6 @@ def unregister_metric(name: str) -> None:
     if spec.builtin:
         raise InputError(f"metric {name!r} is a built-in and cannot be unregistered")
     del _REGISTRY[name]
-
-
-def load_plugins(*, force: bool = False) -> list[str]:
-    """Discover entry points in group ``tl_geometry.metrics`` (once unless ``force``).
-
-    Returns the names of the entry points that loaded. Failures are warned about and skipped.
-    """
-    global _PLUGINS_LOADED, _LOADING_PLUGIN
-    load_builtins()
-    if _PLUGINS_LOADED and not force:
-        return []
-    _PLUGINS_LOADED = True
-    from importlib.metadata import entry_points
-
-    loaded = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        _LOADING_PLUGIN = f"{ep.name} ({ep.value})"
-        try:
-            obj = ep.load()
-            # An entry point may name a module (registering at import) or a callable that
-            # registers when called with no arguments.
-            if callable(obj) and not isinstance(obj, type) and getattr(obj, "__name__", "") == "register":
-                obj()
-            loaded.append(ep.name)
-        except Exception as exc:  # a broken plugin must not break the host
-            warnings.warn(
-                f"tl_geometry: skipping metric plugin {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        finally:
-            _LOADING_PLUGIN = None
-    return loaded
 
 
 def _unknown_message(name: str) -> str:

@@ -8,11 +8,12 @@ keys every such row carries), its figures ([`FigureSpec`][tl_geometry.registry.F
 declaring them. [`check_rows`][tl_geometry.registry.check_rows] checks a report's rows against a declaration (the contract
 test runs it on every built-in). This module imports neither matplotlib nor pandas.
 
-The metric half, ``tl_geometry.registry``, re-exports every name here and keeps the one
-plugin phase of both halves (whether a registration is a built-in, which entry point is loading,
-the discovery of the built-ins and of the plugins): [`register_family`][tl_geometry.registry.register_family] asks it
-(``registry._admit``) exactly as [`register_metric`][tl_geometry.registry.register_metric] does. It is imported inside
-the functions that need it, because it imports this module.
+The metric half, ``tl_geometry.registry``, re-exports every name here. The plugin phase of both
+halves (whether a registration is a built-in, which entry point is loading, the discovery of the
+built-ins and of the plugins) is [`tl_geometry.registry.phase`][tl_geometry.registry.phase]:
+[`register_family`][tl_geometry.registry.register_family] asks it (``phase._admit``) exactly as
+[`register_metric`][tl_geometry.registry.register_metric] does. This module does not import the
+metric half.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 from tl_geometry.base.lazy import Lazy
 from tl_geometry.errors import InputError, UnknownNameError
+from tl_geometry.registry.phase import _REGISTRY, _admit, load_plugins
 
 Per = Literal["hook", "model", "item"]
 _PERS = ("hook", "model", "item")
@@ -244,8 +246,6 @@ class FamilySpec:
     @property
     def planned(self) -> tuple[str, ...]:
         """Its registered metrics that share the report's forward pass (registered with ``plan=``)."""
-        from tl_geometry.registry import _REGISTRY
-
         return tuple(m for m in self.metrics if m in _REGISTRY and _REGISTRY[m].plan is not None)
 
 
@@ -297,7 +297,6 @@ def register_family(spec: FamilySpec, *, overwrite: bool = False) -> FamilySpec:
     """
     if not isinstance(spec, FamilySpec):
         raise InputError(f"register_family takes a FamilySpec, got {type(spec).__name__}")
-    from tl_geometry.registry import _admit
 
     module = _caller_module()
     builtin, plugin = _admit("family", spec.name, module, _FAMILIES, overwrite)
@@ -339,7 +338,6 @@ def _unknown_family(name: str) -> str:
 
 def families() -> list[FamilySpec]:
     """Every registered family (built-ins and plugins), in section order (``order``, then registration)."""
-    from tl_geometry.registry import load_plugins
 
     load_plugins()
     return sorted(_FAMILIES.values(), key=lambda f: (f.order, _FAMILY_SEQ.get(f.name, 0)))
@@ -351,7 +349,6 @@ def get_family(name: str) -> FamilySpec:
     Raises:
         KeyError: unknown name; the message lists close matches and every family.
     """
-    from tl_geometry.registry import load_plugins
 
     load_plugins()
     try:

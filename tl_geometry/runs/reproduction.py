@@ -67,12 +67,15 @@ from typing import Any
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 
-# The rows (their vocabulary, the dataclass, the builders) live in reproduction_rows, which imports
-# this module only inside a function; every name stays importable from here.
+# The rows (their vocabulary, the dataclass, the builders, the headline) live in reproduction_rows,
+# which does not import this module; every name stays importable from here.
 from tl_geometry.runs.reproduction_rows import (
     EVIDENCE,
     STATUSES,
     ReproRow,
+    evidence_counts,
+    families_with_checks,
+    headline,
     is_num,
     make_row,
     published_row,
@@ -100,13 +103,6 @@ __all__ = [
     "is_num",
     "Context",
 ]
-
-
-def families_with_checks() -> tuple[str, ...]:
-    """The registered families that declare reproduce checks (``FamilySpec.checks``), in section order."""
-    from tl_geometry import registry
-
-    return tuple(f.name for f in registry.families() if f.checks)
 
 
 def _load_checks(families: Iterable[str]) -> None:
@@ -271,35 +267,6 @@ class ReproduceResult(Tabular):
         from tl_geometry.base.tables import records_of
 
         return [r for row in self.rows for r in records_of(row)]
-
-
-_HEADLINE_WORDS = {"consistency": {"reproduced": "hold", "differs": "fail"}, "measured": {"measured": "shown"}}
-"""How a status reads in the headline of each evidence class ("consistency" rows cannot fail: they hold or, if the code is wrong, fail)."""
-
-
-def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
-    """{evidence class: {status: n}} in [`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE] / `STATUSES` order, non-empty only."""
-    rows = list(rows)
-    out: dict[str, dict[str, int]] = {}
-    for ev in EVIDENCE:
-        per = {s: sum(r.evidence == ev and r.status == s for r in rows) for s in STATUSES}
-        per = {s: n for s, n in per.items() if n}
-        if per:
-            out[ev] = per
-    return out
-
-
-def headline(rows: Iterable[ReproRow]) -> str:
-    """ "independent: 6 reproduced, 1 differs; recomputed: 58 reproduced; consistency: 23 hold; measured: 11".
-
-    Each evidence class is counted apart: a "consistency" row that holds is not a reproduction,
-    and a "measured" row compares nothing.
-    """
-    parts = []
-    for ev, per in evidence_counts(rows).items():
-        words = _HEADLINE_WORDS.get(ev, {})
-        parts.append(f"{ev}: " + ", ".join(f"{n} {words.get(s, s)}" for s, n in per.items()))
-    return "; ".join(parts)
 
 
 def list_checks(families: str | Sequence[str] = "all") -> list[Check]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tl_geometry.runs.reproduction import EVIDENCE, ReproRow, families_with_checks, headline
+from tl_geometry.runs.reproduction_rows import EVIDENCE, ReproRow, families_with_checks, headline
 
 __all__ = ["fmt", "fmt_paper", "EVIDENCE_MEANING", "markdown"]
 

@@ -119,7 +119,7 @@ def check_resources(
 
 
 def _run_unit_with(fn, params, catch: bool, on_error) -> tuple[str, dict]:
-    from tl_geometry.runtime.jobs import _run_unit
+    from tl_geometry.runtime.results_file import _run_unit
 
     return _run_unit(fn, params, catch, on_error)
 
@@ -211,7 +211,7 @@ def run_ray(
                             raise
                         status, result = "error", dict(on_error(exc))
                     if status == "error":  # the worker's log does not reach the driver
-                        from tl_geometry.runtime.jobs import job_key
+                        from tl_geometry.runtime.results_file import job_key
 
                         logger.error("job %s failed: %s", job_key(params), result.get("error"))
                     yield record(params, status, result)  # the driver is the only writer
