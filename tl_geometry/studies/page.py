@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tl_geometry.studies import OUTPUT_FILES, SCHEMA_VERSION, StudyModel, StudyResult
 from tl_geometry.studies.claims import Claim, convergence_claims, cross_model_claims, model_claims, relative_depth
+from tl_geometry.studies.result import OUTPUT_FILES, SCHEMA_VERSION, StudyModel, StudyResult
 
 __all__ = ["assemble", "write_outputs", "render_markdown", "render_html", "draw_figures", "PROFILE_PANELS"]
 
