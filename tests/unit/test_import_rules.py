@@ -1,23 +1,23 @@
 """The rules of the house, checked on the source (AST), so that a change breaking them fails here.
 
-* ``tl_geometry/metrics/`` is pure math on tensors: it never imports the capture layer, the
-  model-facing families, the registry, the report, models, plotting, readings, html, analysis,
-  pipeline, sae, the CLI or the load-aware thread policy (``tl_geometry.runtime.threads``: a metric is
-  passed its thread counts, ``metrics.thread_choice.ThreadChoice``, and never reads the
-  machine's load) — not even inside a function.
-* ``tl_geometry/capture/`` runs models and knows no metric: it never imports ``metrics``,
-  ``families``, the registry, the report, plotting, readings or html.
-* nothing outside ``families/`` registers a built-in metric of the three papers, and the old
-  modules (``capture_agop``, ``metrics/_*_registered``) stay gone.
-* the rooms are ranked (``ROOMS``: base < metrics < machinery < rendering < families < commands)
-  and the rank holds **transitively**: the closure of every module's imports — module level,
-  inside functions, and the ``"module:function"`` / module-name strings of declarations (a
-  family's ``read=``, ``draw=``, ``checks=``, ``command=``) — reaches no module of a higher room.
-  Importing ``a.b.c`` runs ``a`` and ``a.b`` too, so a parent package's imports count. The one
-  allowed upward reference is the registry's discovery of the built-in families
-  (``registry.BUILTIN_FAMILIES``, like a plugin's entry point). Cycles inside one room are allowed.
+* the rooms (stated once, in ``scripts/rooms.py``: base < metrics < io < runtime < models <
+  capture < registry < report < render < runs < families < studies < commands) are the folders of
+  ``tl_geometry/``; the package root keeps only its faces (``__init__.py``, ``errors.py``,
+  ``cli.py``, data);
+* **no import circle** anywhere, inside a room too — module-level and function-level imports,
+  not ``if TYPE_CHECKING`` ones;
+* the rank holds **transitively**: the closure of every module's imports, the parents every
+  import runs (``import a.b.c`` runs ``a.b``) and the ``"module:function"`` / module-name strings
+  of declarations reaches no module of a higher room. An upward reference is only ever a
+  declared name, and only those of ``rooms.ALLOWED_UP`` (the registry's discovery of the built-in
+  families, the report's display by the render room). Planted violations and cycles fail;
+* ``tl_geometry/metrics/`` is pure math on tensors (imports only the base room) and the load-aware
+  thread policy is not read there: a metric is passed its thread counts
+  (``metrics.thread_choice.ThreadChoice``); ``tl_geometry/capture/`` knows no metric;
+* nothing outside ``families/`` registers a built-in metric, and the old modules stay gone;
+  moved module paths are an alias the package itself never uses;
 * ``import tl_geometry`` loads nothing else (the root is lazy, PEP 562), and importing the math
-  (``tl_geometry.metrics.*``) loads no model, capture, registry, report, rendering, family or
+  (``tl_geometry.metrics.*``) loads no model, capture, registry, report, render, family or
   thread-control code.
 """
 
@@ -29,56 +29,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
+
 PKG = Path(__file__).resolve().parents[2] / "tl_geometry"
 
-#: What the pure package may not import (module prefixes under tl_geometry).
+#: What the pure package may not import (top-level names under tl_geometry): every room but base.
 PURE_FORBIDDEN = (
     "io",
     "runtime",
-    "capture",
-    "families",
-    "registry",
-    "family_registry",
-    "report",
     "models",
-    "plotting",
-    "readings",
-    "html",
-    "analysis",
-    "pipeline",
-    "sae",
-    "cli",
+    "capture",
+    "registry",
+    "report",
+    "render",
+    "runs",
+    "families",
+    "studies",
     "commands",
-    "corpus",
-    "hub",
-    "weights_reader",
-    "convergence",
-    "reproduction",
-    "sweeps",
-    "experiments",
-    "outdir",
-    "outfile",
-    "threads",
+    "cli",
 )
 #: What the capture package may not import.
-CAPTURE_FORBIDDEN = (
-    "metrics",
-    "families",
-    "registry",
-    "family_registry",
-    "report",
-    "plotting",
-    "readings",
-    "html",
-    "analysis",
-    "pipeline",
-    "sae",
-    "cli",
-    "commands",
-    "reproduction",
-    "sweeps",
-    "experiments",
-)
+CAPTURE_FORBIDDEN = ("metrics", "registry", "report", "render", "runs", "families", "studies", "commands", "cli")
 
 
 def imported_modules(path: Path, root: Path = PKG) -> list[tuple[int, str]]:
@@ -153,6 +124,7 @@ def test_only_families_register_the_papers_metrics():
         ("metrics", "def f():\n    from tl_geometry.report import GeometryReport\n", PURE_FORBIDDEN),
         ("metrics", "from ..families import pga\n", PURE_FORBIDDEN),
         ("metrics", "def f():\n    from tl_geometry.runtime.threads import kernel\n", PURE_FORBIDDEN),
+        ("metrics", "from tl_geometry.io import corpus\n", PURE_FORBIDDEN),
         ("metrics", "from tl_geometry.runtime import threads\n", PURE_FORBIDDEN),
         ("capture", "import tl_geometry.metrics.interaction\n", CAPTURE_FORBIDDEN),
         ("capture", "from tl_geometry.metrics.interaction import AGOPAccumulator\n", CAPTURE_FORBIDDEN),
@@ -168,158 +140,40 @@ def test_the_rule_fails_on_a_violation(tmp_path, folder, source, forbidden):
 
 
 # ----------------------------------------------------------------------------- ranked rooms
-ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "base")),
-    ("metrics", ("metrics",)),
-    ("io", ("io",)),
-    ("runtime", ("runtime",)),
-    ("models", ("models",)),
-    ("capture", ("capture",)),
-    ("registry", ("registry",)),
-    ("report", ("report",)),
-    ("render", ("render",)),
-    ("runs", ("runs",)),
-    (
-        "machinery",
-        (
-            "capture",
-            "corpus",
-            "hub",
-            "jobs",
-            "outdir",
-            "outfile",
-            "registry",
-            "family_registry",
-            "models",
-            "ray_executor",
-            "weight_files",
-            "threads",
-        ),
-    ),
-    (
-        "rendering",
-        (
-            "report",
-            "plotting",
-            "readings",
-            "html",
-            "analysis",
-            "pipeline",
-            "reproduction",
-            "reproduction_markdown",
-            "reproduction_rows",
-            "sweeps",
-            "cli_args",
-        ),
-    ),
-    ("families", ("families",)),
-    ("studies", ("studies",)),
-    ("commands", ("commands", "cli")),
-)
-#: (module, module it may reach although higher): the registry finds the built-in families by name.
-ALLOWED_UP = {
-    ("tl_geometry.registry.phase", "tl_geometry.families"),
-    ("tl_geometry.report", "tl_geometry.render"),
-    ("tl_geometry.report", "tl_geometry.render.html"),
-    ("tl_geometry.report", "tl_geometry.render.plotting"),
-}
-_LAZY_REF = re.compile(r"^(tl_geometry(?:\.\w+)+):[\w.]+$")
-_MODULE_REF = re.compile(r"^tl_geometry(?:\.\w+)+$")
+# The rooms are stated once, in scripts/rooms.py (which also prints them with their edges).
+rooms = load_script("rooms")
+ROOMS = rooms.ROOMS
 
 
-def module_name(path: Path, root: Path = PKG) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def test_every_module_is_in_a_room_and_the_root_holds_only_faces():
+    for module in rooms.modules():
+        rooms.room_of(module)  # raises for a module in no room
+    assert rooms.strays() == [], "the package root keeps only its faces; move these into a room folder"
 
 
-def room_of(module: str) -> tuple[int, str]:
-    parts = module.split(".")
-    if len(parts) == 1:
-        return len(ROOMS), "root"
-    for rank, (name, tops) in enumerate(ROOMS):
-        if parts[1] in tops:
-            return rank, name
-    raise AssertionError(f"{module}: no room; add its top-level name to ROOMS")
-
-
-def _type_checking_only(node: ast.AST, parents: dict) -> bool:
-    p = parents.get(node)
-    while p is not None:
-        if isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test):
-            return True
-        p = parents.get(p)
-    return False
-
-
-def import_graph(root: Path = PKG) -> dict[str, list[tuple[str, int]]]:
-    """``{module: [(module it runs, line), ...]}``: imports anywhere in the file (not under
-    ``if TYPE_CHECKING``), the parents of every imported module, and declaration strings."""
-    mods = {module_name(p, root): p for p in root.rglob("*.py")}
-    graph = {}
-    for me, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
-        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-        out: list[tuple[str, int]] = []
-
-        def add(target: str, line: int, me: str = me) -> None:
-            parts = target.split(".")
-            for i in range(2, len(parts) + 1):
-                m = ".".join(parts[:i])
-                if m in mods and m != me:
-                    out.append((m, line))  # noqa: B023  (out is this module's list)
-
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and _type_checking_only(node, parents):
-                continue
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    add(a.name, node.lineno)
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    mod = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    mod = node.module or ""
-                add(mod, node.lineno)
-                for a in node.names:
-                    add(f"{mod}.{a.name}", node.lineno)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                lazy = _LAZY_REF.match(node.value)
-                if lazy:
-                    add(lazy.group(1), node.lineno)
-                elif _MODULE_REF.match(node.value):
-                    add(node.value, node.lineno)
-        graph[me] = out
-    return graph
-
-
-def rank_violations(root: Path = PKG) -> list[str]:
-    """Every module whose import closure reaches a higher room, with the chain that does."""
-    graph = import_graph(root)
-    bad = []
-    for start in sorted(graph):
-        rank, name = room_of(start)
-        if name == "root":
-            continue
-        seen = {start: [start]}
-        todo = [start]
-        while todo:
-            m = todo.pop()
-            for nxt, line in graph[m]:
-                if nxt in seen or (m, nxt) in ALLOWED_UP:
-                    continue
-                seen[nxt] = seen[m] + [f"{nxt} (line {line} of {m})"]
-                r, n = room_of(nxt)
-                if r > rank:
-                    bad.append(f"{start} [{name}] reaches {nxt} [{n}]: " + " -> ".join(seen[nxt]))
-                    continue
-                todo.append(nxt)
-    return bad
+def test_no_import_circle_anywhere():
+    """No cycle of imports, inside a room too, function-level imports included."""
+    assert rooms.cycles(rooms.import_graph()) == []
 
 
 def test_rooms_hold_transitively():
-    assert rank_violations() == []
+    assert rooms.rank_violations(rooms.import_graph()) == []
+
+
+def test_upward_references_are_declared_names_only():
+    """Every edge to a higher room is a declared name (a string resolved at run time), and is one
+    of the few listed in ``ALLOWED_UP``."""
+    up = rooms.upward_declared(rooms.import_graph())
+    assert [u for u in up if u[3] != "declared"] == []
+    assert {(m, t) for m, t, _, _ in up} <= rooms.ALLOWED_UP
+
+
+def _copy(tmp_path):
+    import shutil
+
+    copy = tmp_path / "tl_geometry"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    return copy
 
 
 @pytest.mark.parametrize(
@@ -328,16 +182,16 @@ def test_rooms_hold_transitively():
         # a function-level import in the math
         ("metrics/jackknife.py", "def _f():\n    from tl_geometry.families.pga import pga\n", "tl_geometry.families"),
         # a declaration string pointing upward
-        ("metrics/jackknife.py", "_X = 'tl_geometry.render.plotting:figures'\n", "tl_geometry.render.plotting"),
-        # the math reading the machine's load (thread policy is machinery: the choice is passed in)
+        ("metrics/jackknife.py", "_X = 'tl_geometry.render.plotting:figures'\n", "tl_geometry.render"),
+        # the math reading the machine's load (thread policy is the runtime's: the choice is passed in)
         (
             "metrics/thread_choice.py",
             "def _f():\n    from tl_geometry.runtime.threads import choose\n",
-            "tl_geometry.runtime.threads",
+            "tl_geometry.runtime",
         ),
         # a private metric module importing the policy (metrics.capacity, which imports it, reaches it too)
-        ("metrics/_gram.py", "import tl_geometry.runtime.threads\n", "tl_geometry.runtime.threads"),
-        # two hops: a machinery module importing rendering, reached from the capture layer
+        ("metrics/_gram.py", "import tl_geometry.runtime.threads\n", "tl_geometry.runtime"),
+        # two hops: an io module importing the render room, reached from the capture layer
         ("io/corpus.py", "def _f():\n    import tl_geometry.render.html\n", "tl_geometry.render.html"),
         # a shared module reaching into a family's folder
         (
@@ -345,24 +199,110 @@ def test_rooms_hold_transitively():
             "def _f():\n    from tl_geometry.families.capacity import reading\n",
             "tl_geometry.families",
         ),
+        # the report importing its renderer (it may only name it)
+        ("report/__init__.py", "def _f():\n    from tl_geometry.render import html\n", "tl_geometry.render"),
     ],
 )
 def test_the_transitive_rule_fails_on_a_planted_import(tmp_path, file, source, reached):
-    import shutil
-
-    copy = tmp_path / "tl_geometry"
-    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    copy = _copy(tmp_path)
     with open(copy / file, "a", encoding="utf-8") as f:
         f.write("\n" + source)
-    bad = rank_violations(copy)
+    bad = rooms.rank_violations(rooms.import_graph(copy))
     assert bad, "the planted import was not caught"
     assert any(f"reaches {reached}" in b for b in bad), bad
 
 
+@pytest.mark.parametrize(
+    "file, source, circle",
+    [
+        # a function-level import back into the module that imports this one
+        (
+            "runtime/ray_executor.py",
+            "def _f():\n    from tl_geometry.runtime.jobs import run_jobs\n",
+            {"tl_geometry.runtime.jobs", "tl_geometry.runtime.ray_executor"},
+        ),
+        # a submodule importing its package's __init__, which imports it
+        (
+            "registry/family_specs.py",
+            "def _f():\n    from tl_geometry.registry import get_metric\n",
+            {"tl_geometry.registry", "tl_geometry.registry.family_specs"},
+        ),
+        # three modules in a ring
+        (
+            "runs/reproduction_rows.py",
+            "def _f():\n    from tl_geometry.runs import reproduction\n",
+            {"tl_geometry.runs.reproduction", "tl_geometry.runs.reproduction_rows"},
+        ),
+    ],
+)
+def test_the_circle_rule_fails_on_a_planted_cycle(tmp_path, file, source, circle):
+    copy = _copy(tmp_path)
+    with open(copy / file, "a", encoding="utf-8") as f:
+        f.write("\n" + source)
+    found = rooms.cycles(rooms.import_graph(copy))
+    assert any(circle <= set(c) for c in found), found
+
+
+def test_a_type_checking_import_is_no_circle(tmp_path):
+    copy = _copy(tmp_path)
+    with open(copy / "runtime/ray_executor.py", "a", encoding="utf-8") as f:
+        f.write(
+            "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tl_geometry.runtime.jobs import run_jobs\n"
+        )
+    assert not any("tl_geometry.runtime.ray_executor" in c for c in rooms.cycles(rooms.import_graph(copy)))
+
+
+def test_a_stray_root_module_is_caught(tmp_path):
+    copy = _copy(tmp_path)
+    (copy / "helpers.py").write_text('"""A module dropped at the root."""\n')
+    assert rooms.strays(copy) == ["helpers.py"]
+    with pytest.raises(LookupError, match="in no room"):
+        rooms.room_of("tl_geometry.helpers")
+
+
 def test_registry_reaches_families_only_by_its_one_declared_name():
-    graph = import_graph()
-    up = [(m, line) for m, line in graph["tl_geometry.registry.phase"] if room_of(m)[1] == "families"]
-    assert {m for m, _ in up} == {"tl_geometry.families"} and len(up) == 1, up
+    graph = rooms.import_graph()
+    up = [(m, kind) for m, _, kind in graph["tl_geometry.registry.phase"] if rooms.room_of(m)[1] == "families"]
+    assert up == [("tl_geometry.families", "declared")], up
+
+
+def test_the_package_never_uses_a_moved_path():
+    """Old module paths (before the rooms) resolve through an alias for old notebooks and
+    plugins, never from the package itself."""
+    import tl_geometry
+
+    old = sorted(tl_geometry._MOVED, key=len, reverse=True)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(o) for o in old) + r")\b(?![./\w])")
+    hits = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == PKG:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in pattern.finditer(line):
+                hits.append(f"{path.relative_to(PKG)}:{n}: {m.group(0)}")
+    assert hits == []
+
+
+def test_a_moved_path_still_imports_with_a_warning():
+    out = _run(
+        "import warnings\nwarnings.simplefilter('error')\n"
+        "try:\n    import tl_geometry.pipeline\nexcept DeprecationWarning as e:\n    print('warned:', e)\n"
+        "warnings.simplefilter('ignore')\n"
+        "import tl_geometry.pipeline as old, tl_geometry.runs.pipeline as new, tl_geometry as tg\n"
+        "from tl_geometry.hub import HubUnavailableError\n"
+        "print(old is new, old.__spec__.name, tg.readings.__name__, HubUnavailableError.__module__)"
+    )
+    assert "warned: tl_geometry.pipeline moved to tl_geometry.runs.pipeline" in out
+    assert "True tl_geometry.runs.pipeline tl_geometry.render.readings tl_geometry.io.hub" in out
+
+
+def _run(code: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PKG.parent
+    ).stdout
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -396,6 +336,5 @@ def test_importing_the_math_loads_no_model_code():
         "import tl_geometry.metrics.pga, tl_geometry.metrics.capacity, tl_geometry.metrics.interaction, "
         "tl_geometry.metrics.intrinsic_dimension, tl_geometry.metrics.id_jackknife, tl_geometry.metrics.spectral"
     )
-    rendering = ("report", "plotting", "readings", "html", "analysis")
-    for other in ("capture", "models", "families", "registry", "family_registry", *rendering, "threads"):
+    for other in ("capture", "models", "families", "registry", "report", "render", "runs", "runtime", "io"):
         assert not any(m == f"tl_geometry.{other}" or m.startswith(f"tl_geometry.{other}.") for m in loaded), other
