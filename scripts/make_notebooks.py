@@ -5,7 +5,9 @@
     python scripts/make_notebooks.py 03_pga 04        # only the notebooks whose name contains one of these
     python scripts/make_notebooks.py --no-execute     # write the sources only (outputs empty; for drafting)
 
-``make notebooks`` runs the first form. The committed notebooks carry their outputs so that a
+``make notebooks`` runs the first form; a notebook whose committed cells are already what this
+script generates (and were executed) is left byte for byte — outputs are regenerated only on
+purpose, with ``--force`` (``make notebooks NB=--force``). The committed notebooks carry their outputs so that a
 reader on the forge sees them; ``tests/unit/test_notebooks_current.py`` checks that their cells
 are what this script generates and that every code cell was executed, and
 ``tests/integration/test_notebooks.py`` executes them again. Every notebook runs offline (the
@@ -495,6 +497,25 @@ def execute(nb, *, timeout: int = 600) -> float:
     return time.perf_counter() - t0
 
 
+def cells_of(nb) -> list[tuple[str, str]]:
+    """(type, source) of every cell: what this script generates, outputs aside."""
+    return [(c.cell_type, "".join(c.source)) for c in nb.cells]
+
+
+def is_current(nb, path: Path, *, executed: bool) -> bool:
+    """The committed notebook at ``path`` has exactly ``nb``'s cells (and, when ``executed``,
+    every code cell carries an execution count): nothing to regenerate."""
+    if not path.exists():
+        return False
+    try:
+        old = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - an unreadable notebook is regenerated
+        return False
+    if cells_of(old) != cells_of(nb):
+        return False
+    return not executed or all(c.get("execution_count") is not None for c in old.cells if c.cell_type == "code")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -502,6 +523,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("only", nargs="*", help="notebooks whose name contains one of these (default: all)")
     ap.add_argument("--no-execute", action="store_true", help="write the sources only, outputs empty")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="execute and rewrite every selected notebook, even one whose cells are current "
+        "(the default leaves those byte for byte: outputs are regenerated only on purpose)",
+    )
     args = ap.parse_args(argv)
     names = [n for n in NOTEBOOKS if not args.only or any(o in n for o in args.only)]
     if not names:
@@ -511,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in names:
         nb = build(name)
+        if not args.force and is_current(nb, out / name, executed=not args.no_execute):
+            print(f"unchanged {name} (its cells are current; --force executes it again)")
+            continue
         if not args.no_execute:
             try:
                 took = execute(nb, timeout=args.timeout)

@@ -71,3 +71,27 @@ def test_a_failing_notebook_is_not_written_and_the_script_exits_1(tmp_path, monk
     assert SCRIPT.main(["--no-execute", NAMES[0][:2]]) == 0  # sources only: written, no outputs
     written = nbformat.read(tmp_path / "examples" / NAMES[0], as_version=4)
     assert [c.source for c in written.cells] == [c.source for c in SCRIPT.build(NAMES[0]).cells]
+
+
+def test_make_notebooks_leaves_current_notebooks_byte_for_byte(tmp_path, monkeypatch, capsys):
+    """`make notebooks` regenerates outputs only on purpose: a notebook whose cells are current is
+    not executed nor rewritten; one whose cells changed is (here: written, not executed)."""
+    import shutil
+
+    name = NAMES[0]
+    (tmp_path / "examples").mkdir()
+    shutil.copy(ROOT / "examples" / name, tmp_path / "examples" / name)
+    before = (tmp_path / "examples" / name).read_bytes()
+    monkeypatch.setattr(SCRIPT, "ROOT", tmp_path)
+    monkeypatch.setattr(SCRIPT, "execute", lambda nb, **k: pytest.fail("a current notebook was executed"))
+    assert SCRIPT.main([name]) == 0
+    assert (tmp_path / "examples" / name).read_bytes() == before
+    assert f"unchanged {name}" in capsys.readouterr().out
+    # a stale notebook (one cell edited) is regenerated
+    nb = nbformat.read(tmp_path / "examples" / name, as_version=4)
+    nb.cells[0].source += "\nedited"
+    nbformat.write(nb, tmp_path / "examples" / name)
+    assert SCRIPT.main([name, "--no-execute"]) == 0
+    assert SCRIPT.cells_of(nbformat.read(tmp_path / "examples" / name, as_version=4)) == SCRIPT.cells_of(
+        SCRIPT.build(name)
+    )
