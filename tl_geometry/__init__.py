@@ -296,18 +296,19 @@ class _MovedFinder:
             return None
         import importlib.util
 
-        return importlib.util.spec_from_loader(fullname, _MovedFinder)
+        loader: Any = _MovedFinder  # a loader by its two methods below
+        return importlib.util.spec_from_loader(fullname, loader)
 
     @staticmethod
     def create_module(spec: Any) -> Any:
-        module = _moved(spec.name)
+        module: Any = _moved(spec.name)
         _MovedFinder._specs[spec.name] = module.__spec__
         return module
 
     @staticmethod
     def exec_module(module: Any) -> None:
         for old, own in _MovedFinder._specs.items():
-            if sys.modules.get(old) is module:
+            if id(sys.modules.get(old)) == id(module):
                 module.__spec__ = own
 
 
