@@ -109,3 +109,61 @@ def test_entry_point_plugins(plugin_site, tiny_model):
     assert tg.get_metric("shape").builtin  # not overridden
     report = tg.analyze(tiny_model, metrics=["plugin_norm"], progress=False)
     assert report.value("plugin_norm") == pytest.approx(float(tiny_model.W_E.detach().norm()))
+
+
+def _plugin_dist(tmp_path, body: str) -> str:
+    """An installed-looking plugin (a package and its dist-info with one entry point) on a path."""
+    pkg = tmp_path / "clash_plugin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(body)
+    info = tmp_path / "clash_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[tl_geometry.metrics]\nclash = clash_plugin\n")
+    return str(tmp_path)
+
+
+def test_a_plugin_taking_a_builtin_name_is_skipped_whole_with_one_warning(tmp_path):
+    """A fresh process (plugins discovered while the built-ins load): the plugin registering a
+    built-in name never breaks a command; it is skipped with one warning naming it, and what it
+    registered before the clash is removed too (never half a plugin)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    body = (
+        "import tl_geometry as tg\n"
+        "from tl_geometry.report import GeometryReport\n"
+        "@tg.register_metric('clash_first', needs='weights')\n"
+        "def first(model, tokens=None, **kw):\n    return GeometryReport.from_rows([])\n"
+        "@tg.register_metric('pga', needs='weights')\n"
+        "def pga(model, tokens=None, **kw):\n    return GeometryReport.from_rows([])\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([_plugin_dist(tmp_path, body), root]), "HF_HUB_OFFLINE": "1"}
+    for argv in (["metrics"], ["capacity", "--published"]):
+        out = subprocess.run(
+            [sys.executable, "-c", f"from tl_geometry.cli import main; raise SystemExit(main({argv!r}))"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+        warned = [line for line in out.stderr.splitlines() if "skipping metric plugin 'clash'" in line]
+        assert len(warned) == 1 and "'pga' is a tl_geometry built-in" in warned[0], out.stderr
+        assert "clash_first" in warned[0]  # named as removed
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import tl_geometry as tg; print(tg.list_metrics()); print(tg.get_metric('pga').builtin)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert "clash_first" not in out.stdout and "'pga'" in out.stdout and out.stdout.strip().endswith("True")

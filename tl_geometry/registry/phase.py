@@ -25,6 +25,8 @@ _LOADING_PLUGIN: str | None = None  # name of the entry point being loaded, if a
 # True until tl_geometry.families (the built-ins) finished registering; its __init__ ends it.
 # Anything registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
 _BUILTIN_PHASE = True
+# entry point being loaded -> [(table, name)] it registered (removed again if the plugin fails)
+_REGISTERED_BY: dict[str, list[tuple[dict, str]]] = {}
 
 BUILTIN_FAMILIES = "tl_geometry.families"
 """The package whose import registers the built-in metrics and families. It is imported on the first lookup (or the first registration from outside tl_geometry), not by ``import tl_geometry``: the package root is lazy, so importing the math loads no model-facing code. This string is the registry's one reference to the families (a discovery, like the plugins' entry points; the import-rule test allows exactly this one)."""
@@ -72,11 +74,31 @@ def _admit(kind: str, name: str, module: str, table: Mapping[str, Any], overwrit
             raise InputError(
                 f"{kind} {name!r} is a tl_geometry built-in; a plugin cannot override it (choose another name)"
             )
-        if not overwrite:
+        if builtin and not existing.builtin:  # a built-in always wins its own name
+            warnings.warn(
+                f"tl_geometry: {kind} {name!r} registered by {existing.source} is replaced by the built-in",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif not overwrite:
             raise InputError(
                 f"{kind} {name!r} is already registered (by {existing.source}); pass overwrite=True to replace it"
             )
+    if _LOADING_PLUGIN is not None:
+        _REGISTERED_BY.setdefault(_LOADING_PLUGIN, []).append((table, name))
     return builtin, _LOADING_PLUGIN
+
+
+def _forget(plugin: str) -> list[str]:
+    """Remove everything the entry point ``plugin`` registered (its metrics and families): a
+    plugin that fails is skipped whole, never half-registered. Returns what was removed."""
+    removed = []
+    for table, name in _REGISTERED_BY.pop(plugin, []):
+        entry = table.get(name)
+        if entry is not None and not entry.builtin and entry.source == plugin:
+            del table[name]
+            removed.append(name)
+    return removed
 
 
 def load_plugins(*, force: bool = False) -> list[str]:
@@ -86,6 +108,10 @@ def load_plugins(*, force: bool = False) -> list[str]:
     """
     global _PLUGINS_LOADED, _LOADING_PLUGIN
     load_builtins()
+    if _BUILTIN_PHASE and BUILTIN_FAMILIES in sys.modules:
+        # asked while the built-ins are still registering (a lookup inside their import): the
+        # plugins wait until every built-in name is taken, so that none can take one first
+        return []
     if _PLUGINS_LOADED and not force:
         return []
     _PLUGINS_LOADED = True
@@ -102,8 +128,10 @@ def load_plugins(*, force: bool = False) -> list[str]:
                 obj()
             loaded.append(ep.name)
         except Exception as exc:  # a broken plugin must not break the host
+            removed = _forget(_LOADING_PLUGIN)
+            undone = f"; what it had registered is removed ({', '.join(removed)})" if removed else ""
             warnings.warn(
-                f"tl_geometry: skipping metric plugin {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}",
+                f"tl_geometry: skipping metric plugin {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}{undone}",
                 RuntimeWarning,
                 stacklevel=2,
             )
