@@ -285,3 +285,42 @@ def test_the_file_is_created_with_its_header_and_never_replaces_one_made_meanwhi
         rf.append({"k": 1}, {"v": 1})
     assert p.read_text() == "someone else's\n"
     assert [q.name for q in tmp_path.iterdir()] == ["r.jsonl"]  # no temporary file left
+
+
+def test_a_results_file_in_use_by_another_runner_is_refused_before_any_work(tmp_path):
+    """Two sweeps on one results file: the second is refused (the first's jobs run once, its
+    records are not interleaved with another's); when the first ends, a rerun resumes."""
+    from tl_geometry.runtime.jobs import ResultsFileInUseError, lock_path
+
+    path = tmp_path / "r.jsonl"
+    ran = []
+
+    def fn(p):
+        ran.append(p["i"])
+        return {"v": p["i"]}
+
+    first = run_jobs([{"i": i} for i in range(4)], fn, path, progress=False)
+    next(first)  # the first runner holds the file
+    assert lock_path(path).exists()
+    with pytest.raises(
+        ResultsFileInUseError, match=r"results file .*r\.jsonl is in use by another tl-geometry run \(pid"
+    ):
+        list(run_jobs([{"i": i} for i in range(4)], fn, path, progress=False))
+    assert ran == [0]  # the second did no work
+    rest = list(first)
+    assert [r["params"]["i"] for r in rest] == [1, 2, 3] and ran == [0, 1, 2, 3]
+    assert not lock_path(path).exists()  # released, nothing left behind
+    assert len(read_records(path)) == 4
+    assert list(run_jobs([{"i": i} for i in range(4)], fn, path, progress=False)) == []  # resumed: all done
+
+
+def test_a_second_sweep_on_a_busy_results_file_exits_2_with_one_line(tmp_path, capsys):
+    from tl_geometry.cli import main
+    from tl_geometry.runtime.jobs import ResultsFileLock
+
+    out = tmp_path / "r.jsonl"
+    with ResultsFileLock(out):
+        rc = main(["sweep", "models", "--models", "a", "--metrics", "shape", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is in use by another tl-geometry run" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

@@ -22,11 +22,14 @@ from tl_geometry.runtime.results_file import (  # noqa: F401  (re-exported: the 
     NotAResultsFileError,
     ResultsFile,
     ResultsFileCheck,
+    ResultsFileInUseError,
+    ResultsFileLock,
     _run_unit,
     check_results_file,
     error_message,
     header_line,
     job_key,
+    lock_path,
     read_records,
 )
 
@@ -85,7 +88,23 @@ def run_jobs(
         raise InputError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     on_error = on_error or error_message
     rf = results if isinstance(results, ResultsFile) or results is None else ResultsFile(results)
-    jobs = list(jobs)
+    lock = None if rf is None else ResultsFileLock(rf.path)
+    if lock is not None:
+        rf.path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()  # a second runner on this file is refused here, before any work
+    try:
+        yield from _run_locked(
+            rf, list(jobs), fn, catch, on_error, progress, desc, executor, retry_errors, num_cpus, num_gpus, ray_options
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_locked(
+    rf, jobs, fn, catch, on_error, progress, desc, executor, retry_errors, num_cpus, num_gpus, ray_options
+) -> Iterator[dict]:
+    """The body of [`run_jobs`][tl_geometry.runtime.jobs.run_jobs], with the results file locked."""
     finished: set[str] = set()
     if rf is not None:
         if rf.repair():  # refuses (before any work) a file this package did not write

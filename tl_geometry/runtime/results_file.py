@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError, describe_os_error
+from tl_geometry.io.outdir import OutputLock, OutputLockedError, _read_owner
 
 logger = logging.getLogger(__name__)
 
@@ -258,3 +259,39 @@ def _run_unit(fn, params, catch: bool, on_error) -> tuple[str, dict]:
     except Exception as exc:
         logger.exception("job %s failed", job_key(params))
         return "error", dict(on_error(exc))
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock beside a results file: ``.<name>.lock`` in the same folder."""
+    p = Path(path)
+    return p.with_name(f".{p.name}.lock")
+
+
+class ResultsFileInUseError(OutputLockedError):
+    """Another live process is running jobs into the same results file."""
+
+
+class ResultsFileLock(OutputLock):
+    """One job runner per results file (``.<name>.lock`` beside it, an ``flock`` released by the
+    kernel if the owner dies): a second sweep on the same file is refused before any work, never
+    run beside the first (which would run every job twice and interleave their records)."""
+
+    def __init__(self, results: str | os.PathLike):
+        self.results = Path(results)
+        self.path = lock_path(results)
+        self._fd = None
+
+    def _refuse(self):
+        import errno
+
+        owner = _read_owner(self.path)
+        who = f"pid {owner.get('pid', '?')}"
+        if owner.get("host"):
+            who += f" on {owner['host']}"
+        if owner.get("started"):
+            who += f", started {owner['started']}"
+        raise ResultsFileInUseError(
+            errno.EEXIST,
+            f"results file {self.results} is in use by another tl-geometry run ({who}); wait for it to "
+            "finish (a rerun resumes it) or choose another results file",
+        )

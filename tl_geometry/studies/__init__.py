@@ -80,8 +80,9 @@ def _check_dir(out: Path, settings: Mapping[str, Any], force: bool) -> None:
     """Refuse a directory of another study or of other files (nothing written); ``force`` starts over."""
     path = out / SETTINGS_FILE
     from tl_geometry.io.outdir import LOCK_FILE
+    from tl_geometry.runtime.results_file import lock_path
 
-    ours = {SETTINGS_FILE, RESULTS_FILE, *OUTPUT_FILES, LOCK_FILE}
+    ours = {SETTINGS_FILE, RESULTS_FILE, *OUTPUT_FILES, LOCK_FILE, lock_path(out / RESULTS_FILE).name}
     if path.is_file():
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
