@@ -140,3 +140,43 @@ def test_cli_corpus_encoding(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["report", "--corpus", str(p), "--corpus-encoding", "cp1252", "--out", str(tmp_path / "r")])
     assert seen["corpus_encoding"] == "cp1252"
+
+
+def test_a_large_corpus_file_is_read_only_as_far_as_the_request_needs(tmp_path, monkeypatch):
+    """Bounded memory whatever the file's size: past `WHOLE_CHARS` a file is streamed and read
+    only to `chars_for(n_tokens)` characters. Proof: bytes that do not decode, placed after that
+    point, are never read; the batch equals the one from the prefix alone."""
+    monkeypatch.setattr(corpus, "WHOLE_CHARS", 4096)
+    need = corpus.chars_for(2 * 16)
+    good = ("word " * (need // 5 + 1000))[: need + 4000]
+    p = tmp_path / "big.txt"
+    p.write_bytes(good.encode() + b"\xff\xfe" * 1000)  # undecodable after the prefix
+    got = corpus.tokens(Holder(), str(p), n_seqs=2, seq_len=16, prepend_bos=False)
+    ref = corpus.tokens(Holder(), [good[:need]], n_seqs=2, seq_len=16, prepend_bos=False)
+    assert torch.equal(got, ref)
+    assert corpus.texts(p, max_chars=need) == [good[:need]]
+    with pytest.raises(corpus.CorpusDecodeError):  # read whole, the bad bytes are found
+        corpus.texts(p)
+    # a decode error inside the part read names the byte offset and line, as for a small file
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok line\nsecond " + b"\xe9" + b"x" * 10000)
+    with pytest.raises(corpus.CorpusDecodeError, match=r"byte offset 15 \(line 2\) holds b'\\xe9'"):
+        corpus.texts(bad, max_chars=5000)
+    # an in-memory corpus past the limit: the first documents up to the limit, the last one cut
+    docs = ["a" * 3000, "b" * 3000, "c" * 3000]
+    assert corpus.texts(docs, max_chars=5000) == ["a" * 3000, "b" * 1998]
+
+
+def test_a_corpus_up_to_the_limit_is_read_whole_as_before():
+    """The built-in sources and files up to `WHOLE_CHARS` give the same batch as before the limit."""
+    m = Holder()
+    docs = corpus.pydoc_texts()
+    assert sum(map(len, docs)) <= corpus.WHOLE_CHARS
+    assert corpus.texts("pydoc", max_chars=corpus.chars_for(4 * 32)) == docs
+    a = corpus.tokens(m, n_seqs=4, seq_len=32, seed=3)
+    ids = [b + 1 for b in "\n\n".join(docs).encode("utf-8")]
+    body = 31
+    g = torch.Generator().manual_seed(3)
+    chosen = torch.randperm(len(ids) // body, generator=g)[:4].sort().values
+    ref = torch.tensor(ids[: len(ids) // body * body]).view(-1, body)[chosen]
+    assert torch.equal(a[:, 1:], ref)

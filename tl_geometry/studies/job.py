@@ -34,7 +34,11 @@ def study_texts(corpus: Any = "pydoc", *, n_texts: int = 64, seed: int = 0, enco
     Each model tokenizes them with its own tokenizer (our choice: the first 64 tokens are kept)."""
     from tl_geometry.io import corpus as corpus_mod
 
-    passages = [p for d in corpus_mod.texts(corpus, encoding=encoding) for p in _split_passages(d)]
+    passages = [
+        p
+        for d in corpus_mod.texts(corpus, encoding=encoding, max_chars=corpus_mod.chars_for(n_texts * 150))
+        for p in _split_passages(d)
+    ]
     if len(passages) < n_texts:
         raise InputError(f"corpus has {len(passages)} passages of ~600 characters; the study needs n_texts={n_texts}")
     rng = random.Random(seed)
