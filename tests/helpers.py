@@ -16,9 +16,13 @@ Three groups:
   ``TLG_LOAD_LOG`` (append each loaded job's model name to this file, fsynced), ``TLG_HANG_ON``
   (a model name; loading it writes ``<TLG_LOAD_LOG>.hang`` and sleeps 300 s), ``TLG_FAIL_ON`` (a
   model name whose load raises ``RuntimeError("planned failure")``).
+- **Declared families**: what the tests iterate instead of lists of names, so that a new family
+  edits no test file: :func:`builtin_families`, :func:`builtin_metrics`, :func:`builtin_sections`,
+  :func:`builtin_figures` (all read from ``tl_geometry.registry``).
 - **Synthetic reports** for testing the rendering on its own: :func:`make_report` and the row
   builders, with the agreed row names and made-up (seeded) numbers in the shapes the metric
-  families produce.
+  families produce; ``make_report(families="all")`` adds :func:`declared_rows_of` (made-up rows in
+  the declared shape) for every built-in family that no hand-written builder covers.
 """
 
 from __future__ import annotations
@@ -222,6 +226,32 @@ def byte_loader(job: dict):
     return model
 
 
+# ----------------------------------------------------------------------------- declared families
+def builtin_families() -> list:
+    """Every built-in family (registered by ``tl_geometry.families``), in section order."""
+    from tl_geometry import registry
+
+    return [f for f in registry.families() if f.builtin]
+
+
+def builtin_metrics(*, needs: str | None = None) -> list[str]:
+    """Sorted names of the metrics the built-in families declare (only those with ``needs``, when given)."""
+    from tl_geometry import registry
+
+    names = {m for f in builtin_families() for m in f.metrics}
+    return sorted(m for m in names if needs is None or registry.get_metric(m).needs == needs)
+
+
+def builtin_sections() -> list[str]:
+    """The section titles of the built-in families that have a section (a reading or a figure), in order."""
+    return [f.section for f in builtin_families() if f.read is not None or f.figures]
+
+
+def builtin_figures() -> list[str]:
+    """The figure names of the built-in families, in section order."""
+    return [fig.name for f in builtin_families() for fig in f.figures]
+
+
 # ----------------------------------------------------------------------------- synthetic reports
 N_LAYERS = 6
 D_MODEL = 64
@@ -373,7 +403,34 @@ def sae_rows():
     return out
 
 
-def make_report(*, families=("capacity", "activations", "sae"), n_layers=N_LAYERS, **provenance) -> GeometryReport:
+def declared_rows_of(family, n_layers: int = N_LAYERS) -> list[dict]:
+    """Made-up rows of every row ``family`` declares, in the declared shape: a per-hook row at every
+    :func:`synthetic_hooks` hook, a per-model row once, a per-item row twice (at two hooks); every
+    declared extras key set to 1.0, the value seeded by the row's position. The stand-in for a
+    family without a hand-written builder: its figures and reading must draw from these."""
+    hooks = synthetic_hooks(n_layers)
+    out = []
+    for i, spec in enumerate(family.rows):
+        where = {"hook": hooks, "model": [None], "item": hooks[1:3]}[spec.per]
+        for j, hook in enumerate(where):
+            row = {"metric": spec.metric, "value": 1.0 + 0.1 * i + 0.05 * j, "extras": dict.fromkeys(spec.extras, 1.0)}
+            if hook is not None:
+                row["hook"] = hook
+            out.append(row)
+    return out
+
+
+#: The groups of hand-written rows :func:`make_report` knows.
+SYNTHETIC_GROUPS = ("capacity", "activations", "sae")
+
+
+def make_report(*, families=SYNTHETIC_GROUPS, n_layers=N_LAYERS, **provenance) -> GeometryReport:
+    """A synthetic report of the groups ``families`` (of :data:`SYNTHETIC_GROUPS`); ``"all"``: every
+    group, plus :func:`declared_rows_of` each built-in family none of them covers (so that every
+    built-in family, a new one too, has rows, a section and its figures)."""
+    every = families == "all"
+    if every:
+        families = SYNTHETIC_GROUPS
     rows = []
     if "capacity" in families:
         rows += epsilon_rows()
@@ -381,6 +438,11 @@ def make_report(*, families=("capacity", "activations", "sae"), n_layers=N_LAYER
         rows += activation_rows(n_layers)
     if "sae" in families:
         rows += sae_rows()
+    if every:
+        have = {r["metric"] for r in rows}
+        for fam in builtin_families():
+            if not any(r.metric in have for r in fam.rows):
+                rows += declared_rows_of(fam, n_layers)
     prov = {"model": f"synthetic-{n_layers}L", "n_layers": n_layers, "d_model": D_MODEL}
     prov.update(provenance)
     return GeometryReport.from_rows(rows, model=prov["model"], provenance=prov)

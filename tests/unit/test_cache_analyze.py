@@ -9,16 +9,24 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tl_geometry import capture
+from tests.helpers import builtin_metrics
+from tl_geometry import capture, registry
 from tl_geometry.errors import InputError, TLGeometryError
 
 pytestmark = pytest.mark.needs_hooked
 
-ACT_METRICS = ["pga", "spectral", "epsilon_activations", "intrinsic_dimension"]
-OPTIONS = {
+#: Every built-in activation metric (a new family's too): each must give the same rows from a cache.
+ACT_METRICS = builtin_metrics(needs="activations")
+#: Smaller options for some (a tiny model); the others run with their family's fast_options.
+SMALL = {
     "pga": {"k": 4, "n_null": 5, "max_points": 150},
     "epsilon_activations": {"max_points": 150},
     "intrinsic_dimension": {"max_points": 150, "range_max": 8},
+}
+OPTIONS = {
+    m: dict(SMALL.get(m, registry.family_of(m).fast_options.get(m, {})))
+    for m in ACT_METRICS
+    if m in SMALL or registry.family_of(m).fast_options.get(m)
 }
 HOOKS = ["blocks.0.hook_resid_post", "blocks.2.hook_resid_post"]
 
@@ -72,7 +80,8 @@ def _batched_cache(model, tokens, batch_size=8):
 
 def test_the_list_covers_every_builtin_activation_metric():
     builtin = {n for n in tg.list_metrics(needs="activations") if tg.get_metric(n).builtin}
-    assert builtin == set(ACT_METRICS)
+    assert builtin == set(ACT_METRICS) and {"pga", "spectral", "epsilon_activations"} <= builtin
+    assert set(SMALL) <= builtin  # no stale entry
 
 
 def test_cache_equals_capture_for_every_activation_metric(byte_model, tokens):
@@ -81,7 +90,8 @@ def test_cache_equals_capture_for_every_activation_metric(byte_model, tokens):
     # a cache of the whole batch at once: equal up to the matmul's batch-size rounding
     _, cache = byte_model.run_with_cache(tokens)
     got = tg.analyze(byte_model, tokens, cache=cache, **kw)
-    assert {r.metric.split(".")[0] for r in got.rows} == {"pga", "spectral", "epsilon_activations", "id"}
+    declared = registry.declared_rows()
+    assert {declared[r.metric][1].by for r in got.rows} == set(ACT_METRICS)  # every metric gave rows
     assert _max_diff(_values(ref), _values(got)) < 1e-4
     assert got.provenance["capture"]["mode"] == "cache"
     assert got.provenance["capture"]["forward_passes"] == 0

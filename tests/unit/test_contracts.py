@@ -12,26 +12,31 @@ import pytest
 import torch
 
 import tl_geometry as tg
+from tests.helpers import builtin_families, builtin_metrics
 from tl_geometry import registry
 
-#: Small options per built-in metric (a tiny model, a 2-core box).
+#: Smaller options than the family's ``fast_options`` for some built-in metrics (a tiny model, a
+#: 2-core box). A metric not named here runs with its family's ``fast_options`` (else its defaults):
+#: a new family edits nothing here.
 OPTIONS = {
     "epsilon": {"histogram_rows": 32, "histogram_bins": 10},
-    "capacity": {},
     "epsilon_activations": {"max_points": 64},
     "pga": {"k": 8, "n_null": 4, "max_points": 64, "progress": False},
     "spectral": {"progress": False},
     "agop": {"n_probes": 2, "progress": False},
-    "wtw_aofe": {},
-    "depth_width": {},
     "nfa": {"n_probes": 2, "progress": False},
-    "shape": {},
     "intrinsic_dimension": {"max_points": 64, "range_max": 8, "progress": False},
 }
+#: Built-in metrics whose rows are all conditional (``RowSpec.when``): each has a test of its own below.
+DEDICATED = {"sae": "test_sae_rows_match_their_declaration"}
 
 
-def builtin_families() -> list[registry.FamilySpec]:
-    return [f for f in registry.families() if f.builtin]
+def options_for(metric: str) -> dict:
+    """The options the contract test runs ``metric`` with: OPTIONS, else its family's fast_options."""
+    if metric in OPTIONS:
+        return dict(OPTIONS[metric])
+    fam = registry.family_of(metric)
+    return dict(fam.fast_options.get(metric, {})) if fam is not None else {}
 
 
 def assert_contract(family: registry.FamilySpec, metric: str, report, *, every_row: bool = True) -> None:
@@ -52,41 +57,42 @@ def test_every_builtin_metric_has_one_family():
     for fam in builtin_families():
         for m in fam.metrics:
             owners.setdefault(m, []).append(fam.name)
-    builtin_metrics = sorted(s.name for s in registry.metric_specs() if s.builtin)
-    assert sorted(owners) == builtin_metrics
+    builtin = sorted(s.name for s in registry.metric_specs() if s.builtin)
+    assert sorted(owners) == builtin == builtin_metrics()
     assert all(len(v) == 1 for v in owners.values()), owners
-    assert sorted([*OPTIONS, "sae"]) == builtin_metrics  # the contract test below runs every one
+    # the contract test below runs every one: parametrized, or in a test of its own
+    assert set(OPTIONS) <= set(builtin) and set(DEDICATED) <= set(builtin)
+    assert sorted([*ROWS_TESTED, *DEDICATED]) == builtin
+    for metric, test in DEDICATED.items():
+        assert callable(globals().get(test)), test
+        assert all(r.when for r in registry.family_of(metric).rows_of(metric)), f"{metric}: give it OPTIONS instead"
 
 
-def test_the_builtin_families():
-    assert [f.name for f in builtin_families()] == [
-        "capacity",
-        "pga",
-        "spectral",
-        "intrinsic_dimension",
-        "interaction",
-        "sae",
-        "shape",
-    ]
-    assert [f.section for f in builtin_families() if f.read] == [
-        "Capacity",
-        "Subspace PGA",
-        "Spectral",
-        "Intrinsic dimension",
-        "Interaction",
-        "SAE comparison",
-    ]
-    figs = [f.name for fam in builtin_families() for f in fam.figures]
-    assert figs == [
-        "cosine_histogram",
-        "capacity_curve",
-        "epsilon_by_layer",
-        "pga_z",
-        "spectral",
-        "id_profile",
-        "aofe_ratio",
-        "sae_widths",
-    ]
+def test_every_family_folder_registers_its_families():
+    """Each module or folder of tl_geometry/families registers at least one built-in family, and
+    every built-in family is registered from one of them (so the list lives in the folders)."""
+    import pkgutil
+
+    import tl_geometry.families as pkg
+
+    folders = {f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)}
+    fams = builtin_families()
+    assert fams, "no built-in family registered"
+
+    def folder(source: str) -> str:
+        return ".".join(source.split(".")[:3])
+
+    assert {folder(f.source) for f in fams} == folders
+    names = [f.name for f in fams]
+    assert len(set(names)) == len(names)
+    sections = [f.section for f in fams if f.read is not None or f.figures]
+    assert len(set(sections)) == len(sections), sections
+    for f in fams:
+        assert f.rows, f"family {f.name!r} declares no row"
+        if f.read is not None or f.figures:
+            assert f.title, f"family {f.name!r} has a section but no title"
+    figs = [fig.name for f in fams for fig in f.figures]
+    assert len(set(figs)) == len(figs), figs
 
 
 def test_figures_read_declared_rows():
@@ -105,11 +111,14 @@ def test_activation_metrics_share_the_forward_pass():
 
 
 # ----------------------------------------------------------------------------- the rows
-@pytest.mark.parametrize("metric", sorted(OPTIONS))
+ROWS_TESTED = [m for m in builtin_metrics() if m not in DEDICATED]
+
+
+@pytest.mark.parametrize("metric", ROWS_TESTED)
 def test_builtin_rows_match_their_declaration(metric, tiny_model, tiny_tokens, one_thread):
     family = registry.family_of(metric)
     assert family is not None and family.builtin
-    report = tg.get_metric(metric)(tiny_model, tiny_tokens, **OPTIONS[metric])
+    report = tg.get_metric(metric)(tiny_model, tiny_tokens, **options_for(metric))
     assert_contract(family, metric, report)
 
 
@@ -128,13 +137,13 @@ def test_sae_rows_match_their_declaration(tiny_model):
 
 def test_analyze_rows_are_all_declared(tiny_model, tiny_tokens, one_thread):
     """The rows of a shared-pass report (tg.analyze) carry the same contract."""
-    metrics = ["epsilon_activations", "pga", "spectral"]
+    metrics = builtin_metrics(needs="activations")
     report = tg.analyze(
         tiny_model,
         tiny_tokens,
         metrics=metrics,
         progress=False,
-        options={m: {k: v for k, v in OPTIONS[m].items() if k != "progress"} for m in metrics},
+        options={m: {k: v for k, v in options_for(m).items() if k != "progress"} for m in metrics},
     )
     assert {r.metric for r in report.rows} <= set(registry.declared_rows())
     for m in metrics:
@@ -203,7 +212,7 @@ def test_the_rendering_tests_synthetic_rows_are_declared():
     names and per-hook/per-model shape must be declared ones (their extras are a subset)."""
     from tests.helpers import make_report
 
-    report = make_report()
+    report = make_report(families="all")
     declared = registry.declared_rows()
     assert {r.metric for r in report.rows} <= set(declared)
     for row in report.rows:

@@ -8,23 +8,49 @@ import logging
 import pytest
 
 import tl_geometry as tg
+from tests.helpers import builtin_families
 from tl_geometry import registry
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 # ----------------------------------------------------------------------------- registry rules
-def test_builtins_are_builtin_and_protected():
-    builtins = ["capacity", "pga", "spectral", "intrinsic_dimension", "interaction", "sae", "shape"]
-    assert tg.list_families()[:7] == builtins
-    assert all(tg.get_family(n).builtin for n in builtins)
-    assert tg.get_family("capacity").source == "tl_geometry.families.capacity"
+@pytest.mark.parametrize("name", [f.name for f in builtin_families()])
+def test_builtins_are_builtin_and_protected(name):
+    spec = tg.get_family(name)
+    assert spec.builtin and spec.source.startswith("tl_geometry.families.")
+    assert name in tg.list_families()
     with pytest.raises(ValueError, match="built-in; a plugin cannot override it"):
-        tg.register_family(tg.FamilySpec("capacity", metrics=("x",)), overwrite=True)
+        tg.register_family(tg.FamilySpec(name, metrics=("x",)), overwrite=True)
     with pytest.raises(ValueError, match="built-in and cannot be unregistered"):
-        tg.unregister_family("pga")
-    with pytest.raises(KeyError, match="did you mean 'capacity'"):
-        tg.get_family("capacty")
+        tg.unregister_family(name)
+    if len(name) > 3:
+        with pytest.raises(KeyError, match=f"did you mean '{name}'"):
+            tg.get_family(name[:-1])
+    assert tg.get_family(name) is spec  # still there, unchanged
+
+
+@pytest.mark.parametrize("name", [f.name for f in builtin_families()])
+def test_every_builtin_declaration_resolves(name):
+    """Every name a built-in family declares leads somewhere: its metrics are registered built-ins,
+    its figures read rows some family declares, and its "module:function" references (figures,
+    reading, explain, note), its checks module and its command module (with add_parser) import."""
+    import importlib
+
+    spec = tg.get_family(name)
+    for m in spec.metrics:
+        assert tg.get_metric(m).builtin, m
+    declared = set(registry.declared_rows())
+    for fig in spec.figures:
+        assert fig.rows and set(fig.rows) <= declared, (fig.name, set(fig.rows) - declared)
+    lazies = [fig.draw for fig in spec.figures] + [spec.read, spec.explain, spec.note]
+    for ref in lazies:
+        if isinstance(ref, registry.Lazy):
+            assert callable(ref.resolve()), ref
+    if spec.checks:
+        importlib.import_module(spec.checks)
+    if spec.command:
+        assert callable(importlib.import_module(spec.command).add_parser), spec.command
 
 
 def test_duplicate_and_overwrite():

@@ -10,7 +10,7 @@ import tl_geometry as tg
 
 pytest.importorskip("matplotlib")
 
-from tests.helpers import D_MODEL, N_LAYERS, epsilon_rows, make_report  # noqa: E402
+from tests.helpers import D_MODEL, N_LAYERS, builtin_sections, epsilon_rows, make_report  # noqa: E402
 from tl_geometry.families.capacity import figures as capacity_figures  # noqa: E402
 from tl_geometry.families.capacity import reading as capacity_reading  # noqa: E402
 from tl_geometry.families.interaction import figures as interaction_figures  # noqa: E402
@@ -26,7 +26,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def full_report():
-    return make_report()
+    return make_report(families="all")  # rows of every built-in family
 
 
 @pytest.fixture(autouse=True)
@@ -257,14 +257,8 @@ def test_capacity_reading_names_class_and_published_model():
 def test_sections_are_optional():
     assert readings.sections(GeometryReport.from_rows([], model="m")) == {}
     assert list(readings.sections(make_report(families=("sae",)))) == ["SAE comparison"]
-    assert list(readings.sections(make_report())) == [
-        "Capacity",
-        "Subspace PGA",
-        "Spectral",
-        "Intrinsic dimension",
-        "Interaction",
-        "SAE comparison",
-    ]
+    assert list(readings.sections(make_report(families="all"))) == builtin_sections()
+    assert len(builtin_sections()) >= 6
 
 
 def _zrows(values, ses, n_null=50, ccr=0):

@@ -178,7 +178,7 @@ def test_cli_sweep_shape(text_file, tmp_path, capsys):
     from tl_geometry.cli import main
     from tl_geometry.commands import sweep
 
-    assert {"shape", "toy"} <= set(sweep.BUILDERS)
+    assert {"shape", "toy", "models"} <= set(sweep.experiments())
     out = tmp_path / "cli.jsonl"
     rc = main(shape_argv(text_file, out) + ["--figure", str(tmp_path / "f.png")])
     assert rc == 0 and len(out.read_text().splitlines()) == 2  # the header line and the one shape

@@ -127,8 +127,7 @@ def _runtime_env(args) -> dict | None:
 
 
 def run(args) -> int:
-    from tl_geometry.commands.sweep import check_outputs
-    from tl_geometry.runs.sweeps import SweepJob, sweep
+    from tl_geometry.runs.sweeps import SweepJob, check_outputs, sweep
 
     options = _parse_options(args.option)
     runtime_env = _runtime_env(args)

@@ -15,7 +15,10 @@
 
 The loop itself (skip the finished keys, run each job locally or on Ray, append its record at
 once) is the package's one job runner, [`tl_geometry.runtime.jobs.run_jobs`][tl_geometry.runtime.jobs.run_jobs]; this module says what
-one job is ([`run_job`][tl_geometry.runs.sweeps.run_job]) and what a sweep returns.
+one job is ([`run_job`][tl_geometry.runs.sweeps.run_job]) and what a sweep returns; how a job's model is loaded
+and kept for the next job of the same model is [`tl_geometry.runs.model_slot`][tl_geometry.runs.model_slot] (re-exported here).
+[`check_outputs`][tl_geometry.runs.sweeps.check_outputs] is every sweep command's check of its output files
+(``tl-geometry sweep models`` and the experiments a family declares, e.g. ``sweep shape``).
 
 The job key is the canonical JSON of the job's parameters **plus** the metrics and options, so
 changing the metrics re-runs the job instead of silently reusing old rows.
@@ -30,16 +33,10 @@ Examples:
 from __future__ import annotations
 
 import functools
-import gc
-import importlib
 import inspect
 import logging
-import os
-import re
-import sys
 import time
 import traceback
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +45,17 @@ from typing import Any
 from tl_geometry.base import _checks
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
+from tl_geometry.runs.model_slot import (  # noqa: F401  (the models of a sweep, re-exported: sweeps.ModelSlot, ...)
+    _LOADER_RE,
+    ModelSlot,
+    _free_memory,
+    _load_model,
+    _named,
+    _resolve_loader,
+    _weak,
+    load_key,
+    model_key,
+)
 from tl_geometry.runtime.jobs import EXECUTORS, ResultsFile, job_key, read_records, run_jobs
 
 logger = logging.getLogger(__name__)
@@ -64,9 +72,10 @@ __all__ = [
     "model_key",
     "tokens_fingerprint",
     "EXECUTORS",
+    "FORCE_HELP",
+    "check_outputs",
 ]
 
-_LOADER_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _JOB_FIELDS = ("model", "checkpoint", "corpus", "n_seqs", "seq_len", "seed", "loader", "device")
 
 
@@ -185,64 +194,6 @@ def sweep_report(out: str | Path):
     return GeometryReport(rows=tuple(rows), provenance={"sweep_results": str(out)})
 
 
-def _resolve_loader(spec: str) -> Callable[[dict], Any]:
-    """Import ``"package.module:function"`` (by name, never evaluated).
-
-    The module is looked up on ``sys.path`` and then in the current directory, whatever started
-    the process (``python -m`` puts the current directory on ``sys.path``, the ``tl-geometry``
-    script does not; a Ray worker has its own). A Ray cluster started by [`sweep`][tl_geometry.runs.sweeps.sweep] gives its
-    workers the driver's current directory on ``PYTHONPATH``
-    ([`tl_geometry.runtime.ray_executor.local_runtime_env`][tl_geometry.runtime.ray_executor.local_runtime_env]); on a remote cluster, ship it with
-    ``runtime_env={"working_dir": ...}`` (``--working-dir``), the workers' current directory.
-    """
-    if not _LOADER_RE.match(spec):
-        raise InputError(f"loader must look like 'package.module:function', got {spec!r}")
-    mod_name, fn_name = spec.split(":")
-    cwd = os.getcwd()
-    added = cwd not in {os.path.abspath(p or os.curdir) for p in sys.path}
-    if added:
-        sys.path.append(cwd)  # last: installed modules win, as with python -m
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise InputError(
-            f"cannot import loader module {mod_name!r}: {exc} (looked on sys.path and in {cwd}; on a Ray cluster "
-            "pass runtime_env={'working_dir': ...} / --working-dir with the module in it)"
-        ) from exc
-    finally:
-        if added:
-            sys.path.remove(cwd)
-    fn = getattr(mod, fn_name, None)
-    if not callable(fn):
-        raise InputError(f"loader {spec!r}: {mod_name} has no callable {fn_name!r}")
-    return fn
-
-
-def _load_model(job: dict, loader: Callable[[dict], Any] | None):
-    if loader is not None:
-        return loader(job)
-    if job.get("loader"):
-        return _resolve_loader(job["loader"])(job)
-    from tl_geometry import models
-
-    kwargs: dict[str, Any] = {"device": job.get("device", "cpu")}
-    ckpt = job.get("checkpoint")
-    if ckpt is not None:
-        if models.canonical_name(job["model"]) in models.ZOO:
-            raise InputError(
-                f"{job['model']!r} is an offline zoo model without training checkpoints; drop checkpoint={ckpt!r}"
-            )
-        # TransformerLens names checkpoints by training step (Pythia, Stanford CRFM): checkpoint_value.
-        try:
-            kwargs["checkpoint_value"] = int(ckpt)
-        except (TypeError, ValueError):
-            raise InputError(
-                f"checkpoint must be a training step (int) for hub models, got {ckpt!r}; "
-                "use a loader for other checkpoint schemes"
-            ) from None
-    return models.load(job["model"], **kwargs)
-
-
 def _job_tokens(model: Any, job: dict):
     import torch
 
@@ -263,87 +214,9 @@ def _accepts_seed(fn: Callable) -> bool:
     return "seed" in params
 
 
-def _weak(model: Any) -> Callable[[], Any] | None:
-    """A weak reference to ``model`` (None when the object takes none)."""
-    try:
-        return weakref.ref(model)
-    except TypeError:
-        return None
-
-
-def _free_memory(ref: Callable[[], Any] | None = None) -> None:
-    """Return a dropped model's memory. ``ref``: a weak reference taken before the last strong one was
-    dropped; when it is already dead, reference counting has freed the model and the full garbage
-    collection is skipped. Our choice: ``gc.collect()`` walks every object of the process (torch,
-    TransformerLens, transformers), 0.3 s per job here, 89 % of a tiny job's time in a sweep; it runs
-    only when the model is still alive, i.e. held by reference cycles."""
-    if ref is None or ref() is not None:
-        gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:  # pragma: no cover - freeing memory must never fail a job
-        pass
-
-
-_LOAD_FIELDS = ("model", "checkpoint", "loader", "device")
-"""The job fields that decide which model is loaded: jobs equal in these share one load."""
-
-
-def load_key(params: Mapping[str, Any]) -> str:
-    """The part of a job's key that names its model (model, checkpoint, loader, device)."""
-    return job_key({k: params.get(k) for k in _LOAD_FIELDS})
-
-
-def model_key(params: Mapping[str, Any]) -> str:
-    """The model of a job without its checkpoint: a Ray sweep runs one actor per model key."""
-    return job_key({k: params.get(k) for k in _LOAD_FIELDS if k != "checkpoint"})
-
-
-def _named(model: Any, job: Mapping[str, Any]) -> Any:
-    if not getattr(model, "_tl_geometry_name", None):
-        try:  # rows carry the job's model name, not the config's ("custom" for a built model)
-            model._tl_geometry_name = job["model"]
-        except AttributeError:  # pragma: no cover - a model refusing attributes keeps its own name
-            pass
-    return model
-
-
-class ModelSlot:
-    """The model of the last job, kept for the next job of the same model ([`load_key`][tl_geometry.runs.sweeps.load_key]).
-
-    A sweep orders its jobs by model, so each (model, checkpoint) is loaded once however many
-    seeds or corpora it runs; the previous model is dropped (and memory returned) before the next
-    one loads. ``loads`` counts the loads.
-    """
-
-    def __init__(self, loader: Callable[[dict], Any] | None = None):
-        self.loader = loader
-        self.key: str | None = None
-        self.model: Any = None
-        self.loads = 0
-
-    def get(self, job: Mapping[str, Any]) -> Any:
-        key = load_key(job)
-        if self.model is None or key != self.key:
-            self.clear()
-            self.model = _named(_load_model(dict(job), self.loader), job)
-            self.key = key
-            self.loads += 1
-        return self.model
-
-    def clear(self) -> None:
-        if self.model is not None:
-            ref = _weak(self.model)
-            self.model, self.key = None, None
-            _free_memory(ref)
-
-
 class SweepRunner:
     """``runner(params)`` runs one sweep job; with ``reuse_models`` it keeps the model between jobs
-    of the same model ([`ModelSlot`][tl_geometry.runs.sweeps.ModelSlot]). The local executor builds one; a Ray sweep builds one
+    of the same model ([`ModelSlot`][tl_geometry.runs.model_slot.ModelSlot]). The local executor builds one; a Ray sweep builds one
     in each model's actor (``SweepRunner(loader, hooks, reuse_models, tokens)``, the tokens read
     from the object store)."""
 
@@ -380,7 +253,7 @@ def run_job(
             and ``options`` (per-metric keyword options).
         loader: overrides the job's loader (a Python callable; not part of the job key).
         hooks: hook names for every activation/gradient metric (default: each metric's own).
-        slot: a [`ModelSlot`][tl_geometry.runs.sweeps.ModelSlot] that keeps the model for the next job of the same model
+        slot: a [`ModelSlot`][tl_geometry.runs.model_slot.ModelSlot] that keeps the model for the next job of the same model
             (None: load, and free after the job).
         tokens: (batch, pos) token ids for every job instead of the job's corpus sample.
 
@@ -612,3 +485,29 @@ def sweep(
         if runner is not None:
             runner.close()
     return SweepSummary(out=str(rf.path), ran=tuple(ran), failed=failed, skipped=skipped)
+
+
+FORCE_HELP = "replace an existing --figure / --csv file (the --out results file is resumed, never replaced)"
+"""--force of the sweep commands: the figure / CSV only; a results file is always resumed, never replaced."""
+
+
+def check_outputs(args: Any, *extra: str) -> None:
+    """Every sweep command's output checks, before any work: ``args.out`` is a results file this
+    package wrote (resumed) or a new path; the files of the flags named in ``extra`` (``"figure"``,
+    ``"csv"``) are new paths, or ``args.force``. See [`tl_geometry.io.outdir`][tl_geometry.io.outdir] and
+    [`tl_geometry.runtime.jobs.check_results_file`][tl_geometry.runtime.jobs.check_results_file].
+
+    Raises:
+        tl_geometry.io.outdir.OutputExistsError: an existing ``--figure`` / ``--csv`` file without ``--force``.
+        tl_geometry.runtime.results_file.NotAResultsFileError: ``--out`` exists and is not a results
+            file of this package (left as it is).
+    """
+    from tl_geometry.io import outdir
+    from tl_geometry.runtime.jobs import check_results_file
+
+    outdir.check_out_file(args.out, exists_ok=True, what="results file")
+    check_results_file(args.out)  # refuses a file we did not write, and leaves it as it is
+    for flag in extra:
+        path = getattr(args, flag, None)
+        if path:
+            outdir.check_out_file(path, force=args.force, what=f"--{flag} file")

@@ -5,11 +5,17 @@
                      [--layers 0 5 10 | --hooks NAME ...] [--n-probes 64] [--space input|output|loss]
                      [--projection-seed 42] [--exact] [--nfa] [--seed 0] [--out report.json] [--force]
 ```
+
+The family's experiments of ``tl-geometry sweep`` (``shape``, ``toy``) are named here too
+([`SWEEPS`][tl_geometry.families.interaction.sweeps.SWEEPS], from
+[`tl_geometry.families.interaction.sweeps`][tl_geometry.families.interaction.sweeps]): ``tl-geometry sweep`` reads
+``SWEEPS`` from every family's command module.
 """
 
 from __future__ import annotations
 
 from tl_geometry.base import _checks
+from tl_geometry.families.interaction.sweeps import SWEEPS  # noqa: F401  (tl-geometry sweep shape / toy)
 from tl_geometry.runs import cli_args
 
 
