@@ -26,7 +26,8 @@ DYNAMIC_IMPORT_OK = {
     "cli.py",  # sub-commands: commands/ and the families' declared command modules
     "registry/phase.py",  # plugins and the built-in families
     "base/lazy.py",  # a declared "module:function" (a family's figures, reading, checks; the report's display)
-    "runs/sweeps.py",  # a user's --loader module:function
+    "runs/model_slot.py",  # a user's --loader module:function
+    "commands/sweep.py",  # the families' declared command modules (their SWEEPS)
     "commands/__init__.py",
     "__init__.py",  # the lazy package root: module names from its own table
     "runs/reproduction.py",  # the families' declared checks modules

@@ -123,6 +123,16 @@ def gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[i
             n = 1
             for dim in dims:
                 n *= dim
+            if n % block:
+                raise CorruptFileError(
+                    f"{path}: corrupt GGUF header: tensor {name!r} has {n:,} elements, not a multiple of its "
+                    f"type's block of {block}"
+                )
+            if any(t[0] == name for t in tensors):
+                raise CorruptFileError(
+                    f"{path}: corrupt GGUF header: tensor {name!r} is listed twice (which one is meant is "
+                    "unknowable); download or copy the file again"
+                )
             end = max(end, offset + n // block * type_size)
             tensors.append((name, dims, ttype, offset))
         data_start = pos + (-pos) % alignment
@@ -132,9 +142,88 @@ def gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[i
             buf.close()
 
 
+#: safetensors dtype -> bytes per element (the format's own table).
+SAFETENSORS_DTYPES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+}
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise CorruptFileError(f"tensor {k!r} is listed twice in the header (which one is meant is unknowable)")
+        seen[k] = v
+    return seen
+
+
+def check_safetensors_header(header: Any, path: Path | str = "the file") -> int:
+    """Validate a safetensors JSON header against the format, before any tensor is read: every
+    entry has a known ``dtype``, a ``shape`` of non-negative integers and ``data_offsets``
+    ``[begin, end]`` whose length is exactly ``prod(shape) x bytes(dtype)``; the tensors tile the
+    data buffer with no overlap and no hole (as the format's reference reader requires). Returns
+    the size of the data buffer. A file whose header lies is refused, naming the tensor.
+
+    Raises:
+        CorruptFileError: the first lie found.
+    """
+    if not isinstance(header, dict):
+        raise CorruptFileError(
+            f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, expected an object)"
+        )
+    spans = []
+    for name, v in header.items():
+        if name == "__metadata__":
+            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+                raise CorruptFileError(f"{path}: corrupt safetensors header: __metadata__ must map strings to strings")
+            continue
+        where = f"{path}: corrupt safetensors header: tensor {name!r}"
+        if not isinstance(v, dict) or not {"dtype", "shape", "data_offsets"} <= set(v):
+            raise CorruptFileError(f"{where} needs dtype, shape and data_offsets, got {v!r:.200}")
+        dtype, shape, offs = v["dtype"], v["shape"], v["data_offsets"]
+        if dtype not in SAFETENSORS_DTYPES:
+            raise CorruptFileError(f"{where} has unknown dtype {dtype!r} (accepted: {', '.join(SAFETENSORS_DTYPES)})")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise CorruptFileError(f"{where} has shape {shape!r}; a shape is a list of non-negative integers")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int and o >= 0 for o in offs)):
+            raise CorruptFileError(f"{where} has data_offsets {offs!r}; expected [begin, end], integers >= 0")
+        n = SAFETENSORS_DTYPES[dtype]
+        for d in shape:
+            n *= d
+        if offs[1] - offs[0] != n:
+            raise CorruptFileError(
+                f"{where}: shape {shape} of {dtype} is {n:,} bytes but its data_offsets {offs} span "
+                f"{offs[1] - offs[0]:,}"
+            )
+        spans.append((offs[0], offs[1], name))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            what = (
+                "overlaps the tensor before it" if begin < end else f"leaves a hole of {begin - end:,} bytes before it"
+            )
+            raise CorruptFileError(f"{path}: corrupt safetensors header: tensor {name!r} at byte {begin:,} {what}")
+        end = stop
+    return end
+
+
 def _safetensors_expected_size(path: Path, size: int) -> int:
     """Bytes a safetensors file must have: 8 (header length, u64 little-endian) + header + the
-    largest ``data_offsets`` end in the JSON header."""
+    data buffer its validated header describes (`check_safetensors_header`)."""
     import json
     import struct
 
@@ -151,19 +240,12 @@ def _safetensors_expected_size(path: Path, size: int) -> int:
         if 8 + n > size:
             raise _Truncated(8 + n)
         try:
-            header = json.loads(fh.read(n))
+            header = json.loads(fh.read(n), object_pairs_hook=_unique_keys)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CorruptFileError(f"{path}: corrupt safetensors header (not JSON: {exc})") from None
-    if not isinstance(header, dict):
-        raise CorruptFileError(
-            f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, expected an object)"
-        )
-    ends = [
-        int(v["data_offsets"][1])
-        for k, v in header.items()
-        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
-    ]
-    return 8 + n + max(ends, default=0)
+        except CorruptFileError as exc:
+            raise CorruptFileError(f"{path}: corrupt safetensors header: {exc}") from None
+    return 8 + n + check_safetensors_header(header, path)
 
 
 def check_weights_file(path: str | os.PathLike) -> int:

@@ -200,6 +200,11 @@ def _gguf_tensors(path: Path) -> dict[str, _GGUFTensor]:
     return _gguf_tensors_cached(str(path.resolve()), path.stat().st_mtime)
 
 
+#: Element types that are not an embedding (safetensors and GGUF names): refused as the pure
+#: function refuses a non-float tensor, instead of measuring integers (ε = 1.0066 on I64 ids).
+_NOT_FLOAT = frozenset({"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64"})
+
+
 def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) -> EmbeddingSource:
     """Locate the embedding (``matrix="embed"``) or unembedding (``"unembed"``) tensor.
 
@@ -244,6 +249,11 @@ def find_embedding(path, *, matrix: str = "embed", tensor: str | None = None) ->
     f, fmt, shape, dtype = found[name]
     if len(shape) != 2:
         raise InputError(f"tensor {name!r} has shape {shape}, expected 2-D (vocab, d_model)")
+    if dtype in _NOT_FLOAT:
+        raise InputError(
+            f"tensor {name!r} of {f} holds {dtype} values, not floating point: an embedding is a float matrix "
+            "(F32, F16, BF16, F64 or a GGUF float / quantized type); pass tensor= to choose another"
+        )
     return EmbeddingSource(path=str(f), name=name, format=fmt, shape=(shape[0], shape[1]), dtype=dtype, tied=tied)
 
 
