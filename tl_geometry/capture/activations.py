@@ -42,7 +42,9 @@ from tl_geometry.capture.hooks import (  # noqa: F401  (re-exported: the names c
     check_model,
     check_tokens,
     hidden_state_hooks,
+    hooked,
     model_device,
+    model_lock,
     resid_hooks,
     standard_hooks,
     valid_mask,
@@ -278,7 +280,7 @@ def run_shared(
 
     fwd_hooks = [(h, make_hook(h)) for h in union]
     starts = range(0, tokens.shape[0], batch_size)
-    with eval_mode(model), torch.inference_mode():
+    with model_lock(model), eval_mode(model), torch.inference_mode():
         for start in per_step(tqdm(starts, desc=desc, disable=not progress, leave=False)):  # threads per batch
             batch = tokens[start : start + batch_size].to(device)
             mask = keep[start : start + batch_size]
@@ -286,7 +288,7 @@ def run_shared(
                 continue
             state["mask"], state["got"] = mask, {}
             am = attention_mask[start : start + batch_size].to(device) if attention_mask is not None else None
-            with model.hooks(fwd_hooks=fwd_hooks):
+            with hooked(model, fwd_hooks):
                 try:
                     if am is not None:
                         model(batch, attention_mask=am)

@@ -23,7 +23,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from tl_geometry.capture.activations import _to_float, eval_mode
-from tl_geometry.capture.hooks import check_tokens, model_device, validate_hooks, weight
+from tl_geometry.capture.hooks import check_tokens, hooked, model_device, validate_hooks, weight
 from tl_geometry.errors import InputError
 from tl_geometry.runtime.threads import kernel, per_step
 
@@ -68,7 +68,7 @@ def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]
 
         return hook_fn
 
-    with model.hooks(fwd_hooks=[(h, make_hook(h)) for h in hooks]):
+    with hooked(model, [(h, make_hook(h)) for h in hooks]):
         yield acts
 
 
@@ -311,7 +311,7 @@ def jacobian_grams(
                 )
 
             def f(x: Tensor, h: str = h, seq: Tensor = seq) -> Tensor:
-                with model.hooks(fwd_hooks=_replace(h, x)):
+                with hooked(model, _replace(h, x)):
                     return model(seq)
 
             jac = torch.func.jacrev(f)(a0)  # (1, T, V, 1, T, d)
@@ -356,7 +356,7 @@ def output_jvps(
         x0 = _check_acts(acts, [hook])[0].detach()
 
         def f(x: Tensor, batch: Tensor = batch) -> Tensor:
-            with model.hooks(fwd_hooks=_replace(hook, x)):
+            with hooked(model, _replace(hook, x)):
                 return model(batch)[:, -1] @ P.T  # (B, k)
 
         vs = torch.randn((n_probes, *x0.shape), generator=gen, device=device, dtype=x0.dtype)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import torch
@@ -22,6 +25,32 @@ class HookedModel(Protocol):
     def run_with_hooks(self, *args, **kwargs): ...
     def run_with_cache(self, *args, **kwargs): ...
     def hooks(self, *args, **kwargs): ...
+
+
+# ----------------------------------------------------------------------------- one user at a time
+_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: Any) -> threading.RLock:
+    """The lock of one model: every pass of tl_geometry that adds hooks to ``model`` holds it, so
+    two threads measuring the same model (two ``tg.analyze`` calls, a notebook's background job)
+    take turns instead of firing each other's hooks (which mixed their numbers, or failed with
+    "hooks never fired"). Re-entrant: a pass inside a pass of the same thread is fine."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
+
+
+@contextmanager
+def hooked(model: Any, fwd_hooks: list) -> Iterator[None]:
+    """``model.hooks(fwd_hooks=...)`` under the model's lock (`model_lock`): the hooks exist only
+    inside the block, are removed even on error (the model's own context manager), and no other
+    thread's pass runs on this model meanwhile."""
+    with model_lock(model), model.hooks(fwd_hooks=fwd_hooks):
+        yield
 
 
 # ----------------------------------------------------------------------------- hook lists
