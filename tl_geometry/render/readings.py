@@ -23,7 +23,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = [

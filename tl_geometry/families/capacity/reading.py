@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 
 from tl_geometry.families.capacity.hosts import PublishedHost, published_hosts
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE
 from tl_geometry.render.readings import fmt, hook_position, one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL  # defined once, there
 from tl_geometry.render.readings import fmt, one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row

@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable
 
 from tl_geometry.metrics import significance
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
 from tl_geometry.render.readings import as_float, fmt, pm, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
 from tl_geometry.render.readings import NO_COUNT, fmt, rows_of
 from tl_geometry.report import GeometryReport, Row
 
