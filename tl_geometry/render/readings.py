@@ -103,6 +103,7 @@ def hook_label(row: Row, n_layers: int | None = None) -> str:
 
 
 def rows_of(report: GeometryReport, metric: str) -> list[Row]:
+    """The rows of ``report`` named ``metric``, in report order (the one lookup of readings and figures)."""
     return [r for r in report.rows if r.metric == metric]
 
 
