@@ -92,7 +92,7 @@ class FigureSpec:
     Attributes:
         name: the figure's name; the file is ``<name>.png`` (letters, digits, ``_ . -``).
         draw: ``draw(report) -> matplotlib Figure | None`` (None when the report lacks its rows),
-            or a ``"module:function"`` string imported on first use (see [`Lazy`][tl_geometry.registry.Lazy]).
+            or a ``"module:function"`` string imported on first use (see [`Lazy`][tl_geometry.base.lazy.Lazy]).
         caption: shown under the figure in ``index.html``.
         rows: the row names it reads (declared rows of some family).
     """

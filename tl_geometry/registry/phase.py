@@ -1,5 +1,5 @@
 """The registry's plugin phase, shared by its two halves (metrics in
-[`tl_geometry.registry`][tl_geometry.registry], families in
+``tl_geometry.registry``, families in
 [`tl_geometry.registry.family_specs`][tl_geometry.registry.family_specs]): the table of registered
 metrics, whether a registration is a built-in, which entry point is loading, and the discovery of
 the built-ins (by name) and of the plugins (by entry point). Both halves import this module;
