@@ -1,10 +1,14 @@
 """tl_geometry: geometry of a TransformerLens model's latent space.
 
-Three families of metrics from three 2026 papers:
+Five families of metrics ([`tl_geometry.families`][tl_geometry.families]), three of them from three 2026 papers:
 
 * capacity (arXiv 2606.02765): ε = μ + 2σ of pairwise cosines, capacity bound k(d, ε);
 * pga (arXiv 2605.17084): Subspace PGA z-scores of the readout subspace, spectral metrics;
-* interaction (arXiv 2605.27989): AGOP, AOFE, depth/width ratio.
+* interaction (arXiv 2605.27989): AGOP, AOFE, depth/width ratio;
+* sae: published SAE widths and SAE decoder ε next to the capacity bound;
+* intrinsic_dimension (Valeriani et al., NeurIPS 2023): TwoNN and GRIDE per layer;
+
+plus the model's shape (n_layers, d_model, ...), which every report starts with.
 
 The public API has three tiers (``__all__`` lists them):
 

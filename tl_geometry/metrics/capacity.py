@@ -38,9 +38,7 @@ from tl_geometry.base import _checks
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics import _gram
-from tl_geometry.metrics._capacity_forms import (  # noqa: F401  (re-exported)
-    CLASS1_ABOVE,
-    CLASS2_BELOW,
+from tl_geometry.metrics._capacity_forms import (
     FORMS,
     PRESETS,
     CapacityEstimate,

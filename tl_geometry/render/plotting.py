@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tl_geometry.errors import InputError, TLGeometryError
-from tl_geometry.render.readings import hook_position
+from tl_geometry.render.readings import hook_position, one_row
 
 if TYPE_CHECKING:
     from tl_geometry.report import GeometryReport
@@ -40,7 +40,6 @@ __all__ = [
     "PlotExtraMissingError",
     "figures",
     "pyplot",
-    "rows_of",
     "rows_once",
     "n_layers_of",
     "by_layer",
@@ -84,14 +83,10 @@ def pyplot():
     return plt
 
 
-def rows_of(report: GeometryReport, metric: str) -> list[Row]:
-    return [r for r in report.rows if r.metric == metric]
-
-
 def rows_once(report: GeometryReport, metric: str) -> list[Row]:
-    """[the row] of a once-per-model metric (the one with most extras when merged reports repeat it)."""
-    rows = rows_of(report, metric)
-    return [max(rows, key=lambda r: len([v for v in r.extras.values() if v is not None]))] if rows else []
+    """[the row] of a once-per-model metric ([`one_row`][tl_geometry.render.readings.one_row]), or []."""
+    row = one_row(report, metric)
+    return [] if row is None else [row]
 
 
 def n_layers_of(report: GeometryReport) -> int | None:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "model_line",
     "summary_table",
     "spread",
-    "fmt",
     "pm",
     "where_of",
     "rows_of",
@@ -103,15 +102,8 @@ def hook_label(row: Row, n_layers: int | None = None) -> str:
     return text
 
 
-def fmt(v: float, digits: int = 3) -> str:
-    if v is None or not math.isfinite(v):
-        return str(v)
-    if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-        return f"{v:.{digits - 1}e}"
-    return f"{v:.{digits}g}"
-
-
 def rows_of(report: GeometryReport, metric: str) -> list[Row]:
+    """The rows of ``report`` named ``metric``, in report order (the one lookup of readings and figures)."""
     return [r for r in report.rows if r.metric == metric]
 
 
@@ -236,8 +228,8 @@ def _descriptions() -> dict[str, str]:
 
 
 def _count_or_fmt(v: float) -> str:
-    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as `fmt`."""
-    return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else fmt(v)
+    """A whole number below 10⁷ in full (``d_mlp`` 1536, not 1.54e+03); anything else as `fmt_number`."""
+    return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e7 else fmt_number(v)
 
 
 def _stderr_cell(rows: list[Row]) -> str:
@@ -248,7 +240,7 @@ def _stderr_cell(rows: list[Row]) -> str:
     if not se:
         return "—"
     med = se[len(se) // 2]
-    return ("" if len(se) == 1 else "~") + fmt(med, 2)
+    return ("" if len(se) == 1 else "~") + fmt_number(med, 2)
 
 
 def summary_table(report: GeometryReport, *, width: int = 60) -> str:
@@ -312,7 +304,7 @@ def as_float(x: Any) -> float:
 
 def pm(row: Row) -> str:
     se = as_float(row.extras.get("stderr"))
-    return f"{fmt(row.value)} ± {fmt(se, 2)}" if math.isfinite(se) else fmt(row.value)
+    return f"{fmt_number(row.value)} ± {fmt_number(se, 2)}" if math.isfinite(se) else fmt_number(row.value)
 
 
 def spread(rows: list[Row], lo: Row, hi: Row) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.base.lazy import Lazy
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.errors import InputError, UnknownNameError
 from tl_geometry.io.outdir import atomic_write_text, current_umask  # noqa: F401  (defined once, there)
 
@@ -285,13 +286,14 @@ class GeometryReport:
 
     def to_markdown(self, *, digits: int = 4) -> str:
         """A markdown document: provenance list (nested values as nested lists,
-        `provenance_markdown`), then one table of all rows."""
+        `provenance_markdown`), then one table of all rows, each value with ``digits`` significant
+        digits ([`fmt_number`][tl_geometry.base.numbers.fmt_number]; scientific from 10⁵ and below 10^-digits)."""
         lines = ["# Geometry report", ""]
         lines += provenance_markdown(self.provenance)
         lines += ["", "| model | hook | layer | metric | value |", "|---|---|---|---|---|"]
         for r in self.rows:
             lines.append(
-                f"| {r.model} | {r.hook or ''} | {'' if r.layer is None else r.layer} | {r.metric} | {_fmt(r.value, digits)} |"
+                f"| {r.model} | {r.hook or ''} | {'' if r.layer is None else r.layer} | {r.metric} | {fmt_number(r.value, digits, small=10 ** (-digits))} |"
             )
         return "\n".join(lines) + "\n"
 
@@ -346,7 +348,7 @@ def format_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return fmt_number(v, 6, big=math.inf, small=0.0)  # never forced into scientific notation
     if isinstance(v, Mapping):
         return "; ".join(f"{k}: {format_value(x)}" for k, x in v.items()) if v else "none"
     if isinstance(v, (list, tuple)):
@@ -376,14 +378,6 @@ def provenance_markdown(prov: Mapping[str, Any], *, indent: int = 0) -> list[str
                 else:
                     lines.append(f"{pad}  - {i}: {format_value(item)}")
     return lines
-
-
-def _fmt(v: float, digits: int) -> str:
-    if not math.isfinite(v):
-        return str(v)
-    if v != 0 and (abs(v) >= 1e5 or abs(v) < 10 ** (-digits)):
-        return f"{v:.{digits - 1}e}"
-    return f"{v:.{digits}g}"
 
 
 def model_name(model: Any) -> str:

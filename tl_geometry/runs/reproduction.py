@@ -343,82 +343,136 @@ def reproduce(
         ValueError: an unknown family, size or check id; ``out`` is a file.
     """
     from tl_geometry.models import check_device
-    from tl_geometry.report import atomic_write_text
-    from tl_geometry.runtime.jobs import ResultsFile, run_jobs
 
     if size not in SIZES:
         raise InputError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     fams = _families(families)
     check_device(device)
+    todo = _select_checks(fams, checks)
+    out = Path(out)
+    results = _open_out(out, fresh=fresh)
+    ctx = Context(size=size, out=out, device=str(device), progress=progress, model=model)
+    model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
+    jobs = _jobs(todo, size=size, model_tag=model_tag, device=str(device))
+    by_id = {c.id: c for c in todo}
+    records, wall = _run_checks(jobs, by_id, ctx, results)
+    rows, per_check = _collect(jobs, by_id, records)
+    meta = {
+        "tl_geometry_version": _version(),
+        "git_commit": _git_commit(),
+        "size": size,
+        "families": fams,
+        "device": str(device),
+        "model": model_tag,
+        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_seconds_this_run": round(wall, 1),
+        "seconds_per_check": per_check,
+        "python": platform.python_version(),
+    }
+    result = ReproduceResult(rows=tuple(rows), out=out, meta=meta)
+    _write(result)
+    return result
+
+
+def _select_checks(fams: list[str], checks: Sequence[str] | None) -> list[Check]:
+    """The checks of ``fams`` (their modules imported), only those named in ``checks`` when given."""
     _load_checks(fams)
     todo = [c for c in _CHECKS if c.family in fams]
-    if checks is not None:
-        known = {c.id for c in _CHECKS}
-        bad = [c for c in checks if c not in known]
-        if bad:
-            raise InputError(f"unknown check {bad[0]!r}; known: {', '.join(sorted(known))}")
-        todo = [c for c in todo if c.id in set(checks)]
-        if not todo:
-            raise InputError(f"none of the checks {list(checks)} is in the families {fams}")
-    out = Path(out)
+    if checks is None:
+        return todo
+    known = {c.id for c in _CHECKS}
+    bad = [c for c in checks if c not in known]
+    if bad:
+        raise InputError(f"unknown check {bad[0]!r}; known: {', '.join(sorted(known))}")
+    todo = [c for c in todo if c.id in set(checks)]
+    if not todo:
+        raise InputError(f"none of the checks {list(checks)} is in the families {fams}")
+    return todo
+
+
+def _open_out(out: Path, *, fresh: bool) -> Path:
+    """Create the folder ``out``; the resume file in it (checked as ours; moved aside to ``.bak`` when ``fresh``)."""
+    from tl_geometry.runtime.jobs import check_results_file
+
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder (it is created if missing)")
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS_NAME
-    from tl_geometry.runtime.jobs import check_results_file
-
     check_results_file(results)  # a file we did not write is refused (not moved aside by fresh)
     if fresh and results.exists():
         os.replace(results, results.with_suffix(".jsonl.bak"))
-    ctx = Context(size=size, out=out, device=str(device), progress=progress, model=model)
-    model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
-    by_id = {c.id: c for c in todo}
-    jobs = [
+    return results
+
+
+def _jobs(todo: list[Check], *, size: str, model_tag: str, device: str) -> list[dict[str, Any]]:
+    """One job per check: its parameters are its key in the resume file (a changed one runs again)."""
+    return [
         {
             "check": c.id,
             "size": size,
             "model": model_tag if c.uses_model else None,
-            "device": str(device),
+            "device": device,
             "rows_version": ROWS_VERSION,
         }
         for c in todo
     ]
 
-    def one(params) -> dict:
-        c = by_id[params["check"]]
-        t0 = time.perf_counter()
-        if size == "tiny" and c.skipped_at_tiny(model):
-            rows = [
-                make_row(
-                    c.id,
-                    c.title,
-                    None,
-                    None,
-                    None,
-                    evidence=c.evidence,
-                    status="skipped (tiny)",
-                    note="loads the offline model or sae_lens; run at size cpu",
-                )
-            ]
-        else:
-            rows = c.fn(ctx)  # an exception is recorded as an "error" record by run_jobs, and retried next run
-        secs = time.perf_counter() - t0
-        return {
-            "rows": [ReproRow(**{**asdict(r), "seconds": round(secs, 3)}).to_dict() for r in rows],
-            "seconds": round(secs, 3),
-        }
+
+def _run_one(c: Check, ctx: Context) -> dict:
+    """One check's record for the resume file: its rows (each with the check's seconds) and seconds;
+    a check that needs the model or sae_lens is one "skipped (tiny)" row at size tiny."""
+    t0 = time.perf_counter()
+    if ctx.size == "tiny" and c.skipped_at_tiny(ctx.model):
+        rows = [
+            make_row(
+                c.id,
+                c.title,
+                None,
+                None,
+                None,
+                evidence=c.evidence,
+                status="skipped (tiny)",
+                note="loads the offline model or sae_lens; run at size cpu",
+            )
+        ]
+    else:
+        rows = c.fn(ctx)  # an exception is recorded as an "error" record by run_jobs, and retried next run
+    secs = time.perf_counter() - t0
+    return {
+        "rows": [ReproRow(**{**asdict(r), "seconds": round(secs, 3)}).to_dict() for r in rows],
+        "seconds": round(secs, 3),
+    }
+
+
+def _run_checks(
+    jobs: list[dict[str, Any]], by_id: dict[str, Check], ctx: Context, results: Path
+) -> tuple[list[dict], float]:
+    """Run the jobs not yet done in ``results`` (errors retried) through the job runner; every record
+    of the file afterwards, in file order, and this run's wall seconds. The model cache is emptied."""
+    from tl_geometry.runtime.jobs import ResultsFile, run_jobs
 
     t0 = time.perf_counter()
     rf = ResultsFile(results)
-    for _ in run_jobs(jobs, one, rf, retry_errors=True, catch=True, progress=progress, desc="reproduce"):
+
+    def one(params: dict) -> dict:
+        return _run_one(by_id[params["check"]], ctx)
+
+    for _ in run_jobs(jobs, one, rf, retry_errors=True, catch=True, progress=ctx.progress, desc="reproduce"):
         pass
     wall = time.perf_counter() - t0
     ctx._cache.clear()
+    return list(rf.records()), wall
 
+
+def _collect(
+    jobs: list[dict[str, Any]], by_id: dict[str, Check], records: Iterable[dict]
+) -> tuple[list[ReproRow], dict[str, float | None]]:
+    """The rows of each job's latest record (in job order; a failed check is one "error" row) and
+    the seconds per check (None for a failed one)."""
     from tl_geometry.runtime.jobs import job_key
 
     latest: dict[str, dict] = {}
-    for rec in rf.records():  # in file order: the last record of a check wins
+    for rec in records:  # in file order: the last record of a check wins
         if "key" in rec:
             latest[rec["key"]] = rec
     rows: list[ReproRow] = []
@@ -445,30 +499,27 @@ def reproduce(
             continue
         per_check[c.id] = done.get("seconds")
         rows += [ReproRow.from_dict(r) for r in done["rows"]]
+    return rows, per_check
+
+
+def _version() -> str:
     import tl_geometry
 
-    meta = {
-        "tl_geometry_version": tl_geometry.__version__,
-        "git_commit": _git_commit(),
-        "size": size,
-        "families": fams,
-        "device": str(device),
-        "model": model_tag,
-        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "wall_seconds_this_run": round(wall, 1),
-        "seconds_per_check": per_check,
-        "python": platform.python_version(),
-    }
-    result = ReproduceResult(rows=tuple(rows), out=out, meta=meta)
+    return tl_geometry.__version__
+
+
+def _write(result: ReproduceResult) -> None:
+    """``reproduce.json`` (the meta, headline, counts and rows) and ``reproduce.md`` in ``result.out``."""
+    from tl_geometry.report import atomic_write_text
+
     payload = {
-        **meta,
+        **result.meta,
         "headline": result.headline(),
         "counts": result.counts(),
-        "rows": [r.to_dict() for r in rows],
+        "rows": [r.to_dict() for r in result.rows],
     }
-    atomic_write_text(out / "reproduce.json", json.dumps(payload, indent=1, default=str, allow_nan=True) + "\n")
-    atomic_write_text(out / "reproduce.md", result.to_markdown())
-    return result
+    atomic_write_text(result.out / "reproduce.json", json.dumps(payload, indent=1, default=str, allow_nan=True) + "\n")
+    atomic_write_text(result.out / "reproduce.md", result.to_markdown())
 
 
 def _model_tag(model: Any) -> str:

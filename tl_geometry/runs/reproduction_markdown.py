@@ -7,30 +7,19 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.runs.reproduction_rows import EVIDENCE, ReproRow, families_with_checks, headline
 
 __all__ = ["fmt", "fmt_paper", "EVIDENCE_MEANING", "markdown"]
 
 
 def fmt(x: Any) -> str:
-    """A value for the table: 4 significant digits, scientific beyond 10⁶."""
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return f"{x:,}" if abs(x) < 10**7 else f"{x:.3g}"
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
-            return f"{x:.3e}"
-        return f"{x:.6g}"
-    return str(x)
+    """A value for the table ([`fmt_number`][tl_geometry.base.numbers.fmt_number]): 6 significant digits,
+    scientific (4 digits) from 10⁶ and below 10⁻³, an integer with its thousands separated, ``None`` as "—"."""
+    return fmt_number(x, 6, sci_digits=3, big=1e6, none="—", ints="grouped")
 
 
 def _fmt_delta(d: float | None) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.studies.claims import Claim, convergence_claims, cross_model_claims, model_claims, relative_depth
 from tl_geometry.studies.result import OUTPUT_FILES, SCHEMA_VERSION, StudyModel, StudyResult
 
@@ -325,15 +326,8 @@ def draw_figures(result: StudyResult, folder: Path, *, dpi: int = 110) -> dict[s
 
 # ----------------------------------------------------------------------------- tables
 def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "—"
-        if v != 0 and (abs(v) >= 1e4 or abs(v) < 1e-3):
-            return f"{v:.2e}"
-        return f"{v:.{digits}g}" if abs(v) >= 1 else f"{v:.{digits}f}"
-    return str(v)
+    """A table cell: "—" when missing or not finite, ``digits`` decimals below 1, scientific from 10⁴."""
+    return fmt_number(v, digits, sci_digits=2, big=1e4, none="—", nonfinite="—", below_one="decimals", ints="plain")
 
 
 def _models_table(result: StudyResult) -> list[list[str]]:

@@ -9,8 +9,8 @@ import numpy as np
 
 from tl_geometry.families.capacity.reading import closest_published, published_models
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
-from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_of, rows_once
-from tl_geometry.render.readings import hook_position
+from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_once
+from tl_geometry.render.readings import hook_position, rows_of
 from tl_geometry.report import GeometryReport
 
 logger = logging.getLogger(__name__)

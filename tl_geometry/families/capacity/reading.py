@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.families.capacity.hosts import PublishedHost, published_hosts
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.render.readings import fmt, hook_position, one_row, rows_of, spread, where_of
+from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE
+from tl_geometry.render.readings import hook_position, one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 PublishedModel = PublishedHost
@@ -103,7 +104,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
         std = row.extras.get("std")
         mu = row.extras.get("mean")
         detail = (
-            f" (μ = {fmt(mu)}, σ = {fmt(std)}" + (f", d = {int(d)})" if d else ")")
+            f" (μ = {fmt_number(mu)}, σ = {fmt_number(std)}" + (f", d = {int(d)})" if d else ")")
             if mu is not None and std is not None
             else ""
         )
@@ -114,7 +115,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
             if d:
                 like = closest_width(eps, d)
                 text = (
-                    f"{mat}: ε = {fmt(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
+                    f"{mat}: ε = {fmt_number(eps)}{detail}: {cls}, like {like.name} ({like.epsilon:.3f}, d = {like.d_model}) "
                     f"in the capacity paper"
                 )
                 text += (
@@ -123,11 +124,11 @@ def read_capacity(report: GeometryReport) -> list[str]:
                     else f"; the closest published ε is {near.name}'s ({near.epsilon:.3f})."
                 )
             else:
-                text = f"{mat}: ε = {fmt(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
+                text = f"{mat}: ε = {fmt_number(eps)}{detail}: {cls}, like {near.name} ({near.epsilon:.3f}) in the capacity paper."
             text += f" Measured on the {note}."
         else:
             text = (
-                f"{mat}: ε = {fmt(eps)}{detail}: {cls} ({note}); not compared with the capacity paper's "
+                f"{mat}: ε = {fmt_number(eps)}{detail}: {cls} ({note}); not compared with the capacity paper's "
                 "table, whose ε is of the input embedding W_E."
             )
         meaning = {
@@ -145,7 +146,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
             if status == "indeterminate":
                 out.append(f'{mat}: capacity indeterminate, not a count: {reason} ({form} form, preset "{preset}").')
                 continue
-            ratio = f" ≈ {fmt(cap.value / float(d))} × d" if d else ""
+            ratio = f" ≈ {fmt_number(cap.value / float(d))} × d" if d else ""
             ref = (
                 ""
                 if mat == "W_U" and one_row(report, "capacity.W_E")
@@ -153,7 +154,9 @@ def read_capacity(report: GeometryReport) -> list[str]:
             )
             k3 = cap.extras.get("k_3sigma")
             three = (
-                f"; at μ + 3σ (the authors' upper figure) k ≈ {fmt(k3)}" if k3 is not None and math.isfinite(k3) else ""
+                f"; at μ + 3σ (the authors' upper figure) k ≈ {fmt_number(k3)}"
+                if k3 is not None and math.isfinite(k3)
+                else ""
             )
             below = (
                 " This is below d: the formula's domain ends there (d orthogonal directions always fit)."
@@ -161,7 +164,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
                 else ""
             )
             out.append(
-                f"{mat}: capacity k ≈ {fmt(cap.value)} near-orthogonal directions{ratio} ({form} form, preset "
+                f"{mat}: capacity k ≈ {fmt_number(cap.value)} near-orthogonal directions{ratio} ({form} form, preset "
                 f'"{preset}"){three}{ref}.{below}'
             )
     acts = sorted(rows_of(report, "epsilon_activations"), key=lambda r: hook_position(r))
@@ -177,7 +180,7 @@ def read_capacity(report: GeometryReport) -> list[str]:
             else ""
         )
         out.append(
-            f"Activations: ε ranges from {fmt(lo.value)} ({where_of(lo)}) to {fmt(hi.value)} "
+            f"Activations: ε ranges from {fmt_number(lo.value)} ({where_of(lo)}) to {fmt_number(hi.value)} "
             f"({where_of(hi)}){spread(acts, lo, hi)}; {n1} of {len(acts)} hooks are Class 1 (ε > 0.2){sure}."
         )
     return out

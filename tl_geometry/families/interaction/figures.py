@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL
-from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_of
-from tl_geometry.render.readings import hook_position
+from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot
+from tl_geometry.render.readings import hook_position, rows_of
 from tl_geometry.report import GeometryReport, Row
 
 

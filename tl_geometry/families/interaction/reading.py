@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL  # defined once, there
-from tl_geometry.render.readings import fmt, one_row, rows_of, spread, where_of
+from tl_geometry.render.readings import one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 _RESID_PRE_AXIS = (
@@ -53,20 +53,20 @@ def read_interaction(report: GeometryReport) -> list[str]:
             which = "plug-in ratio of the probe estimate, biased upwards with few probes"
         out.append(
             f"AGOP AOFE ratio (off-diagonal share of ‖G‖²_F; 0 = no interaction between coordinates, "
-            f"→1 = all mass off-diagonal; {which}): mean {fmt(sum(vals) / len(vals))} over {len(vals)} hooks, "
-            f"from {fmt(lo.value)} ({where_of(lo)}) to {fmt(hi.value)} ({where_of(hi)}){spread(rows, lo, hi)}."
+            f"→1 = all mass off-diagonal; {which}): mean {fmt_number(sum(vals) / len(vals))} over {len(vals)} hooks, "
+            f"from {fmt_number(lo.value)} ({where_of(lo)}) to {fmt_number(hi.value)} ({where_of(hi)}){spread(rows, lo, hi)}."
         )
         if all((r.hook or "").endswith("hook_resid_pre") for r in rows):
             out.append(_RESID_PRE_AXIS)
     for r in rows_of(report, "wtw.aofe_ratio"):
-        out.append(f"{wtw_name(r, report.provenance.get('d_model'))}, from the weights only: {fmt(r.value)}.")
+        out.append(f"{wtw_name(r, report.provenance.get('d_model'))}, from the weights only: {fmt_number(r.value)}.")
     dw = one_row(report, "depth_width.ratio")
     if dw is not None:
         low, high = dw.extras.get("interval") or EFFICIENT_INTERVAL
         inside = dw.extras.get("in_interval", low <= dw.value <= high)
         where = "inside" if inside else ("above" if dw.value > high else "below")
         out.append(
-            f"R_D/W = n_layers / d_model = {fmt(dw.value)}: {where} the efficient interval "
+            f"R_D/W = n_layers / d_model = {fmt_number(dw.value)}: {where} the efficient interval "
             f"[{low}, {high}] found on byte-level TinyGPT (best shapes α* = 0.023–0.047 for 1M–10M parameters)."
         )
     return out

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_of
-from tl_geometry.render.readings import as_float, hook_position
+from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot
+from tl_geometry.render.readings import as_float, hook_position, rows_of
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = ["plot_id_profile"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tl_geometry.render.readings import fmt, hook_position, pm, rows_of, spread, where_of
+from tl_geometry.base.numbers import fmt_number
+from tl_geometry.render.readings import hook_position, pm, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 __all__ = ["read_id", "profile_shape"]
@@ -62,8 +63,8 @@ def read_id(report: GeometryReport) -> list[str]:
         a, b = gr[0], gr[-1]
         out.append(
             f"At {where_of(hi)}, GRIDE gives {pm(a)} at n1 = {a.extras.get('n1')} and {pm(b)} at n1 = "
-            f"{b.extras.get('n1')} (length scale {fmt(float(a.extras.get('scale', math.nan)))} to "
-            f"{fmt(float(b.extras.get('scale', math.nan)))}): the ID depends on the scale it is measured at"
+            f"{b.extras.get('n1')} (length scale {fmt_number(float(a.extras.get('scale', math.nan)))} to "
+            f"{fmt_number(float(b.extras.get('scale', math.nan)))}): the ID depends on the scale it is measured at"
             + (" within noise" if abs(a.value - b.value) <= 2 * math.hypot(_se(a), _se(b)) else "")
             + "."
         )

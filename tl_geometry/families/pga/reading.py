@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.metrics import significance
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.render.readings import as_float, fmt, pm, rows_of, spread, where_of
+from tl_geometry.render.readings import as_float, pm, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
 
@@ -75,8 +75,8 @@ def read_pga(report: GeometryReport) -> list[str]:
             m = max(len(c) for c in pga_calls(zrows).values())
             band = (
                 f" At n_null = {n_null}, a random subspace gives |z| < "
-                f"{fmt(significance.z_threshold(0.05, n_null))} in 95 % of draws; the strictest Holm step over "
-                f"{m} hooks needs |z| > {fmt(significance.z_threshold(0.05 / m, n_null))}."
+                f"{fmt_number(significance.z_threshold(0.05, n_null))} in 95 % of draws; the strictest Holm step over "
+                f"{m} hooks needs |z| > {fmt_number(significance.z_threshold(0.05 / m, n_null))}."
             )
         out.append(
             "Significance: against random subspaces (t test of exchangeability), Holm-corrected over the hooks "
@@ -105,8 +105,8 @@ def read_pga(report: GeometryReport) -> list[str]:
     if pc1:
         exp = pc1[0].extras.get("expected")
         hi = max(pc1, key=lambda r: r.value)
-        tail = f" (a random direction: k/d = {fmt(exp)})" if exp is not None else ""
-        out.append(f"PC1 overlap with the readout subspace peaks at {fmt(hi.value)} at {where_of(hi)}{tail}.")
+        tail = f" (a random direction: k/d = {fmt_number(exp)})" if exp is not None else ""
+        out.append(f"PC1 overlap with the readout subspace peaks at {fmt_number(hi.value)} at {where_of(hi)}{tail}.")
     return out
 
 
@@ -136,6 +136,6 @@ def read_spectral(report: GeometryReport) -> list[str]:
         lo = min(rows, key=lambda r: r.value)
         hi = max(rows, key=lambda r: r.value)
         out.append(
-            f"{label}: {fmt(lo.value)} ({where_of(lo)}) to {fmt(hi.value)} ({where_of(hi)}){spread(rows, lo, hi)}."
+            f"{label}: {fmt_number(lo.value)} ({where_of(lo)}) to {fmt_number(hi.value)} ({where_of(hi)}){spread(rows, lo, hi)}."
         )
     return out

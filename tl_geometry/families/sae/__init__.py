@@ -54,6 +54,11 @@ Layout, one module per job:
   [`shared_directions`][tl_geometry.metrics.sae.shared_directions]); [`tl_geometry.families.sae.decoder`][tl_geometry.families.sae.decoder] — [`decoder_epsilon`][tl_geometry.families.sae.decoder.decoder_epsilon] against a host;
 * [`tl_geometry.families.sae.comparison`][tl_geometry.families.sae.comparison] — [`compare`][tl_geometry.families.sae.comparison.compare], the registered ``"sae"`` metric and
   [`plot_sae_widths`][tl_geometry.families.sae.comparison.plot_sae_widths];
+* [`tl_geometry.families.sae.reading`][tl_geometry.families.sae.reading] and [`tl_geometry.families.sae.figures`][tl_geometry.families.sae.figures] — the
+  family's reading and figure in a report; [`tl_geometry.families.sae.cli`][tl_geometry.families.sae.cli] — ``tl-geometry sae``;
+* [`tl_geometry.families.sae.training`][tl_geometry.families.sae.training] — a small SAE trained offline by sae_lens and
+  published to a local hub cache ([`train_sae`][tl_geometry.families.sae.training.train_sae],
+  [`publish_to_cache`][tl_geometry.families.sae.training.publish_to_cache]); [`tl_geometry.families.sae.checks`][tl_geometry.families.sae.checks] — its reproduce check;
 * ``tl_geometry.families.sae._lens`` — the import guard (sae_lens is imported only inside the functions
   that need it; ``import tl_geometry`` works without it).
 """

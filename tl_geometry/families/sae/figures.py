@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from tl_geometry.render.plotting import figure_title, pyplot, rows_of, rows_once
+from tl_geometry.render.plotting import figure_title, pyplot, rows_once
+from tl_geometry.render.readings import rows_of
 from tl_geometry.report import GeometryReport, Row, layer_of
 
 

@@ -76,7 +76,7 @@ def load(
     directory = _directory()
     if release not in directory and _is_repo_id(release):
         # not a sae_lens release: a Hugging Face repository (e.g. one laid out by
-        # experiments.sae_training.publish_to_cache); sae_lens reads <repo>/<sae_id>/ from it
+        # tl_geometry.families.sae.training.publish_to_cache); sae_lens reads <repo>/<sae_id>/ from it
         repo = release
     else:
         _check_releases(directory, release)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW  # noqa: F401  (defined once, there)
-from tl_geometry.render.readings import NO_COUNT, fmt, rows_of
+from tl_geometry.base.numbers import fmt_number
+from tl_geometry.render.readings import NO_COUNT, rows_of
 from tl_geometry.report import GeometryReport, Row
 
 
@@ -53,7 +53,7 @@ def read_sae(report: GeometryReport) -> list[str]:
         ws = sorted(r.value for r in widths)
         out.append(
             f"{len(widths)} SAEs from {len(releases)} release(s) ({', '.join(releases[:4])}"
-            f"{', …' if len(releases) > 4 else ''}): widths {fmt(ws[0])} to {fmt(ws[-1])} features."
+            f"{', …' if len(releases) > 4 else ''}): widths {fmt_number(ws[0])} to {fmt_number(ws[-1])} features."
         )
     finite = [r for r in ratios if math.isfinite(r.value)]
     if finite:
@@ -61,7 +61,7 @@ def read_sae(report: GeometryReport) -> list[str]:
         over = sum(r.value > 1 for r in finite)
         preset = hi.extras.get("preset", "paper")
         out.append(
-            f"Width / capacity: up to {fmt(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
+            f"Width / capacity: up to {fmt_number(hi.value)} ({hi.extras.get('sae_id', hi.hook or '?')}); "
             f"{over} of {len(finite)} SAEs ask for more near-orthogonal features than the capacity allows "
             f'(preset "{preset}").'
         )
@@ -70,7 +70,7 @@ def read_sae(report: GeometryReport) -> list[str]:
             top = max(shared, key=lambda r: r.value)
             tied = top.extras.get("tied")
             how = "(V + d_sae) / k, tied embeddings" if tied else "(2V + d_sae) / k, untied embeddings"
-            out.append(f"Shared with the vocabulary (capacity paper, Eq. 2: {how}): up to {fmt(top.value)}.")
+            out.append(f"Shared with the vocabulary (capacity paper, Eq. 2: {how}): up to {fmt_number(top.value)}.")
     elif ratios:
         why = next((str(r.extras.get("reason")) for r in ratios if r.extras.get("reason")), "")
         out.append(
