@@ -353,6 +353,3 @@ register_family(
         order=10,
     )
 )
-
-epsilon_activations_plan = epsilon_activations_metric.plan
-"""The plan of [`epsilon_activations_metric`][tl_geometry.families.capacity.epsilon_activations_metric] (what a report's shared pass uses)."""

@@ -481,9 +481,3 @@ register_family(
         order=30,
     )
 )
-
-pga_plan = pga.plan
-"""The plan of [`pga`][tl_geometry.families.pga.pga] (what a report's shared pass uses)."""
-
-spectral_plan = spectral.plan
-"""The plan of [`spectral`][tl_geometry.families.pga.spectral] (what a report's shared pass uses)."""

@@ -65,7 +65,7 @@ Layout, one module per job:
 
 from __future__ import annotations
 
-from tl_geometry.families.sae._lens import SAELensNotInstalledError, _sae_lens  # noqa: F401  (_sae_lens: experiments.sae_training)
+from tl_geometry.families.sae._lens import SAELensNotInstalledError, _sae_lens  # noqa: F401  (_sae_lens: families.sae.training)
 from tl_geometry.families.sae.comparison import compare, plot_sae_widths, sae_metric  # noqa: F401  (registers "sae")
 from tl_geometry.families.sae.decoder import decoder_epsilon
 from tl_geometry.families.sae.directory import (  # noqa: F401  (_directory: benchmarks, tests)
