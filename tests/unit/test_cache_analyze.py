@@ -100,15 +100,17 @@ def test_cache_equals_capture_for_every_activation_metric(byte_model, tokens):
     assert _values(exact) == _values(ref)
 
 
-def test_cache_does_not_run_the_model(byte_model, tokens):
+def test_cache_runs_the_model_on_one_sequence_only_to_check_it(byte_model, tokens):
+    """The cache is used, not recomputed: the model runs once on the first sequence (the cheap
+    check that the cache is this model's on these tokens), never on the batch."""
     _, cache = byte_model.run_with_cache(tokens)
     calls = []
-    handle = byte_model.embed.register_forward_hook(lambda *a: calls.append(1))
+    handle = byte_model.embed.register_forward_hook(lambda mod, args, out: calls.append(tuple(args[0].shape)))
     try:
         tg.analyze(byte_model, tokens, cache=cache, metrics=["spectral"], hooks=HOOKS, progress=False)
     finally:
         handle.remove()
-    assert calls == []
+    assert calls == [(1, tokens.shape[1])]
 
 
 def test_bos_is_dropped_like_the_capture_layer(byte_model, tokens):

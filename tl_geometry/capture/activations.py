@@ -186,7 +186,62 @@ def activation_source(
                     "hooks you have"
                 ) from None
         out[h] = as_batch_pos(value, tokens, name=repr(h))
+    check_source(model, tokens, out)
     return out
+
+
+#: Tolerance of `check_source` (relative to the activation's scale): the same model on the same
+#: tokens agrees to ~1e-6 whatever the batch; another model, other tokens or other weights
+#: processing differ at order 1.
+SOURCE_RTOL = 1e-3
+
+
+def check_source(model: Any, tokens: Tensor, acts: Mapping[str, Tensor]) -> None:
+    """Check a user's activations against ``model`` and ``tokens`` cheaply, before any metric
+    uses them: the model is run on the **first sequence only** (stopped once every hook fired) and
+    each hook's activation must have the same width and the same values (to `SOURCE_RTOL` of its
+    scale). A cache of another model of the same shape, of other tokens, or an activation of the
+    wrong width is refused, naming the hook — never measured.
+
+    Raises:
+        InputError: a width or a value that does not match (the hook, what was expected, what came).
+    """
+    hooks = list(acts)
+    if not hooks:
+        return
+    first = tokens[:1].to(model_device(model))
+    got: dict[str, Tensor] = {}
+
+    def grab(act: Tensor, hook: Any = None) -> None:
+        got[hook.name] = act.detach()
+        if len(got) == len(hooks):
+            raise _StopForward
+
+    with model_lock(model), eval_mode(model), torch.inference_mode():
+        with hooked(model, [(h, grab) for h in hooks]):
+            try:
+                model(first)
+            except _StopForward:
+                pass
+    for h in hooks:
+        if h not in got:
+            continue  # a hook that did not fire on this model is named by the metric that needs it
+        ref = as_batch_pos(got[h], tokens[:1], name=repr(h)).float().cpu()
+        have = acts[h][:1]
+        if have.shape[-1] != ref.shape[-1]:
+            raise InputError(
+                f"activations for {h!r} are {have.shape[-1]} wide but this model's {h!r} is {ref.shape[-1]} wide: "
+                "they are not this model's; pass the cache of model.run_with_cache(tokens) for this model"
+            )
+        have = have.float().cpu()
+        scale = float(ref.abs().max()) or 1.0
+        diff = float((have - ref).abs().max())
+        if not diff <= SOURCE_RTOL * scale:
+            raise InputError(
+                f"activations for {h!r} do not come from this model on these tokens: on the first sequence they "
+                f"differ from the model's by up to {diff:.3g} (its values reach {scale:.3g}); pass the cache of "
+                "model.run_with_cache(tokens) for the same model, weights processing and tokens"
+            )
 
 
 Consumer = Callable[[str, Float[Tensor, "n d"]], Any]
