@@ -401,3 +401,34 @@ def test_bad_inputs():
         twonn(good[:3], discard_fraction=0.5)
     with pytest.raises(InputError, match="range_max"):
         gride_scaling(good, range_max=1)
+
+
+def test_a_lattice_is_refused_and_quantized_data_warned():
+    """Ties (r2 = r1, μ = 1) drive TwoNN / GRIDE to infinity: an evenly spaced line gave TwoNN =
+    61,431. Above half the points tied the estimate is refused; above 5 % it is warned, and the
+    result carries the share (checked against a count by hand)."""
+    import warnings
+
+    from tl_geometry.metrics.gride import gride
+    from tl_geometry.metrics.intrinsic_dimension import twonn
+    from tl_geometry.metrics.neighbors import LatticeWarning
+
+    line = torch.arange(300, dtype=torch.float64)[:, None] * torch.ones(1, 3, dtype=torch.float64)
+    grid = torch.cartesian_prod(*(torch.arange(8, dtype=torch.float64),) * 3)
+    for x in (line, grid):
+        for f in (twonn, gride):
+            with pytest.raises(ValueError, match=r"% of the points have equal neighbour distances"):
+                f(x)
+    g = torch.randn(600, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    q = torch.round(g * 3) / 3
+    with pytest.warns(LatticeWarning, match="lattice or quantized"):
+        r = twonn(q)
+    d = torch.cdist(q, q, compute_mode="donot_use_mm_for_euclid_dist")  # exact zeros for duplicates
+    d.fill_diagonal_(float("inf"))
+    r12 = d.sort(dim=1).values[:, :2]
+    ok = r12[:, 0] > 0
+    ties = ((r12[ok, 1] / r12[ok, 0] - 1).abs() <= 1e-9).double().mean().item()
+    assert r.tie_fraction == pytest.approx(ties)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LatticeWarning)  # continuous data: no tie, no warning
+        assert twonn(g).tie_fraction == 0.0 and gride(g).tie_fraction == 0.0

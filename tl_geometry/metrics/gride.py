@@ -22,6 +22,7 @@ from tl_geometry.errors import InputError
 from tl_geometry.metrics.neighbors import (
     DEFAULT_MAX_MEMORY_MB,
     MIN_POINTS,
+    _check_ties,
     _design_effect,
     _drop_duplicates,
     _neighbors,
@@ -57,6 +58,8 @@ class GrideResult(Tabular):
         design_effect: Var(Σ s_i) / Σ s_i² of the per-ratio scores with the covariances of pairs
             within n2 neighbours of each other (module docstring).
         stderr_method: how ``stderr`` was computed.
+        tie_fraction: share of the points with μ = 1 exactly (lattice or quantized data); above
+            5 % a ``LatticeWarning``, above 50 % refused.
     """
 
     dimension: float
@@ -74,6 +77,7 @@ class GrideResult(Tabular):
     design_effect: float = 1.0
     stderr_method: str = GRIDE_STDERR
     estimator: str = "gride"
+    tie_fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ def _gride_from_distances(
     r_n1, r_n2 = r_n1[ok], r_n2[ok]
     n_points = len(r_n1)
     mu = r_n2 / r_n1
+    ties = _check_ties(mu, f"GRIDE (n1={n1}, n2={n2})", 5)
     keep = np.ones(n_points, dtype=bool)
     if drop_outliers:
         q95, q50 = np.percentile(mu, [95, 50])
@@ -201,6 +206,7 @@ def _gride_from_distances(
         n_outliers=n_out,
         scale=float((r_n1.mean() + r_n2.mean()) / 2),
         seed=seed,
+        tie_fraction=ties,
     )
 
 

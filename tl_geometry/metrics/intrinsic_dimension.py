@@ -60,6 +60,7 @@ from tl_geometry.metrics.neighbors import (
     DEFAULT_MAX_MEMORY_MB,
     MIN_POINTS,
     DuplicatePointsWarning,
+    _check_ties,
     _design_effect,
     _drop_duplicates,
     _neighbors,
@@ -128,6 +129,8 @@ class TwoNNResult(Tabular):
         design_effect: Var(Σ s_i) / Σ s_i² of the censored-MLE scores with first- and
             second-neighbour pairs' covariances (module docstring); about 1.4 on a 5-D Gaussian cloud.
         stderr_method, stderr_mle_method: how the standard errors were computed.
+        tie_fraction: share of the N points with μ = 1 exactly (r2 = r1: lattice or quantized
+            data); above 5 % a ``LatticeWarning``, above 50 % refused (``neighbors.LATTICE_*``).
     """
 
     dimension: float
@@ -148,6 +151,7 @@ class TwoNNResult(Tabular):
     stderr_method: str = TWONN_STDERR
     stderr_mle_method: str = TWONN_MLE_STDERR
     estimator: str = "twonn"
+    tie_fraction: float = 0.0
 
 
 # ----------------------------------------------------------------------------- TwoNN
@@ -247,6 +251,7 @@ def twonn(
     ok, n_dup = _drop_duplicates(r_all[:, 0], "the distance to the nearest neighbour", 3)
     r = r_all[ok]
     n = len(r)
+    ties = _check_ties(r[:, 1] / r[:, 0], "TwoNN", 3)
     log_mu_pt = np.log(r[:, 1] / r[:, 0])
     log_mu = np.sort(log_mu_pt)
     n_keep = int(n * (1 - frac))
@@ -291,4 +296,5 @@ def twonn(
         scale=float(r.mean()),
         n_bootstrap=n_boot,
         seed=seed,
+        tie_fraction=ties,
     )

@@ -147,6 +147,39 @@ def _drop_duplicates(r_near: np.ndarray, what: str, stacklevel: int) -> tuple[np
     return ok, n_dup
 
 
+#: Above this share of ratios μ = 1 exactly (r2 = r1: a lattice, quantized values) an ID estimate
+#: is refused: the estimators assume a continuous density, and ties drive them to infinity (an
+#: evenly spaced line gave TwoNN = 61,431). Above `LATTICE_WARN` the estimate is kept and warned.
+LATTICE_REFUSE = 0.5
+LATTICE_WARN = 0.05
+
+
+class LatticeWarning(UserWarning):
+    """Many points have equal neighbour distances (lattice or quantized data): the intrinsic
+    dimension estimate is biased upward."""
+
+
+def _check_ties(mu: np.ndarray, what: str, stacklevel: int) -> float:
+    """The share of ratios ``mu`` equal to 1 (to 1e-9); refused above `LATTICE_REFUSE`, warned
+    above `LATTICE_WARN`."""
+    ties = float(np.mean(np.abs(mu - 1.0) <= 1e-9)) if len(mu) else 0.0
+    if ties > LATTICE_REFUSE:
+        raise InputError(
+            f"{what}: {ties:.0%} of the points have equal neighbour distances (μ = 1): a lattice or quantized "
+            "point cloud (e.g. evenly spaced points), where TwoNN / GRIDE, which assume a continuous density, "
+            "have no finite estimate; measure distinct, non-gridded points (or add a small jitter on purpose)"
+        )
+    if ties > LATTICE_WARN:
+        warnings.warn(
+            LatticeWarning(
+                f"{what}: {ties:.0%} of the points have equal neighbour distances (μ = 1: lattice or quantized "
+                "data); the estimate is biased upward"
+            ),
+            stacklevel=stacklevel,
+        )
+    return ties
+
+
 def _design_effect(score: np.ndarray, used: np.ndarray, idx: np.ndarray, window: int) -> float:
     """Var(Σ s) with neighbour covariances over Σ s²: the variance inflation from dependent points.
 
