@@ -410,7 +410,17 @@ def test_readings_claim_a_difference_between_hooks_only_beyond_the_noise():
         quiet = " ".join(read(GeometryReport.from_rows(_layer_rows(metric, vals, inside), model="m")))
         assert "no difference between hooks is claimed" in quiet and "6 pairs of hooks" in quiet, quiet
         loud = " ".join(read(GeometryReport.from_rows(_layer_rows(metric, vals, outside), model="m")))
-        assert "combined standard errors; jackknife over 8 point groups" in loud and "no difference" not in loud
+        assert "differ by" in loud and "combined standard errors" in loud and "no difference" not in loud
+        assert "jackknife over 8 point groups" in loud
+    # the pair tested is any pair, not only the extremes of the values (whose errors may be the
+    # largest): blocks.0 = 1.77 ± 0.19 and blocks.2 = 7.06 ± 0.72 differ by 7.1 SE, while the
+    # extremes 0.5 ± 5 and 9 ± 5 do not
+    rows = _layer_rows("epsilon_activations", [0.5, 1.77, 7.06, 9.0], 0.0)
+    for r, se in zip(rows, [5.0, 0.19, 0.72, 5.0], strict=True):
+        r["extras"]["stderr"] = se
+    text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
+    assert "no difference" not in text and "differ by 7.1 combined standard errors" in text, text
+    assert "layer 2" in text.split("differ by")[0] and "layer 1" in text.split("differ by")[0]
     # exact rows (or rows without a stderr) get no clause
     exact = pga_reading.read_spectral(
         GeometryReport.from_rows(_layer_rows("spectral.isotropy", vals, 0.0, "exact"), model="m")

@@ -308,28 +308,47 @@ def pm(row: Row) -> str:
 
 
 def spread(rows: list[Row], lo: Row, hi: Row) -> str:
-    """Whether the largest minus the smallest value of ``rows`` exceeds its noise, as a clause.
+    """Whether any two hooks of ``rows`` differ beyond their noise, as a clause.
 
-    Our choice: hi − lo is called a difference only when it exceeds z*·√(se_hi² + se_lo²), with
-    z* the two-sided 5 % normal quantile Bonferroni-corrected over the N(N − 1)/2 pairs of hooks
-    (the extremes are selected from all pairs). Hooks measured on the same sample are positively
-    correlated, so √(se_hi² + se_lo²) overstates the difference's error: the test is conservative.
-    Empty when the rows carry no finite ``extras["stderr"]`` or are exact.
+    Our choice: every pair of hooks is tested — a pair is called different only when its
+    difference exceeds z*·√(se_a² + se_b²), with z* the two-sided 5 % normal quantile
+    Bonferroni-corrected over the N(N − 1)/2 pairs. The clause names the pair that differs most in
+    standard errors (not necessarily ``hi`` and ``lo``: the extremes of the values may have the
+    largest errors), and says "no difference between hooks is claimed" only when no pair differs.
+    Hooks measured on the same sample are positively correlated, so √(se_a² + se_b²) overstates a
+    difference's error: the test is conservative. Empty when the rows carry no finite
+    ``extras["stderr"]`` or are exact.
     """
     from statistics import NormalDist
 
-    se = [v for v in (hi.extras.get("stderr"), lo.extras.get("stderr")) if isinstance(v, (int, float))]
-    if hi is lo or len(se) < 2 or not all(math.isfinite(v) for v in se):
+    def se_of(r: Row) -> float | None:
+        v = r.extras.get("stderr")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    usable = [r for r in rows if se_of(r) is not None and math.isfinite(float(r.value))]
+    if hi is lo or len(usable) < 2 or hi.extras.get("stderr_method") == "exact":
         return ""
-    if hi.extras.get("stderr_method") == "exact" or not any(se):
+    if not any(se_of(r) for r in usable):
         return ""
-    n = len(rows)
-    z = NormalDist().inv_cdf(1 - 0.025 / max(1, n * (n - 1) // 2))
-    comb = math.hypot(se[0], se[1])
+    n = len(usable)
+    pairs = n * (n - 1) // 2
+    z = NormalDist().inv_cdf(1 - 0.025 / max(1, pairs))
+    best, best_pair = -1.0, None
+    for i, a in enumerate(usable):
+        for b in usable[i + 1 :]:
+            comb = math.hypot(se_of(a) or 0.0, se_of(b) or 0.0)
+            if comb > 0:
+                t = abs(float(a.value) - float(b.value)) / comb
+                if t > best:
+                    best, best_pair = t, (a, b) if a.value <= b.value else (b, a)
     method = str(hi.extras.get("stderr_method", "standard error"))
-    if hi.value - lo.value > z * comb:
-        return f" (a difference of {(hi.value - lo.value) / comb:.1f} combined standard errors; {method})"
+    if best_pair is not None and best > z:
+        a, b = best_pair
+        return (
+            f" ({where_of(b)} and {where_of(a)} differ by {best:.1f} combined standard errors, beyond the "
+            f"Bonferroni bound of {z:.1f} over {pairs} pairs of hooks; {method})"
+        )
     return (
-        f" (within {z:.1f} combined standard errors, the Bonferroni bound over {n * (n - 1) // 2} pairs of hooks: "
+        f" (every pair of hooks within {z:.1f} combined standard errors, the Bonferroni bound over {pairs} pairs of hooks: "
         f"no difference between hooks is claimed; {method})"
     )
