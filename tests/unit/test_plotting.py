@@ -443,3 +443,33 @@ def test_summary_table_has_a_stderr_column():
     line = {ln.split()[0]: ln.split() for ln in table.splitlines()[2:] if ln.strip()}
     assert table.splitlines()[0].split()[-1] == "stderr"
     assert line["pga.z"][-1] == "~0.5" and line["epsilon.W_E"][-1] == "exact" and line["depth_width.ratio"][-1] == "—"
+
+
+def test_every_figure_whose_rows_carry_a_stderr_draws_it():
+    """Spectral rows carry a stderr (jackknife): the figure draws ±2 of it at every point, and
+    says so; exact rows get no bars. The ID figure's caption states the ±2 its legend draws."""
+    from matplotlib.container import ErrorbarContainer
+
+    from tl_geometry.report import GeometryReport
+
+    def rows(se):
+        return [
+            {
+                "metric": "spectral.rankme",
+                "value": 10.0 + i,
+                "hook": f"blocks.{i}.hook_resid_post",
+                "extras": {"stderr": se, "stderr_method": "jackknife"},
+            }
+            for i in range(4)
+        ]
+
+    fig = pga_figures.plot_spectral(GeometryReport.from_rows(rows(0.5), model="m", n_layers=4))
+    bars = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 1
+    segs = bars[0].lines[2][0].get_segments()
+    assert len(segs) == 4 and all(abs((s[1][1] - s[0][1]) - 2 * 2 * 0.5) < 1e-9 for s in segs)  # ±2 se
+    assert "±2 stderr" in fig._suptitle.get_text()
+    fig = pga_figures.plot_spectral(GeometryReport.from_rows(rows(0.0), model="m", n_layers=4))
+    assert not [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    spec = next(f for f in tg.get_family("intrinsic_dimension").figures if f.name == "id_profile")
+    assert "±2 standard errors" in spec.caption and "±1" not in spec.caption

@@ -322,7 +322,7 @@ register_family(
             FigureSpec(
                 "id_profile",
                 "tl_geometry.families.intrinsic_dimension.figures:plot_id_profile",
-                caption="Intrinsic dimension by layer: TwoNN (±1 standard error) and GRIDE at each scale n1.",
+                caption="Intrinsic dimension by layer: TwoNN (±2 standard errors) and GRIDE at each scale n1; right: GRIDE against its length scale (±2 standard errors).",
                 rows=("id.twonn", "id.gride"),
             ),
         ),

@@ -472,7 +472,7 @@ register_family(
             FigureSpec(
                 "spectral",
                 "tl_geometry.families.pga.figures:plot_spectral",
-                "Spectral metrics by layer",
+                "Spectral metrics by layer (±2 standard errors where a row carries one)",
                 rows=tuple(f"spectral.{n}" for n in SPECTRAL_ROWS),
             ),
         ),

@@ -115,6 +115,14 @@ _SPECTRAL_BOTH = {
 """A panel's title when it draws both definitions."""
 
 
+def _error_bars(ax, rows: list[Row], xs, ys, n: int | None, color: str) -> None:
+    """±2 standard errors at each point whose row carries a finite ``stderr`` (none drawn for exact rows)."""
+    at = {float(hook_position(r, n)): _se(r) for r in rows}
+    se = np.array([at.get(float(x), float("nan")) for x in xs])
+    if np.isfinite(se).any() and np.nanmax(se) > 0:
+        ax.errorbar(xs, ys, yerr=2 * np.nan_to_num(se), fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
+
+
 def plot_spectral(report: GeometryReport):
     """RankMe, α-ReQ, isotropy and condition number of the activations by layer (2×2); the
     RankMe panel also draws the von Neumann effective rank (``rankme_eig``, p = λ/Σλ; not RankMe)
@@ -131,9 +139,11 @@ def plot_spectral(report: GeometryReport):
         companion = _SPECTRAL_COMPANION.get(metric)
         other = rows_of(report, companion[0]) if companion else []
         ax.plot(xs, ys, marker="o", ms=3.5, color="tab:green", label=companion[1] if companion and other else None)
+        _error_bars(ax, rows_of(report, metric), xs, ys, n, "tab:green")
         if companion and other:
             ox, oy = by_layer(other, n)
             ax.plot(ox, oy, marker="s", ms=3, color="tab:olive", ls="--", label=companion[2])
+            _error_bars(ax, other, ox, oy, n, "tab:olive")
             ax.legend(fontsize=7)
             label = _SPECTRAL_BOTH.get(metric, label)
         if log:
@@ -144,6 +154,6 @@ def plot_spectral(report: GeometryReport):
         ax.grid(alpha=0.3)
     for ax in flat[len(present) :]:
         ax.axis("off")
-    fig.suptitle(figure_title(report, "Spectrum of the activation covariance by layer"))
+    fig.suptitle(figure_title(report, "Spectrum of the activation covariance by layer (error bars ±2 stderr)"))
     fig.tight_layout()
     return fig
