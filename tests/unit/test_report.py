@@ -103,3 +103,43 @@ def test_transformer_lens_version_is_the_installed_one(tiny_model):
 
     p = GeometryReport.from_rows([], model=tiny_model).provenance
     assert p["transformer_lens_version"] == version("transformer_lens")
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda d: d["rows"][0].update(layer="three"), r"row 0: row 'm.x': layer must be a whole number"),
+        (lambda d: d["rows"][0].update(layer=True), r"layer must be a whole number >= 0 or null, got True"),
+        (lambda d: d["rows"][0].update(value=True), r"value must be a number"),
+        (lambda d: d["rows"][0].update(metric=5), r"metric must be a non-empty string, got 5"),
+        (lambda d: d["rows"][0].update(hook=["a"]), r"hook must be a string or null"),
+        (lambda d: d["rows"][0].update(model=None), r"model must be a string"),
+        (lambda d: d.update(provenance=[1, 2]), r"'provenance' must be a JSON object with string keys, got list"),
+    ],
+)
+def test_a_report_file_is_validated_at_load_naming_the_row(tmp_path, capsys, edit, match):
+    """Render reads a report.json: every row's types are checked at load (the row named), never a
+    traceback in the readings (a string layer, a list provenance, an int metric used to be)."""
+    import json
+
+    from tl_geometry.cli import main
+
+    d = GeometryReport.from_rows(
+        [{"metric": "m.x", "value": 1.0, "hook": "blocks.0.hook_resid_post"}], model="tiny"
+    ).to_dict()
+    edit(d)
+    with pytest.raises(ValueError, match=match):
+        GeometryReport.from_dict(d)
+    p = tmp_path / "report.json"
+    p.write_text(json.dumps(d))
+    assert main(["render", str(p), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_nan_and_inf_values_still_load_and_render(tmp_path):
+    d = GeometryReport.from_rows(
+        [{"metric": "m.x", "value": float("nan")}, {"metric": "m.y", "value": "inf"}], model="t"
+    )
+    back = GeometryReport.from_dict(d.to_dict())
+    assert math.isnan(back.rows[0].value) and back.rows[1].value == float("inf")

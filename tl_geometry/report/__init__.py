@@ -81,6 +81,18 @@ class Row:
         missing = [k for k in ("model", "metric", "value") if k not in d]
         if missing:
             raise InputError(f"a report row lacks {missing}; a row has model, hook, layer, metric, value, extras")
+        if not isinstance(d["metric"], str) or not d["metric"]:
+            raise InputError(f"a report row's metric must be a non-empty string, got {d['metric']!r}")
+        name = d["metric"]
+        if not isinstance(d["model"], str):
+            raise InputError(f"row {name!r}: model must be a string, got {d['model']!r}")
+        if d.get("hook") is not None and not isinstance(d["hook"], str):
+            raise InputError(f"row {name!r}: hook must be a string or null, got {d['hook']!r}")
+        layer = d.get("layer")
+        if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or layer < 0):
+            raise InputError(f"row {name!r}: layer must be a whole number >= 0 or null, got {layer!r}")
+        if isinstance(d["value"], bool):
+            raise InputError(f"row {name!r}: value must be a number (or 'nan'/'inf'), got {d['value']!r}")
         try:
             value = _float(d["value"])
         except (TypeError, ValueError):
@@ -240,7 +252,18 @@ class GeometryReport:
         check_schema_version(d.get("schema_version", 1))
         if not isinstance(d["rows"], (list, tuple)):
             raise InputError(f"a GeometryReport's 'rows' must be a list of row objects, got {type(d['rows']).__name__}")
-        return cls(rows=tuple(Row.from_dict(r) for r in d["rows"]), provenance=dict(d.get("provenance") or {}))
+        provenance = d.get("provenance") or {}
+        if not isinstance(provenance, Mapping) or not all(isinstance(k, str) for k in provenance):
+            raise InputError(
+                f"a GeometryReport's 'provenance' must be a JSON object with string keys, got {type(provenance).__name__}"
+            )
+        rows = []
+        for i, r in enumerate(d["rows"]):
+            try:
+                rows.append(Row.from_dict(r))
+            except InputError as exc:
+                raise InputError(f"row {i}: {exc}") from None
+        return cls(rows=tuple(rows), provenance=dict(provenance))
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
         """Serialize to JSON; with ``path``, also write it atomically (temp file + rename)."""
