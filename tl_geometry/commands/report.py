@@ -16,7 +16,9 @@ def add_parser(subparsers) -> None:
         "--metrics",
         nargs="+",
         default=None,
-        help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)",
+        help="metric names (default: all but "
+        + (", ".join(request_mod.not_in_default_report()) or "none")
+        + ", which run only when named; see `tl-geometry metrics`)",
     )
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
     p.add_argument(
@@ -25,10 +27,8 @@ def add_parser(subparsers) -> None:
         help="replace the report in an existing output directory (only once the new one is whole)",
     )
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
-    for option, what in FLAG_WORDS.items():  # each reaches every metric being run that takes the keyword
-        p.add_argument(
-            "--" + option.replace("_", "-"), type=int, default=None, help=request_mod.flag_help(option, what)
-        )
+    for option in request_mod.FLAGS:  # each reaches every metric being run that takes the keyword
+        p.add_argument("--" + option.replace("_", "-"), type=int, default=None, help=request_mod.flag_help(option))
     p.add_argument(
         "--no-figures",
         action="store_true",
@@ -49,16 +49,6 @@ def add_parser(subparsers) -> None:
         help="refuse a model whose estimated peak memory exceeds this (default: available RAM)",
     )
     p.set_defaults(func=run)
-
-
-FLAG_WORDS = {
-    "n_null": "null subspaces",
-    "n_probes": "gradient probes",
-    "max_points": "sampled token positions",
-}
-"""The words of the help of each size flag (`tl_geometry.runs.request.FLAGS`). Which metrics a flag
-reaches and its defaults are not written here: they are read from the registered metrics'
-signatures and the families' declarations ([`tl_geometry.runs.request.flag_help`][tl_geometry.runs.request.flag_help])."""
 
 
 def _spell(name: str) -> str:

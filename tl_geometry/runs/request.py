@@ -39,9 +39,15 @@ from tl_geometry.errors import InputError
 CAPTURE_MODES = ("shared", "separate")
 """How activation metrics read the model: "shared" (default) feeds every metric registered with a plan ([`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]) from ONE forward pass over the tokens; "separate" runs each metric's own pass (the same numbers)."""
 
-FLAGS = ("n_null", "n_probes", "max_points")
-"""The keyword options ``tl-geometry report`` exposes as flags (``--n-null`` ...). Which metrics a flag
-reaches is not listed anywhere: every metric being run whose options signature takes the keyword."""
+FLAGS = {
+    "n_null": "null subspaces",
+    "n_probes": "gradient probes",
+    "max_points": "sampled token positions",
+}
+"""The keyword options ``tl-geometry report`` exposes as flags (``--n-null`` ...), with the words of
+their help. Which metrics a flag reaches, and its defaults, are not listed anywhere: every metric
+being run whose options signature takes the keyword ([`metrics_taking`][tl_geometry.runs.request.metrics_taking]), with its family's
+declared value ([`flag_defaults`][tl_geometry.runs.request.flag_defaults])."""
 
 OPTION_CHECKS: dict[str, _checks.Check] = {
     "n_null": _checks.int_at_least(2),
@@ -145,8 +151,9 @@ def flag_defaults(option: str, *, fast: bool = False) -> dict[str, Any]:
     return out
 
 
-def flag_help(option: str, what: str) -> str:
+def flag_help(option: str) -> str:
     """The help text of a report size flag, its defaults read from [`flag_defaults`][tl_geometry.runs.request.flag_defaults]."""
+    what = FLAGS.get(option, option)
 
     def show(d: Mapping[str, Any]) -> str:
         return ", ".join(f"{m} {v}" for m, v in d.items()) or "none"
