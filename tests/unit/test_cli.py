@@ -82,7 +82,7 @@ def _no_load(*args, **kwargs):
         (["--seq-len", "1"], "--seq-len must be an integer >= 2, got 1"),
         (["--seed", "-1"], "seed must be a non-negative integer"),
         (["--device", "gpu"], "not a torch device"),
-        (["--max-memory-gb", "0"], "max_memory_gb must be a positive number"),
+        (["--max-memory-gb", "0"], "--max-memory-gb must be a positive number"),
         (["--metrics", "shape", "shape"], "more than once"),
     ],
 )
@@ -167,22 +167,22 @@ def test_render_combines_different_metrics_keeping_each_provenance(tmp_path, cap
 
 
 def test_family_flags_set_only_the_metrics_being_run(tmp_path, monkeypatch, capsys):
-    """--max-points applies to pga and epsilon_activations: with only pga running it must not
-    become an option for a metric that is not run (which is refused)."""
+    """A size flag goes to every metric being run that takes the keyword, and to no other (an
+    option for a metric that is not run would be refused)."""
     from tl_geometry.runs import pipeline
 
     seen = {}
 
-    def fake_run_report(model, **kw):
-        seen.update(kw)
-        raise KeyboardInterrupt  # stop here: the arguments are what this test checks
+    def fake_run(req):
+        seen["given"] = {m: dict(o) for m, o in req.request.given.items()}
+        raise KeyboardInterrupt  # stop here: the request is what this test checks
 
-    monkeypatch.setattr(pipeline, "run_report", fake_run_report)
+    monkeypatch.setattr(pipeline, "run", fake_run)
     assert (
         main(["report", "--metrics", "pga", "--max-points", "64", "--n-null", "4", "--out", str(tmp_path / "o")]) == 130
     )
-    assert seen["options"] == {"pga": {"max_points": 64, "n_null": 4}}
+    assert seen["given"] == {"pga": {"max_points": 64, "n_null": 4}}
     assert main(["report", "--n-probes", "4", "--out", str(tmp_path / "o")]) == 130  # nfa is not run by default
-    assert seen["options"] == {"agop": {"n_probes": 4}}
+    assert seen["given"] == {"agop": {"n_probes": 4}}
     assert main(["report", "--metrics", "shape", "--n-null", "4", "--out", str(tmp_path / "o")]) == 2
     assert "--n-null applies to pga, none of which is being run" in capsys.readouterr().err

@@ -128,12 +128,11 @@ def test_cli_corpus_encoding(tmp_path, capsys, monkeypatch):
     p.write_bytes("smart “quotes” ".encode("cp1252") * 10)
     seen = {}
 
-    def fake_run_report(model, **kw):
-        seen.update(kw)
-        corpus.texts(kw["corpus"], encoding=kw["corpus_encoding"])  # what run_report does with them
+    def fake_run(req):  # the checked request (the corpus was read while it was built)
+        seen.update(corpus_encoding=req.corpus_encoding, docs=req.docs)
         raise SystemExit(0)
 
-    monkeypatch.setattr(pipeline, "run_report", fake_run_report)
+    monkeypatch.setattr(pipeline, "run", fake_run)
     assert main(["report", "--corpus", str(p), "--out", str(tmp_path / "r")]) != 0
     err = capsys.readouterr().err
     assert "cp.txt is not valid utf-8: byte offset 6" in err and "--corpus-encoding" in err

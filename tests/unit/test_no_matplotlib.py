@@ -63,8 +63,12 @@ def test_render_no_figures_draws_none(saved_report, tmp_path, capsys):
 
 def test_report_cli_without_matplotlib_keeps_the_computed_results(no_matplotlib, monkeypatch, tmp_path, capsys):
     """The run computes, then writes report.json / report.md / index.html: no crash after the work."""
-    real, model = pipeline.run_report, make_byte_model()
-    monkeypatch.setattr(pipeline, "run_report", lambda _name, **kw: real(model, **{**kw, "progress": False}))
+    import dataclasses
+
+    real, model = pipeline.run, make_byte_model()
+    monkeypatch.setattr(
+        pipeline, "run", lambda req: real(dataclasses.replace(req, model=model))
+    )  # the checked request, on a tiny model
     out = tmp_path / "r"
     assert (
         main(["report", "--metrics", "shape", "spectral", "--n-seqs", "2", "--seq-len", "16", "--out", str(out)]) == 0

@@ -273,7 +273,7 @@ def test_pga_is_registered_and_runs_through_analyze(tiny_model, tiny_tokens):
         tiny_model,
         tiny_tokens,
         metrics=["pga"],
-        options={"pga": {"k": 4, "n_null": 4, "max_points": 30}},
+        options={"pga": {"k": 4, "n_null": 4, "max_points": 30, "ccr": 1}},  # the default is the report's CCR 0/1/5
         progress=False,
     )
     assert len(r.filter("pga.z")) == tiny_model.cfg.n_layers

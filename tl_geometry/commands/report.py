@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from tl_geometry.base import _checks
-from tl_geometry.errors import InputError
 from tl_geometry.runs import cli_args
+from tl_geometry.runs import request as request_mod
 
 
 def add_parser(subparsers) -> None:
@@ -17,7 +16,9 @@ def add_parser(subparsers) -> None:
         "--metrics",
         nargs="+",
         default=None,
-        help="metric names (default: all but nfa, which runs only when named; see `tl-geometry metrics`)",
+        help="metric names (default: all but "
+        + (", ".join(request_mod.not_in_default_report()) or "none")
+        + ", which run only when named; see `tl-geometry metrics`)",
     )
     p.add_argument("--out", default=None, help="output directory (default reports/<model>)")
     p.add_argument(
@@ -26,9 +27,8 @@ def add_parser(subparsers) -> None:
         help="replace the report in an existing output directory (only once the new one is whole)",
     )
     p.add_argument("--fast", action="store_true", help="cheaper settings: fewer null subspaces, probes and points")
-    p.add_argument("--n-null", type=int, default=None, help="PGA null subspaces (report default 50; fast 20)")
-    p.add_argument("--n-probes", type=int, default=None, help="AGOP/NFA gradient probes (report default 16; fast 4)")
-    p.add_argument("--max-points", type=int, default=None, help="sampled token positions for PGA / ε at hooks")
+    for option in request_mod.FLAGS:  # each reaches every metric being run that takes the keyword
+        p.add_argument("--" + option.replace("_", "-"), type=int, default=None, help=request_mod.flag_help(option))
     p.add_argument(
         "--no-figures",
         action="store_true",
@@ -51,46 +51,21 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-FLAG_CHECKS = {
-    **cli_args.TEXT_SIZES,
-    "n_null": _checks.int_at_least(2),
-    "n_probes": _checks.int_at_least(2),
-    "max_points": _checks.int_at_least(2),
-}
-"""What each size flag accepts (the one validation layer, `tl_geometry.base._checks`); the family
-flags may be left out (their defaults are the report's), the rest is checked by the run."""
+def _spell(name: str) -> str:
+    """How the CLI spells an argument in a message: ``n_seqs`` → ``--n-seqs``."""
+    return "--" + name.replace("_", "-")
 
 
-def run(args) -> int:
+def request_from_args(args):
+    """The checked [`ReportRequest`][tl_geometry.runs.request.ReportRequest] of ``tl-geometry report``'s flags (one check of
+    each, naming the flag; before any model loads)."""
     from pathlib import Path
 
-    from tl_geometry.runs.pipeline import run_report
-
-    cli_args.check_flags(args, FLAG_CHECKS, optional=("n_null", "n_probes", "max_points"))
-    options: dict[str, dict] = {}
-    from tl_geometry.runs.pipeline import default_metrics
-
-    running = list(args.metrics) if args.metrics else default_metrics()
-    for flag, value, option, families in (
-        ("--n-null", args.n_null, "n_null", ("pga",)),
-        ("--n-probes", args.n_probes, "n_probes", ("agop", "nfa")),
-        ("--max-points", args.max_points, "max_points", ("pga", "epsilon_activations")),
-    ):
-        if value is None:
-            continue
-        used = [m for m in families if m in running]  # a flag sets only the metrics being run
-        if not used:
-            raise InputError(
-                f"{flag} applies to {' / '.join(families)}, none of which is being run (--metrics {' '.join(running)})"
-            )
-        for m in used:
-            options.setdefault(m, {})[option] = value
     from tl_geometry.models import display_name
 
     figures = _figures_or_note(args.no_figures)  # checked up front: the run's work is never lost to a missing extra
-
     out = Path(args.out) if args.out else Path("reports") / display_name(args.model).replace("/", "__")
-    report = run_report(
+    return request_mod.build_report(
         args.model,
         corpus=args.corpus,
         corpus_encoding=args.corpus_encoding,
@@ -98,18 +73,27 @@ def run(args) -> int:
         seq_len=args.seq_len,
         seed=args.seed,
         metrics=args.metrics,
-        options=options,
+        flags={option: getattr(args, option) for option in request_mod.FLAGS},
         fast=args.fast,
-        out=out,
-        force=args.force,
-        figures=figures,
+        capture=args.capture,
         device=args.device,
         max_memory_gb=args.max_memory_gb,
+        out=out,
+        force=args.force,
         force_hint="--force",
-        capture=args.capture,
+        figures=figures,
+        spell=_spell,
     )
+
+
+def run(args) -> int:
+    from tl_geometry.runs import pipeline
+
+    req = request_from_args(args)
+    report = pipeline.run(req)
+    out = req.out
     print(summary_table(report))
-    print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + (" and the figures" if figures else ""))
+    print(f"\nwrote {out}/report.json, {out}/report.md, {out}/index.html" + (" and the figures" if req.figures else ""))
     status = report.provenance.get("status")
     if status != "complete":
         print(f"status: {status}; errors: {report.provenance.get('errors')}", file=sys.stderr)

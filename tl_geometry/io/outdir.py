@@ -16,6 +16,10 @@ A report never writes its files straight over the ones a person may be reading:
    draws, moves the files into ``out`` one ``os.replace`` at a time (``report.json`` last) and
    removes the work directory. Other files in ``out`` are never touched.
 
+[`Staging`][tl_geometry.io.outdir.Staging] is the protocol as one object (prepare and lock → work directory →
+promote → release, and the clean-up of a run that did not finish): the report run
+([`tl_geometry.runs.pipeline`][tl_geometry.runs.pipeline]) and [`tl_geometry.render.html.write_outputs`][tl_geometry.render.html.write_outputs] both use it.
+
 A run that stops before the commit (interrupted, killed) leaves the previous report in ``out``
 exactly as it was; its own results stay in ``out/partial-run/``, marked. A run killed after the
 commit is finished by the next run into ``out`` ([`recover`][tl_geometry.io.outdir.recover], called by [`prepare`][tl_geometry.io.outdir.prepare] under
@@ -75,6 +79,7 @@ __all__ = [
     "write_files",
     "prepare",
     "promote",
+    "Staging",
     "atomic_write_text",
     "current_umask",
 ]
@@ -364,3 +369,79 @@ def cleanup_created(out: Path, created: bool) -> None:
             out.rmdir()
         except OSError:
             pass
+
+
+class Staging:
+    """The output-directory protocol, written once: [`prepare`][tl_geometry.io.outdir.prepare] (checks and the lock, on
+    construction: call it before any expensive work) → [`start`][tl_geometry.io.outdir.Staging.start] (a fresh work
+    directory) → [`finish`][tl_geometry.io.outdir.Staging.finish] (promote it into ``out``) → [`close`][tl_geometry.io.outdir.Staging.close] (release).
+
+    Use it as ``with Staging(out, ...) as run:``; leaving the block without `finish` (an error)
+    cleans up: the work directory is removed (kept when ``keep_unfinished`` and it holds files:
+    a report run's partial results, marked) and ``out`` too when this run created it and it is
+    empty. [`interrupted`][tl_geometry.io.outdir.Staging.interrupted] ends an interrupted run instead.
+
+    Args:
+        out_dir: the output directory.
+        force, force_hint: see [`prepare`][tl_geometry.io.outdir.prepare].
+        owned_figures: the figure files this package writes (see [`promote`][tl_geometry.io.outdir.promote]).
+        keep_unfinished: keep a non-empty work directory of an unfinished run.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        *,
+        force: bool = False,
+        force_hint: str = "force=True",
+        owned_figures: Iterable[str] = (),
+        keep_unfinished: bool = False,
+    ):
+        self.out, self.created, self.lock = prepare(out_dir, force=force, force_hint=force_hint)
+        self.owned = tuple(owned_figures)
+        self.keep_unfinished = keep_unfinished
+        self.work: Path | None = None
+        self.done = False
+
+    def start(self) -> Path:
+        """A fresh, empty work directory (``out/partial-run/``) to write into; returns it."""
+        self.work = self.out / WORK_DIR
+        self.work = new_work_dir(self.out)
+        return self.work
+
+    def finish(self) -> list[str]:
+        """Install the work directory's files into ``out`` as a whole ([`promote`][tl_geometry.io.outdir.promote])."""
+        if self.work is None:
+            raise RuntimeError("Staging.finish() before start()")
+        moved = promote(self.work, self.out, owned_figures=self.owned)
+        self.done = True
+        return moved
+
+    def interrupted(self) -> bool:
+        """End an interrupted run whose partial files (marked) are in the work directory: into
+        ``out`` when it held no report (returns True), else kept in the work directory and the
+        previous report left as it was (returns False)."""
+        self.done = True  # what was computed is on disk: nothing is removed
+        if self.work is None or (self.out / "report.json").exists():
+            return False
+        promote(self.work, self.out, owned_figures=self.owned)
+        return True
+
+    def close(self) -> None:
+        """Release the lock, after cleaning up a run that did not finish."""
+        try:
+            if not self.done and self.work is not None:
+                if not self.keep_unfinished:
+                    shutil.rmtree(self.work, ignore_errors=True)
+                elif self.work.is_dir() and not any(self.work.iterdir()):
+                    self.work.rmdir()
+        finally:
+            self.lock.release()
+            if not self.done and (self.work is None or not self.work.exists()):
+                cleanup_created(self.out, self.created)
+
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

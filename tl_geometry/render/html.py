@@ -349,7 +349,8 @@ def write_outputs(
     """Write ``report.json``, ``report.md``, one PNG per figure and ``index.html`` into ``out_dir``.
 
     The files are drawn in ``out_dir/partial-run/`` and installed only when all are written, as
-    a whole ([`tl_geometry.io.outdir.promote`][tl_geometry.io.outdir.promote]: a committed plan, then the moves, ``report.json``
+    a whole ([`tl_geometry.io.outdir.Staging`][tl_geometry.io.outdir.Staging], the protocol the report run uses too;
+    [`tl_geometry.io.outdir.promote`][tl_geometry.io.outdir.promote]: a committed plan, then the moves, ``report.json``
     last), under the directory's lock ([`tl_geometry.io.outdir`][tl_geometry.io.outdir]): a failure, an interrupt or a
     kill before the commit leaves the previous report as it was; a kill after it is finished by
     the next run into ``out_dir``. Old and new figures never mix.
@@ -374,20 +375,7 @@ def write_outputs(
     """
     from tl_geometry.io import outdir
 
-    out, created, lock = outdir.prepare(out_dir, force=force, force_hint=force_hint)
-    done = False
-    work = out / outdir.WORK_DIR
-    try:
-        work = outdir.new_work_dir(out)
-        render_into(report, work, figures=figures, dpi=dpi)
-        outdir.promote(work, out, owned_figures=figure_files())
-        done = True
-    finally:
-        if not done:  # the report is still in memory (or in its JSON file): drop the half-drawn copy
-            import shutil
-
-            shutil.rmtree(work, ignore_errors=True)
-        lock.release()
-        if not done:
-            outdir.cleanup_created(out, created)
-    return out / "index.html"
+    with outdir.Staging(out_dir, force=force, force_hint=force_hint, owned_figures=figure_files()) as run:
+        render_into(report, run.start(), figures=figures, dpi=dpi)
+        run.finish()
+    return run.out / "index.html"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import logging
 import time
 import warnings
@@ -12,14 +10,18 @@ from typing import Any
 
 from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
-from tl_geometry.registry import get_metric, list_metrics
 from tl_geometry.report import GeometryReport, provenance_of
+from tl_geometry.runs import request as request_mod
+from tl_geometry.runs.request import (  # noqa: F401 - public here since 0.1 (the checks live in runs.request)
+    CAPTURE_MODES,
+    OPTION_CHECKS,
+    Request,
+    accepts_option,
+    check_options,
+    takes_option,
+)
 
 logger = logging.getLogger(__name__)
-
-
-CAPTURE_MODES = ("shared", "separate")
-"""How activation metrics read the model: "shared" (default) feeds every metric registered with a plan ([`tl_geometry.registry.MetricPlan`][tl_geometry.registry.MetricPlan]) from ONE forward pass over the tokens; "separate" runs each metric's own pass (what the report did before; same numbers)."""
 
 
 def analyze(
@@ -33,6 +35,7 @@ def analyze(
     capture: str = "shared",
     cache: Any = None,
     activations: Mapping[str, Any] | None = None,
+    fast: bool = False,
     **provenance: Any,
 ) -> GeometryReport:
     """Run metrics on ``model`` (and ``tokens``) and return one merged [`GeometryReport`][tl_geometry.report.GeometryReport].
@@ -49,7 +52,15 @@ def analyze(
         metrics: registry names, or one name as a string (default: every registered metric);
             a name given twice is refused.
         hooks: hook names passed to every activation/gradient metric (default: each metric's own).
-        options: per-metric keyword options, e.g. ``{"pga": {"n_null": 20}}``.
+        options: per-metric keyword options, e.g. ``{"pga": {"n_null": 20}}``, over the defaults.
+            The defaults are those of ``tl-geometry report``, from one source: each family's
+            declaration (``FamilySpec.report_options``, see
+            [`tl_geometry.runs.request.report_options`][tl_geometry.runs.request.report_options]), so the same request gives the same rows
+            here and in a report (e.g. ``pga``: CCR 0/1/5, 30 null subspaces, 1024 points;
+            ``agop``: 16 probes; ``nfa``: 8; ``intrinsic_dimension``: 1024 points). Changed (see
+            CHANGELOG.md, Unreleased): the defaults here used to be the functions' own (PGA: CCR 1
+            only, 100 nulls, 2048 points; AGOP / NFA 64 probes); pass those in ``options`` to get them.
+        fast: the defaults of ``report --fast`` (``FamilySpec.fast_options``) instead.
         progress: show a progress bar over metrics (``tqdm.auto``: a widget in Jupyter, text in a
             terminal) naming the metric being computed, and each metric's own bar (over batches,
             hooks or probes) when it takes a ``progress`` option.
@@ -70,15 +81,16 @@ def analyze(
             ``provenance["capture"]["skipped"]``. Weight metrics run as usual.
         **provenance: extra provenance fields (corpus name, seed, ...).
 
+    Every input is checked once, before any work, into a
+    [`tl_geometry.runs.request.Request`][tl_geometry.runs.request.Request] that the run reads.
+
     Raises:
         KeyError: an unknown metric name (lists the valid ones).
-        ValueError: tokens missing for a metric that needs them; an unknown ``capture``; a
-            gradient metric asked for with ``cache``/``activations``; a hook missing from them.
+        ValueError: tokens missing for a metric that needs them; an unknown ``capture``; an
+            option a metric does not take or a value it does not accept; a gradient metric
+            asked for with ``cache``/``activations``; a hook missing from them.
         Whatever a metric raises (the first one).
     """
-    names = _checks.names(metrics, "metrics") if metrics is not None else list_metrics()
-    progress = _checks.flag(progress, "progress")
-    info: dict[str, Any] = {}
     source = None
     if cache is not None or activations is not None:
         if cache is not None and activations is not None:
@@ -88,22 +100,28 @@ def analyze(
             if not isinstance(activations, Mapping) or not activations:
                 raise InputError("activations must be a non-empty mapping hook name -> tensor (batch, pos, d)")
             hooks = [str(h) for h in activations]
-        names, skipped = replayable(names, explicit=metrics is not None)
-        if skipped:
-            info["skipped"] = skipped
-            logger.warning("not computed from cached activations: %s", skipped)
+        if capture != "shared":
+            raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
+        if tokens is None:
+            raise InputError("cached activations need the tokens they were computed from: pass tokens=")
+    req = request_mod.build(
+        metrics,
+        options,
+        hooks=hooks,
+        capture=capture,
+        progress=progress,
+        fast=fast,
+        has_tokens=tokens is not None,
+        cached=source is not None,
+    )
+    info: dict[str, Any] = {}
+    if req.skipped:
+        info["skipped"] = dict(req.skipped)
+        logger.warning("not computed from cached activations: %s", info["skipped"])
     reports = []
     timings: dict[str, float] = {}
     for name, result, seconds in iter_metrics(
-        model,
-        tokens,
-        names,
-        options,
-        hooks=hooks,
-        progress=progress,
-        capture=capture,
-        capture_info=info,
-        activations=source,
+        model, tokens, req, progress=req.progress, capture_info=info, activations=source
     ):
         if isinstance(result, BaseException):
             raise result
@@ -112,33 +130,7 @@ def analyze(
     if "_seconds" in info:  # the shared pass's time is a timing like the metrics' (not provenance proper)
         timings["capture"] = info.pop("_seconds")
     extra = {"capture": info} if info else {}
-    return merged(model, tokens, reports, names, timings, **extra, **provenance)
-
-
-def replayable(names: Sequence[str], *, explicit: bool) -> tuple[list[str], dict[str, str]]:
-    """Split ``names`` into the metrics that can be computed from cached activations (weight
-    metrics, and activation metrics registered with a plan) and the others, with the reason.
-
-    Raises:
-        InputError: ``explicit`` (the user named the metrics) and some cannot be computed from a
-            cache; the message names them and why.
-    """
-    keep, skipped = [], {}
-    for n in names:
-        spec = get_metric(n)
-        if spec.needs == "weights" or (spec.needs == "activations" and spec.plan is not None):
-            keep.append(n)
-        elif spec.needs == "gradients":
-            skipped[n] = "needs gradients (a backward pass through the model); a cache holds none"
-        else:
-            skipped[n] = "registered without a plan= (it runs its own forward pass)"
-    if skipped and explicit:
-        raise InputError(
-            f"metrics {sorted(skipped)} cannot be computed from cached activations ("
-            + "; ".join(f"{k}: {v}" for k, v in skipped.items())
-            + "); drop them from metrics=, or run them on the model without cache=/activations="
-        )
-    return keep, skipped
+    return merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)
 
 
 def merged(
@@ -176,29 +168,10 @@ class _Guarded:
             self.box["error"] = exc
 
 
-def check_request(
-    names: Any, options: Any, tokens: Any, capture: Any, hooks: Any
-) -> tuple[list[str], list[Any], dict[str, dict[str, Any]], list[str] | None]:
-    """Every check of an [`analyze`][tl_geometry.runs.analysis.analyze] request that needs no model: the capture mode, the metric
-    names (one string is one name; a name given twice is refused; unknown names list the valid
-    ones), the hooks, the options and whether tokens are needed. Returns (names, specs, options, hooks)."""
-    _checks.choice(capture, "capture", CAPTURE_MODES)
-    names = _checks.names(names, "metrics")
-    if hooks is not None:
-        hooks = _checks.names(hooks, "hooks")
-    specs = [get_metric(n) for n in names]
-    options = check_options(names, options)
-    if tokens is None:
-        need = [s.name for s in specs if s.needs != "weights"]
-        if need:
-            raise InputError(f"metrics {need} need tokens; pass tokens=tg.corpus.tokens(model, ...)")
-    return names, specs, options, hooks
-
-
 def iter_metrics(
     model: Any,
     tokens: Any,
-    names: Sequence[str],
+    request: Request | Sequence[str],
     options: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     hooks: Sequence[str] | None = None,
@@ -207,7 +180,12 @@ def iter_metrics(
     capture_info: dict[str, Any] | None = None,
     activations: Any = None,
 ) -> Iterator[tuple[str, GeometryReport | BaseException, float]]:
-    """Compute metrics ``names`` one by one: yields ``(name, report or the exception it raised, seconds)``.
+    """Compute the metrics of ``request`` one by one: yields ``(name, report or the exception it raised, seconds)``.
+
+    ``request`` is a checked [`tl_geometry.runs.request.Request`][tl_geometry.runs.request.Request] (read as it is: its
+    metrics, options, hooks and capture mode), or metric names, then built here from ``names``,
+    ``options``, ``hooks``, ``capture`` and ``progress`` (the same defaults as `analyze`).
+    ``progress`` is the bars drawn here (over metrics, and the shared pass).
 
     With ``capture="shared"`` the planned activation metrics are captured first, together, in one
     forward pass per batch size (``capture_info`` receives what was shared and how long it took);
@@ -216,28 +194,27 @@ def iter_metrics(
     ``capture_info["_seconds"]``.
     With ``activations`` (an ``ActivationCache`` or a mapping hook → tensor) the shared pass is
     replayed from them ([`tl_geometry.capture.replay_shared`][tl_geometry.capture.activations.replay_shared]) instead of running the model;
-    only weight metrics and planned activation metrics are accepted (see `replayable`).
-    Every name, option and the tokens are checked before any work.
+    the request must have been built with ``cached=True`` (only weight metrics and planned
+    activation metrics).
     """
     from tqdm.auto import tqdm
 
-    if activations is not None:
-        if capture != "shared":
-            raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
-        if tokens is None:
-            raise InputError("cached activations need the tokens they were computed from: pass tokens=")
-    names, specs, options, hooks = check_request(names, options, tokens, capture, hooks)
-    if activations is not None:
-        replayable(names, explicit=True)
-    kwargs: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        kw = dict(options.get(spec.name, {}))
-        if hooks is not None and spec.needs != "weights":
-            kw["hooks"] = hooks
-        if "progress" not in kw and takes_option(spec.name, "progress"):
-            kw["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
-        kwargs[spec.name] = kw
-    _cap_k(model, kwargs)
+    if not isinstance(request, Request):
+        request = request_mod.build(
+            request,
+            options,
+            hooks=hooks,
+            capture=capture,
+            progress=progress,
+            has_tokens=tokens is not None,
+            cached=activations is not None,
+        )
+    if activations is not None and request.capture != "shared":
+        raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
+    capture = request.capture
+    specs = [request.specs[n] for n in request.metrics]
+    kwargs = request.kwargs()
+    _cap_k(model, kwargs, request.params)
 
     plans: dict[str, Any] = {}
     failed: dict[str, BaseException] = {}
@@ -317,35 +294,7 @@ def iter_metrics(
         yield spec.name, result, seconds
 
 
-# ---------------------------------------------------------------- option validation
-def _option_params(name: str) -> dict[str, inspect.Parameter] | None:
-    """The keyword options metric ``name`` accepts (None: it takes any ``**options``)."""
-    spec = get_metric(name)
-    target = spec.options_of or spec.fn  # a metric forwarding **options declares where they go
-    try:
-        params = dict(inspect.signature(target).parameters)
-    except (TypeError, ValueError):  # no signature to read: cannot tell, let the metric decide
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return None
-    skip = {"model", "tokens", "hooks"}
-    return {
-        k: p
-        for i, (k, p) in enumerate(params.items())
-        if k not in skip
-        and i >= 2
-        and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    }
-
-
-def accepts_option(metric: str, option: str) -> bool:
-    """Whether registered metric ``metric`` may be given keyword option ``option`` (True for a
-    metric taking any ``**options``)."""
-    params = _option_params(metric)
-    return params is None or option in params
-
-
-def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
+def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]], params: Mapping[str, Any]) -> None:
     """Cap a default subspace dimension ``k`` that a small model cannot hold (in place, with a warning).
 
     Our choice: a metric whose ``k`` option was not given and whose default (pga: 100) is not
@@ -357,10 +306,10 @@ def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
     if d is None or not _checks.is_int(d):
         return
     for name, kw in kwargs.items():
-        params = _option_params(name)
-        if "k" in kw or not params or "k" not in params:
+        p = params.get(name)
+        if "k" in kw or not p or "k" not in p:
             continue
-        default = params["k"].default
+        default = p["k"].default
         if not _checks.is_int(default) or default < d:
             continue
         cap = max(1, int(d) // 2)
@@ -371,76 +320,3 @@ def _cap_k(model: Any, kwargs: dict[str, dict[str, Any]]) -> None:
             stacklevel=3,
         )
         kw["k"] = cap
-
-
-def takes_option(metric: str, option: str) -> bool:
-    """Whether registered metric ``metric`` names keyword option ``option`` (for the built-ins
-    that forward ``**options``, in the function they forward to; a plugin's ``**options`` does
-    not count: it must not be handed an option it never asked for)."""
-    params = _option_params(metric)
-    return params is not None and option in params
-
-
-OPTION_CHECKS: dict[str, _checks.Check] = {
-    "n_null": _checks.int_at_least(2),
-    "n_probes": _checks.int_at_least(2),
-    "max_points": _checks.int_at_least(2, none_ok=True),
-    "k": _checks.int_at_least(1),
-    "seed": _checks.SEED,
-    "batch_size": _checks.int_at_least(1),
-    "n_groups": _checks.int_at_least(2, none_ok=True),
-    "projection_dim": _checks.int_at_least(2),
-    "max_pairs": _checks.int_at_least(1, none_ok=True),
-    "refit_nulls": _checks.int_at_least(0),
-    "ccr": _checks.nonneg_int_list(),
-    "memory_mb": _checks.positive_real(),
-    "progress": _checks.boolean,
-    "exact": _checks.boolean,
-}
-"""Checks of option values shared by the built-in metrics (`tl_geometry.base._checks`, the one validation layer), applied wherever a metric takes the option (the metrics check them again; these only move the error before any model work)."""
-
-
-def check_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """Validate per-metric ``options`` for metrics ``names`` without touching a model.
-
-    Refuses: options for a metric not being run; options that are not a mapping; an option the
-    metric does not take (with the accepted ones and a close match); a value outside what
-    `OPTION_CHECKS` accepts (e.g. ``n_null`` < 2, ``max_points`` < 2, ``n_probes`` < 2).
-
-    Returns:
-        A fresh ``{metric: {option: value}}`` dict.
-
-    Raises:
-        ValueError: naming the metric, the option, the value and what is accepted.
-    """
-    if options is not None and not isinstance(options, Mapping):
-        raise _checks.ArgumentError(
-            f"options must map metric names to option mappings, e.g. {{'pga': {{'n_null': 20}}}}; "
-            f"got {_checks.describe(options)}"
-        )
-    options = dict(options or {})
-    unknown_metrics = set(options) - set(names)
-    if unknown_metrics:
-        raise InputError(f"options given for metrics not being run: {sorted(unknown_metrics)}; running {list(names)}")
-    out: dict[str, dict[str, Any]] = {}
-    for metric, opts in options.items():
-        if not isinstance(opts, Mapping):
-            raise InputError(
-                f"options for metric {metric!r} must be a mapping of option names to values, got {type(opts).__name__}"
-            )
-        params = _option_params(metric)
-        for key, value in opts.items():
-            if params is not None and key not in params:
-                close = difflib.get_close_matches(str(key), list(params), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise InputError(
-                    f"metric {metric!r} has no option {key!r}{hint}; it accepts: {', '.join(sorted(params)) or 'none'}"
-                )
-            check = OPTION_CHECKS.get(key)
-            problem = check.problem(value) if check else None
-            if problem:
-                raise _checks.ArgumentError(
-                    f"option {key}={value!r} for metric {metric!r} is not valid: expected {problem}"
-                )
-        out[metric] = dict(opts)
-    return out

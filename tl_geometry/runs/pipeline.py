@@ -1,8 +1,11 @@
 """The main job: ``tl-geometry report`` as a Python function.
 
-model → corpus tokens → every metric (one at a time, the report saved after each so an
-interrupted run keeps its partial results, marked) → ``report.json`` + ``report.md`` (+ figures
-and ``index.html`` when [`tl_geometry.render.html`][tl_geometry.render.html] is available) in ``out``.
+One request, four jobs: **check** ([`tl_geometry.runs.request.build_report`][tl_geometry.runs.request.build_report]: every option
+once, into a frozen [`ReportRequest`][tl_geometry.runs.request.ReportRequest]; then the model's estimated memory and the output
+directory, before any load) → **load** (the model and the corpus tokens) → **measure** (every metric,
+one at a time, the report saved after each so an interrupted run keeps its partial results,
+marked) → **write** (``report.json`` + ``report.md`` + figures + ``index.html`` in ``out``,
+through the one output-directory protocol, [`tl_geometry.io.outdir.Staging`][tl_geometry.io.outdir.Staging]).
 """
 
 from __future__ import annotations
@@ -16,31 +19,15 @@ from typing import Any
 
 from tl_geometry.errors import InputError
 from tl_geometry.report import GeometryReport
+from tl_geometry.runs.request import (  # noqa: F401 - public here since 0.1 (they live in runs.request)
+    ReportRequest,
+    build_report,
+    default_metrics,
+    not_in_default_report,
+    report_options,
+)
 
 logger = logging.getLogger(__name__)
-
-
-def report_options(*, fast: bool = False) -> dict[str, dict[str, Any]]:
-    """Options per metric for the report (``fast``: ``report --fast``), as each family declares them
-    (``FamilySpec.report_options`` / ``fast_options``). Our choices, sized so that the SmolLM2-135M report
-    stays within minutes on a 2-core CPU (benchmarks/bench_report.py). The functions' own defaults stay
-    the papers' (e.g. ``tg.pga``: 2048 points, 100 nulls): PGA cost grows with points² × nulls × CCR
-    levels × layers, so the report halves points and nulls."""
-    from tl_geometry import registry
-
-    out: dict[str, dict[str, Any]] = {}
-    for fam in registry.families():
-        for metric, opts in (fam.fast_options if fast else fam.report_options).items():
-            out[metric] = dict(opts)
-    return out
-
-
-def not_in_default_report() -> dict[str, str]:
-    """``{metric: why}``: registered metrics the report runs only when named in ``metrics=`` /
-    ``--metrics``, as each family declares them (``FamilySpec.not_in_default_report``; our choice)."""
-    from tl_geometry import registry
-
-    return {m: why for fam in registry.families() for m, why in fam.not_in_default_report.items()}
 
 
 def __getattr__(name: str) -> Any:
@@ -52,14 +39,6 @@ def __getattr__(name: str) -> Any:
     if name == "NOT_IN_DEFAULT_REPORT":
         return not_in_default_report()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def default_metrics() -> list[str]:
-    """The metrics a report runs by default: every registered one except those of [`not_in_default_report`][tl_geometry.runs.pipeline.not_in_default_report]."""
-    from tl_geometry.registry import list_metrics
-
-    left_out = not_in_default_report()
-    return [n for n in list_metrics() if n not in left_out]
 
 
 def available_memory_bytes() -> int | None:
@@ -142,56 +121,24 @@ def check_inputs(
     max_memory_gb: float | None,
     corpus_encoding: str = "utf-8",
 ) -> list[str]:
-    """Every check of [`run_report`][tl_geometry.runs.pipeline.run_report]'s inputs that needs no model (cheap; before any load).
-
-    Returns the corpus texts (read once here, so an iterator is not consumed twice).
+    """Every check of a report's inputs that needs no model (what [`build_report`][tl_geometry.runs.request.build_report] checks);
+    returns the corpus texts. For callers that do not keep the request (``tg.study``).
 
     Raises:
         ValueError / TypeError / KeyError: naming the input and what is accepted.
     """
-    from tl_geometry.base import _checks
-    from tl_geometry.io import corpus as corpus_mod
-    from tl_geometry.registry import get_metric
-    from tl_geometry.runs.analysis import check_options
-
-    _checks.integer(n_seqs, "n_seqs", lo=1)
-    _checks.integer(seq_len, "seq_len", lo=2)
-    _checks.seed(seed)
-    if not names:
-        raise InputError("no metrics chosen; pass metrics=None for all, or names from `tl-geometry metrics`")
-    for n in names:
-        get_metric(n)  # unknown names fail before any work, listing valid ones
-    dupes = sorted({n for n in names if list(names).count(n) > 1})
-    if dupes:
-        raise InputError(f"metrics named more than once: {dupes}")
-    check_options(names, options)
-    _checks.real(max_memory_gb, "max_memory_gb", lo=0.0, lo_open=True, none_ok=True, why="GiB")
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InputError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'mps'): {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {device!r}: CUDA is not available on this machine; use device='cpu'")
-    if isinstance(corpus, (str, os.PathLike)) and str(corpus) not in corpus_mod.SOURCES and not Path(corpus).is_file():
-        path = Path(corpus)
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise InputError(
-            f"corpus {str(corpus)!r}: no such source, and as a file path it {what}; accepted: "
-            f"{', '.join(corpus_mod.SOURCES)} or a path to a text file (UTF-8 unless corpus_encoding / --corpus-encoding says otherwise)"
-        )
-    docs = corpus_mod.texts(corpus, encoding=corpus_encoding)  # a file's encoding errors, too
-    if not any(t.strip() for t in docs):
-        raise InputError(f"corpus {corpus if isinstance(corpus, (str, os.PathLike)) else 'given'} holds no text")
-    return docs
-
-
-def _write_progress(report: GeometryReport, folder: Path) -> None:
-    """report.json, report.md and index.html (no figures), all marked with the run's status."""
-    from tl_geometry.render.html import render_into
-
-    render_into(report, folder, figures=False)
+    req = build_report(
+        corpus=corpus,
+        corpus_encoding=corpus_encoding,
+        n_seqs=n_seqs,
+        seq_len=seq_len,
+        seed=seed,
+        metrics=list(names),
+        options=options,
+        device=device,
+        max_memory_gb=max_memory_gb,
+    )
+    return list(req.docs)
 
 
 def run_report(
@@ -216,17 +163,20 @@ def run_report(
 ) -> GeometryReport:
     """Compute every (or the chosen) registered metric on a model and real text.
 
-    Every input is checked before the model is loaded ([`check_inputs`][tl_geometry.runs.pipeline.check_inputs], and ``out``:
-    not a file, writable, not in use by another run, empty unless ``force``).
+    Every input is checked once, before the model is loaded, into a
+    [`ReportRequest`][tl_geometry.runs.request.ReportRequest] ([`build_report`][tl_geometry.runs.request.build_report]); then the model's estimated
+    memory and ``out`` (not a file, writable, not in use by another run, empty unless
+    ``force``); [`run`][tl_geometry.runs.pipeline.run] does the rest.
 
     Args:
         model: a name (``"smollm2-135m"`` offline, or any TL name with the hub) or a model.
         corpus, n_seqs, seq_len, seed: the text batch (see [`tl_geometry.io.corpus.tokens`][tl_geometry.io.corpus.tokens]).
         corpus_encoding: the encoding of a text-file corpus (default UTF-8, decoded strictly).
-        metrics: registry names (default: [`default_metrics`][tl_geometry.runs.pipeline.default_metrics], every registered metric but
-            those in [`not_in_default_report`][tl_geometry.runs.pipeline.not_in_default_report], recorded in ``provenance["left_out"]``).
-        options: per-metric options overriding the report defaults.
-        fast: cheaper defaults (fewer null subspaces / probes / points).
+        metrics: registry names (default: [`default_metrics`][tl_geometry.runs.request.default_metrics], every registered metric but
+            those in [`not_in_default_report`][tl_geometry.runs.request.not_in_default_report], recorded in ``provenance["left_out"]``).
+        options: per-metric options over the defaults, which are `tg.analyze`'s too (one source:
+            the families' ``report_options``, [`report_options`][tl_geometry.runs.request.report_options]).
+        fast: cheaper defaults (the families' ``fast_options``: fewer null subspaces / probes / points).
         out: directory for report.json / report.md / figures / index.html (None: don't write).
         force: replace the report files of an existing ``out`` (only once the new report is
             whole; other files are kept).
@@ -249,130 +199,164 @@ def run_report(
     report, else they stay in ``out/partial-run/`` and the previous report is kept as it was.
     A killed run leaves the previous report as it was and its own in ``out/partial-run/``.
     """
-    from tqdm.auto import tqdm
-
-    from tl_geometry.io import corpus as corpus_mod
-    from tl_geometry.io import outdir
-    from tl_geometry.models import load
-    from tl_geometry.render.html import figure_files, render_into
-    from tl_geometry.runs.analysis import CAPTURE_MODES, check_options, iter_metrics, merged, takes_option
-
-    names = list(metrics) if metrics is not None else default_metrics()
-    if capture not in CAPTURE_MODES:
-        raise InputError(f"capture must be one of {CAPTURE_MODES}, got {capture!r}")
-    docs = check_inputs(
+    req = build_report(
+        model,
         corpus=corpus,
+        corpus_encoding=corpus_encoding,
         n_seqs=n_seqs,
         seq_len=seq_len,
         seed=seed,
-        names=names,
-        options=options or {},
+        metrics=metrics,
+        options=options,
+        fast=fast,
+        progress=progress,
+        capture=capture,
         device=device,
         max_memory_gb=max_memory_gb,
-        corpus_encoding=corpus_encoding,
+        out=out,
+        force=force,
+        force_hint=force_hint,
+        figures=figures,
     )
-    base = report_options(fast=fast)
-    run_options: dict[str, dict[str, Any]] = {}
-    for name in names:
-        opts = dict(base.get(name, {}))
-        opts.update((options or {}).get(name, {}))
-        if takes_option(name, "progress"):  # analyze(progress=False) below would silence them
-            opts.setdefault("progress", progress)
-        if opts:
-            run_options[name] = opts
-    check_options(names, run_options)  # the report defaults merged with the user's
-    if isinstance(model, (str, os.PathLike)):
-        check_model_memory(model, max_memory_gb)
-    out_dir: Path | None = None
-    work: Path | None = None
-    lock = None
-    created = False
-    if out is not None:
-        out_dir, created, lock = outdir.prepare(out, force=force, force_hint=force_hint)
-    finished = False
-    try:
-        if out_dir is not None:
-            work = outdir.new_work_dir(out_dir)
-        t0 = time.perf_counter()
-        model = load(model, device=device)
-        load_s = time.perf_counter() - t0
-        tokens = corpus_mod.tokens(model, docs, n_seqs=n_seqs, seq_len=seq_len, seed=seed)
-        prov = {
-            "corpus": corpus
-            if isinstance(corpus, str)
-            else str(corpus)
-            if isinstance(corpus, os.PathLike)
-            else "custom",
-            "corpus_encoding": corpus_encoding,
-            "n_seqs": n_seqs,
-            "seq_len": seq_len,
-            "seed": seed,
-            "fast": fast,
+    return run(req)
+
+
+def run(req: ReportRequest) -> GeometryReport:
+    """Run a checked report request: the checks that need the file system or the model's files
+    (its memory estimate, the output directory and its lock) → load → measure → write."""
+    if isinstance(req.model, (str, os.PathLike)):
+        check_model_memory(req.model, req.max_memory_gb)
+    if req.out is None:
+        return _load_measure_write(req, None)
+    from tl_geometry.io import outdir
+    from tl_geometry.render.html import figure_files
+
+    staging = outdir.Staging(
+        req.out, force=req.force, force_hint=req.force_hint, owned_figures=figure_files(), keep_unfinished=True
+    )
+    with staging:
+        return _load_measure_write(req, staging)
+
+
+def _load(req: ReportRequest) -> tuple[Any, Any, float]:
+    """The model (on the request's device), the corpus tokens, and the seconds the model took to load."""
+    from tl_geometry.io import corpus as corpus_mod
+    from tl_geometry.models import load
+
+    t0 = time.perf_counter()
+    model = load(req.model, device=req.device)
+    load_s = time.perf_counter() - t0
+    tokens = corpus_mod.tokens(model, list(req.docs), n_seqs=req.n_seqs, seq_len=req.seq_len, seed=req.seed)
+    return model, tokens, load_s
+
+
+class _Results:
+    """What the run has measured so far, and the report it makes at any moment (``current``)."""
+
+    def __init__(self, req: ReportRequest, model: Any, tokens: Any, load_s: float):
+        self.names = req.metrics
+        self.model, self.tokens = model, tokens
+        self.parts: list[GeometryReport] = []
+        self.errors: dict[str, str] = {}
+        self.capture: dict[str, Any] = {}
+        self.prov: dict[str, Any] = {
+            "corpus": req.corpus_label,
+            "corpus_encoding": req.corpus_encoding,
+            "n_seqs": req.n_seqs,
+            "seq_len": req.seq_len,
+            "seed": req.seed,
+            "fast": req.request.fast,
             "load_s": round(load_s, 2),
-            "left_out": {n: why for n, why in not_in_default_report().items() if n not in names},
+            "left_out": req.left_out(),
         }
-        parts: list[GeometryReport] = []
-        errors: dict[str, str] = {}
 
-        def current(status: str) -> GeometryReport:
-            done = {n for p in parts for n in p.provenance.get("metrics", [])} | set(errors)
-            extra = {"missing_metrics": [n for n in names if n not in done]} if status != "complete" else {}
-            return GeometryReport.merge(*parts, **prov, status=status, errors=errors, metrics=names, **extra)
+    def add(self, name: str, result: GeometryReport | BaseException, seconds: float) -> None:
+        from tl_geometry.runs.analysis import merged
 
-        try:
-            if work is not None:
-                _write_progress(current("running"), work)
-            bar = tqdm(total=len(names), desc="report", disable=not progress)
-            info: dict[str, Any] = {}
-            # one shared forward pass feeds every planned activation metric (capture="shared"),
-            # then the metrics finish one by one, the report saved after each
-            for name, result, seconds in iter_metrics(
-                model, tokens, names, run_options, progress=False, capture=capture, capture_info=info
-            ):
-                if info:
-                    prov["capture"] = {k: v for k, v in info.items() if k != "_seconds"}
-                bar.set_description(f"report: {name}")
-                if isinstance(result, BaseException):  # keep going: one failing metric must not lose the others
-                    logger.error("metric %s failed", name, exc_info=result)
-                    errors[name] = f"{type(result).__name__}: {result}"
-                else:
-                    parts.append(merged(model, tokens, [result], [name], {name: seconds}))
-                bar.update(1)
-                if work is not None:
-                    _write_progress(current("running"), work)
-            bar.close()
-        except KeyboardInterrupt:
-            if work is not None and out_dir is not None:  # work lies in out_dir
-                _write_progress(current("interrupted"), work)
-                if (out_dir / "report.json").exists():
-                    logger.warning(
-                        "interrupted: the previous report in %s is kept unchanged; this run's partial "
-                        "results are in %s (marked 'interrupted')",
-                        out_dir,
-                        work,
-                    )
-                else:
-                    outdir.promote(work, out_dir, owned_figures=figure_files())
-                    logger.warning("interrupted: the partial results are in %s (marked 'interrupted')", out_dir)
-            finished = True  # what was computed is on disk; do not remove the directory
-            raise
+        if self.capture:
+            self.prov["capture"] = {k: v for k, v in self.capture.items() if k != "_seconds"}
+        if isinstance(result, BaseException):  # keep going: one failing metric must not lose the others
+            logger.error("metric %s failed", name, exc_info=result)
+            self.errors[name] = f"{type(result).__name__}: {result}"
+        else:
+            self.parts.append(merged(self.model, self.tokens, [result], [name], {name: seconds}))
+
+    def current(self, status: str) -> GeometryReport:
+        done = {n for p in self.parts for n in p.provenance.get("metrics", [])} | set(self.errors)
+        extra = {"missing_metrics": [n for n in self.names if n not in done]} if status != "complete" else {}
+        return GeometryReport.merge(
+            *self.parts, **self.prov, status=status, errors=self.errors, metrics=self.names, **extra
+        )
+
+    def final(self, t0: float) -> GeometryReport:
         timings = {}
-        for p in parts:
+        for p in self.parts:
             timings.update(p.provenance.get("timings_s", {}))
-        if "_seconds" in info:
-            timings["capture"] = info["_seconds"]
-        prov["timings_s"] = timings
-        prov["total_s"] = round(time.perf_counter() - t0, 2)
-        report = current("partial" if errors else "complete")
-        if work is not None and out_dir is not None:
-            render_into(report, work, figures=figures)
-            outdir.promote(work, out_dir, owned_figures=figure_files())
-        finished = True
-        return report
-    finally:
-        if lock is not None:
-            if not finished and work is not None and not any(work.iterdir()):
-                work.rmdir()
-            lock.release()
-            if not finished and work is not None and out_dir is not None and not work.exists():
-                outdir.cleanup_created(out_dir, created)
+        if "_seconds" in self.capture:
+            timings["capture"] = self.capture["_seconds"]
+        self.prov["timings_s"] = timings
+        self.prov["total_s"] = round(time.perf_counter() - t0, 2)
+        return self.current("partial" if self.errors else "complete")
+
+
+def _write_progress(report: GeometryReport, folder: Path | None) -> None:
+    """report.json, report.md and index.html (no figures), all marked with the run's status."""
+    if folder is None:
+        return
+    from tl_geometry.render.html import render_into
+
+    render_into(report, folder, figures=False)
+
+
+def _measure(req: ReportRequest, results: _Results, work: Path | None) -> None:
+    """Every metric of the request (one shared forward pass feeds the planned activation metrics,
+    then they finish one by one), the report saved into ``work`` after each."""
+    from tqdm.auto import tqdm
+
+    from tl_geometry.runs.analysis import iter_metrics
+
+    _write_progress(results.current("running"), work)
+    bar = tqdm(total=len(req.metrics), desc="report", disable=not req.request.progress)
+    for name, result, seconds in iter_metrics(
+        results.model, results.tokens, req.request, progress=False, capture_info=results.capture
+    ):
+        bar.set_description(f"report: {name}")
+        results.add(name, result, seconds)
+        bar.update(1)
+        _write_progress(results.current("running"), work)
+    bar.close()
+
+
+def _interrupted(results: _Results, staging: Any) -> None:
+    """Mark the partial results "interrupted"; into ``out`` when it held no report, else beside it."""
+    if staging is None or staging.work is None:
+        return
+    _write_progress(results.current("interrupted"), staging.work)
+    if staging.interrupted():
+        logger.warning("interrupted: the partial results are in %s (marked 'interrupted')", staging.out)
+    else:
+        logger.warning(
+            "interrupted: the previous report in %s is kept unchanged; this run's partial "
+            "results are in %s (marked 'interrupted')",
+            staging.out,
+            staging.work,
+        )
+
+
+def _load_measure_write(req: ReportRequest, staging: Any) -> GeometryReport:
+    work = staging.start() if staging is not None else None
+    t0 = time.perf_counter()
+    model, tokens, load_s = _load(req)
+    results = _Results(req, model, tokens, load_s)
+    try:
+        _measure(req, results, work)
+    except KeyboardInterrupt:
+        _interrupted(results, staging)
+        raise
+    report = results.final(t0)
+    if staging is not None:
+        from tl_geometry.render.html import render_into
+
+        render_into(report, staging.work, figures=req.figures)
+        staging.finish()
+    return report
