@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import base64
 import html as _html
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tl_geometry.base.numbers import fmt_number
 from tl_geometry.io.outdir import OutputExistsError, check_out_dir  # noqa: F401 - public here since 0.1
 from tl_geometry.render.readings import axis_label, model_line, sections
 from tl_geometry.report import GeometryReport, atomic_write_text, format_value, provenance_markdown
@@ -71,11 +71,8 @@ table.kv{font-size:1em;margin:1px 0} table.kv td:first-child{font-weight:400;col
 
 
 def _fmt(v: float) -> str:
-    if not math.isfinite(v):
-        return str(v)
-    if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-        return f"{v:.3e}"
-    return f"{v:.4g}"
+    """A table cell of report.md / index.html: 4 significant digits (the one formatter)."""
+    return fmt_number(v, 4)
 
 
 def _partial_note(report: GeometryReport) -> str | None:

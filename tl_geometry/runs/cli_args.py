@@ -49,7 +49,8 @@ def check_corpus(corpus: Any, encoding: str = "utf-8") -> None:
     """A corpus source name, or a readable text file that decodes with ``encoding``."""
     from tl_geometry.io import corpus as corpus_mod
 
-    docs = corpus_mod.texts(corpus, encoding=encoding)  # unknown source, missing file, decode errors
+    # unknown source, missing file, decode errors; a large file read only as far as a batch reads it
+    docs = corpus_mod.texts(corpus, encoding=encoding, max_chars=corpus_mod.chars_for(0))
     if not any(t.strip() for t in docs):
         raise InputError(f"--corpus {str(corpus)!r} holds no text")
 

@@ -455,7 +455,8 @@ def _read_corpus(corpus: Any, encoding: str) -> list[str]:
             f"corpus {str(corpus)!r}: no such source, and as a file path it {what}; accepted: "
             f"{', '.join(corpus_mod.SOURCES)} or a path to a text file (UTF-8 unless corpus_encoding / --corpus-encoding says otherwise)"
         )
-    docs = corpus_mod.texts(corpus, encoding=encoding)  # a file's encoding errors, too
+    # a file's encoding errors too; a large file only as far as a batch reads it (bounded memory)
+    docs = corpus_mod.texts(corpus, encoding=encoding, max_chars=corpus_mod.chars_for(0))
     if not any(t.strip() for t in docs):
         raise InputError(f"corpus {corpus if isinstance(corpus, (str, os.PathLike)) else 'given'} holds no text")
     return docs
