@@ -1,7 +1,7 @@
 """Regenerate the README's Layout block from the package tree (one line per module or package).
 
 Each line is the path and the first line of the module's docstring, so the Layout cannot drift
-from the code: ``tests/unit/test_docs_layout.py`` fails when README.md differs from what this
+from the code: ``tests/unit/house/test_docs_layout.py`` fails when README.md differs from what this
 script prints. Run ``python scripts/layout.py --write`` after adding, moving or re-describing a
 module.
 """

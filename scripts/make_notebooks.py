@@ -8,7 +8,7 @@
 ``make notebooks`` runs the first form; a notebook whose committed cells are already what this
 script generates (and were executed) is left byte for byte — outputs are regenerated only on
 purpose, with ``--force`` (``make notebooks NB=--force``). The committed notebooks carry their outputs so that a
-reader on the forge sees them; ``tests/unit/test_notebooks_current.py`` checks that their cells
+reader on the forge sees them; ``tests/unit/house/test_notebooks_current.py`` checks that their cells
 are what this script generates and that every code cell was executed, and
 ``tests/integration/test_notebooks.py`` executes them again. Every notebook runs offline (the
 kernel is this interpreter, with this checkout first on ``PYTHONPATH``, ``HF_HUB_OFFLINE=1``

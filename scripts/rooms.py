@@ -2,7 +2,7 @@
 them, the import circles (there must be none) and every upward reach (there must be none but the
 declared names).
 
-``ROOMS`` below is the one statement of the layering: ``tests/unit/test_import_rules.py`` loads
+``ROOMS`` below is the one statement of the layering: ``tests/unit/house/test_import_rules.py`` loads
 this script and checks the package against it, and docs/architecture.md describes it. Run
 
     python scripts/rooms.py            # rooms, modules, lines, edges between rooms, circles, violations

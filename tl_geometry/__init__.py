@@ -251,7 +251,7 @@ __all__ = [
 
 #: Modules that moved into a room folder (issue 32): old dotted name -> new. ``import
 #: tl_geometry.pipeline`` (or ``tg.hub``) still works, with a DeprecationWarning naming the new
-#: place; the package itself never uses an old name (tests/unit/test_import_rules.py).
+#: place; the package itself never uses an old name (tests/unit/house/test_import_rules.py).
 _MOVED: dict[str, str] = {
     "tl_geometry._checks": "tl_geometry.base._checks",
     "tl_geometry.tables": "tl_geometry.base.tables",

@@ -40,23 +40,23 @@ PY
 
 # The subset that must pass on TL 4 (files missing in this checkout are skipped, not errors).
 TESTS=(
-    tests/unit/test_capture.py
-    tests/unit/test_report.py
-    tests/unit/test_registry.py
-    tests/unit/test_capacity.py
-    tests/unit/test_pga.py
-    tests/unit/test_interaction.py
-    tests/unit/test_sae.py
-    tests/unit/test_jobs.py
-    tests/unit/test_sweep.py
-    tests/unit/test_sweep_cli.py
-    tests/unit/test_spectral.py
-    tests/unit/test_crash_resume.py
-    tests/unit/test_determinism.py
-    tests/unit/test_properties.py
-    tests/unit/test_security.py
-    tests/unit/test_memory.py
-    tests/unit/test_tl4.py
+    tests/unit/capture/test_capture.py
+    tests/unit/report/test_report.py
+    tests/unit/registry/test_registry.py
+    tests/unit/metrics/test_capacity.py
+    tests/unit/metrics/test_pga.py
+    tests/unit/families/interaction/test_interaction.py
+    tests/unit/families/sae/test_sae.py
+    tests/unit/runtime/test_jobs.py
+    tests/unit/runs/test_sweep.py
+    tests/unit/commands/test_sweep_cli.py
+    tests/unit/metrics/test_spectral.py
+    tests/unit/runtime/test_crash_resume.py
+    tests/unit/report/test_determinism.py
+    tests/unit/metrics/test_properties.py
+    tests/unit/house/test_security.py
+    tests/unit/house/test_memory.py
+    tests/unit/models/test_tl4.py
 )
 PRESENT=()
 for t in "${TESTS[@]}"; do [[ -e "$t" ]] && PRESENT+=("$t"); done

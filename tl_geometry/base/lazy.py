@@ -1,7 +1,7 @@
 """A callable named by a ``"module:attribute"`` string and imported when first called: how a
 lower room refers to a higher one (a family's figure, reading and checks; a report's notebook
 display and ``plot``) without importing it — the one kind of upward reference the layering
-allows, and only by a name declared in the code (``tests/unit/test_import_rules.py`` lists them)."""
+allows, and only by a name declared in the code (``tests/unit/house/test_import_rules.py`` lists them)."""
 
 from __future__ import annotations
 

@@ -239,5 +239,73 @@ def valid_mask(
     if drop_bos:
         bos = bos_token_id(model)
         if bos is not None:
-            mask[:, 0] &= tokens[:, 0].cpu() != bos
+            # the first position kept (0, or after the pads of a left-padded row) holding BOS
+            first = mask.int().argmax(dim=1)
+            rows = torch.arange(tokens.shape[0])
+            is_bos = (tokens.cpu()[rows, first] == bos) & mask[rows, first]
+            mask[rows[is_bos], first[is_bos]] = False
     return mask
+
+
+def check_attention_mask(tokens: Tensor, attention_mask: Any) -> Tensor | None:
+    """``attention_mask`` as a boolean (batch, pos) tensor matching ``tokens`` (1 = a real token,
+    0 = padding), or None when it masks nothing.
+
+    Raises:
+        InputError / InputTypeError: not a tensor, another shape, values other than 0 / 1, or a
+            row with no real token.
+    """
+    if attention_mask is None:
+        return None
+    if not isinstance(attention_mask, Tensor):
+        raise InputTypeError(
+            f"attention_mask must be a (batch, pos) tensor of 0 / 1 like a tokenizer's, got {type(attention_mask).__name__}"
+        )
+    if tuple(attention_mask.shape) != tuple(tokens.shape):
+        raise InputError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}: they must match"
+        )
+    if attention_mask.dtype.is_floating_point or attention_mask.is_complex():
+        bad = ~((attention_mask == 0) | (attention_mask == 1))
+    else:
+        bad = ~((attention_mask == 0) | (attention_mask == 1)) if attention_mask.dtype != torch.bool else None
+    if bad is not None and bool(bad.any()):
+        raise InputError("attention_mask must hold only 0 (padding) and 1 (a real token)")
+    mask = attention_mask.to("cpu").bool()
+    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise InputError(f"attention_mask leaves no real token in row(s) {empty[:5]}")
+    return None if bool(mask.all()) else mask
+
+
+#: A row is taken for padded when it ends (or, after an optional BOS, starts) with at least this
+#: many pad tokens in a row.
+PAD_RUN = 2
+
+
+def padding_of(model: Any, tokens: Tensor) -> str | None:
+    """Where ``tokens`` look padded — a run of at least `PAD_RUN` of the tokenizer's
+    ``pad_token_id`` at the end or the start of a row — as a phrase, or None. A single pad id (it
+    is often the EOS token, which real text holds) is not taken for padding."""
+    tok = getattr(model, "tokenizer", None)
+    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    if pad is None or tokens.ndim != 2 or tokens.shape[1] < PAD_RUN:
+        return None
+    t = tokens.cpu()
+    is_pad = t == int(pad)
+    pos = t.shape[1]
+    # trailing run: pads from the end until the first non-pad
+    flipped = is_pad.flip(1).int()
+    trailing = torch.where(flipped.all(dim=1), pos, (1 - flipped).argmax(dim=1))
+    start = is_pad.clone()
+    bos = bos_token_id(model)
+    if bos is not None and bos != pad:
+        start[:, 0] |= t[:, 0] == bos  # a leading BOS before left pads
+    leading_mask = start.int()
+    leading = torch.where(leading_mask.all(dim=1), pos, (1 - leading_mask).argmax(dim=1))
+    for name, run in (("ends", trailing), ("starts", leading)):
+        rows = (run >= PAD_RUN).nonzero().flatten()
+        if len(rows):
+            i = int(rows[0])
+            return f"row {i} {name} with {int(run[i])} pad tokens (pad_token_id={int(pad)}; {len(rows)} row(s) like it)"
+    return None

@@ -24,7 +24,7 @@ A run that stops before the commit (interrupted, killed) leaves the previous rep
 exactly as it was; its own results stay in ``out/partial-run/``, marked. A run killed after the
 commit is finished by the next run into ``out`` ([`recover`][tl_geometry.io.outdir.recover], called by [`prepare`][tl_geometry.io.outdir.prepare] under
 the lock), so the directory holds the complete old report or the complete new one, never a mix
-of their figures (``tests/unit/test_outdir_files.py`` kills a run at every step and checks).
+of their figures (``tests/unit/io/test_outdir_files.py`` kills a run at every step and checks).
 
 Single output files (``--out report.json``, ``--figure``, ``--json``, ``--csv``) go through
 [`check_out_file`][tl_geometry.io.outdir.check_out_file] before any work and [`write_file`][tl_geometry.io.outdir.write_file] / [`output_file`][tl_geometry.io.outdir.output_file] at the end:

@@ -47,7 +47,7 @@ in float64.
 
 A perturbation of every cosine by at most η moves μ by at most η and σ by at most η (σ is an RMS, so
 1-Lipschitz in the RMS of the perturbation), hence ε = μ + 2σ by at most 3η. Worst case this is a few
-1e-7 absolute; measured (tests/unit/test_capacity_mixed.py, benchmarks/bench_epsilon.py) the relative
+1e-7 absolute; measured (tests/unit/metrics/test_capacity_mixed.py, benchmarks/bench_epsilon.py) the relative
 error of μ, σ and ε against a float64 reference is below 1e-7 on adversarial inputs (nearly parallel
 rows, a dominant mean direction, 10⁶ rows).
 
@@ -103,7 +103,7 @@ NORM_LO32, NORM_HI32 = 1e-18, 1e18
 """Row norms outside [NORM_LO, NORM_HI] go through the scaled float64 path (float32 squares would overflow or underflow; float64 squares of float64 rows likewise, with their own bounds)."""
 NORM_LO64, NORM_HI64 = 1e-140, 1e140
 KAPPA_MAX = 1e4
-"""κ = μ²/σ² above which a mixed result is not trusted to 1e-7 and the caller recomputes in float64: the float32 rounding of rows near the mean direction adds noise ∝ |μ| to every cosine, so the relative error of σ grows like ~1e-12·κ (measured, tests/unit/test_capacity_mixed.py: 2e-6 at κ = 3e6; 5e-9 at κ = 21). Real embeddings have κ below 10; κ is large only when σ ≪ |μ|."""
+"""κ = μ²/σ² above which a mixed result is not trusted to 1e-7 and the caller recomputes in float64: the float32 rounding of rows near the mean direction adds noise ∝ |μ| to every cosine, so the relative error of σ grows like ~1e-12·κ (measured, tests/unit/metrics/test_capacity_mixed.py: 2e-6 at κ = 3e6; 5e-9 at κ = 21). Real embeddings have κ below 10; κ is large only when σ ≪ |μ|."""
 
 
 class GramState:
@@ -326,7 +326,7 @@ def _blas_threads(n: int) -> Iterator[None]:
     restored on exit, also on error. Process-wide while it lasts (another thread's BLAS call meanwhile is
     limited too), so concurrent float32 scans take turns (each uses every worker anyway): with
     overlapping limits, even counted so that the last to leave restores, numpy's OpenBLAS 0.3.31 was left
-    single-threaded (measured; tests/unit/test_capacity_mixed.py checks the restore)."""
+    single-threaded (measured; tests/unit/metrics/test_capacity_mixed.py checks the restore)."""
     with _blas_lock, _blas_controller().limit(limits=max(1, int(n)), user_api="blas"):
         yield
 

@@ -2,7 +2,7 @@
 
 Every streaming statistic of [`tl_geometry.metrics`][tl_geometry.metrics] follows one contract
 ([`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]), checked for each of them by
-``tests/unit/test_accumulators.py`` (as torchmetrics' tester does for its metrics): a one-shot
+``tests/unit/metrics/test_accumulators.py`` (as torchmetrics' tester does for its metrics): a one-shot
 pure function, the same rows streamed in any split, and several shards merged in any order or tree
 all give the same ``compute()``.
 
@@ -36,7 +36,7 @@ Gram blocks 2e-7 (twice the 1e-7 bound of each path against float64), float32 su
 class Accumulator(Protocol):
     """A streaming statistic: ``update(data, ...)`` any number of times, ``compute()``, ``merge``, ``reset``.
 
-    Contract (what ``tests/unit/test_accumulators.py`` checks for every accumulator). Write
+    Contract (what ``tests/unit/metrics/test_accumulators.py`` checks for every accumulator). Write
     ``A(X)`` for ``compute()`` of a fresh accumulator fed the rows X. Then
 
         A(X₁ ∪ … ∪ X_k) = compute() of k accumulators, shard i fed X_i, merged in any order or tree

@@ -196,7 +196,7 @@ class SimilarityAccumulator:
     block by block from disk ([`tl_geometry.families.capacity.weights_reader`][tl_geometry.families.capacity.weights_reader]). ``similarity_stats(x)`` equals
     one accumulator fed x in any split, and shards of x fed to several accumulators then
     ``merge``d (an [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]; tested in
-    ``tests/unit/test_accumulators.py``).
+    ``tests/unit/metrics/test_accumulators.py``).
 
     Precision (``precision=``): ``"float64"`` forms everything in float64. ``"mixed"`` (our choice
     for speed) forms each block's Gram of the centred unit rows in float32 (one ?syrk call) and

@@ -511,7 +511,7 @@ def pga_score(
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
     delete-one jackknife over the nulls and a delete-a-group jackknife over the points (every
     null recomputed without each group, from per-group sums of one pass: no extra sort), see
-    [`PGAScore`][tl_geometry.metrics.pga.PGAScore]. It is calibrated across seeds (tests/unit/test_pga_stderr.py).
+    [`PGAScore`][tl_geometry.metrics.pga.PGAScore]. It is calibrated across seeds (tests/unit/metrics/test_pga_stderr.py).
 
     Our choice: cosine distance of a zero row (e.g. a point whose projection vanishes) is 1 to
     every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).

@@ -207,7 +207,7 @@ class StreamingCovariance:
 
     An [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]: rows streamed in any split, or
     sharded over several accumulators then merged in any order, give the same covariance and the
-    same jackknife standard errors (tested in ``tests/unit/test_accumulators.py``).
+    same jackknife standard errors (tested in ``tests/unit/metrics/test_accumulators.py``).
 
     Args:
         group_sizes: for jackknife standard errors ([`spectral`][tl_geometry.metrics.spectral.StreamingCovariance.spectral]): the first

@@ -6,7 +6,7 @@ import logging
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
@@ -20,6 +20,9 @@ from tl_geometry.runs.request import (  # noqa: F401 - public here since 0.1 (th
     check_options,
     takes_option,
 )
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,7 @@ def analyze(
     cache: Any = None,
     activations: Mapping[str, Any] | None = None,
     fast: bool = False,
+    attention_mask: Any = None,
     **provenance: Any,
 ) -> GeometryReport:
     """Run metrics on ``model`` (and ``tokens``) and return one merged [`GeometryReport`][tl_geometry.report.GeometryReport].
@@ -79,7 +83,16 @@ def analyze(
             or a forward pass of their own cannot run: named explicitly in ``metrics`` they
             are refused; by default they are skipped and listed in
             ``provenance["capture"]["skipped"]``. Weight metrics run as usual.
-        **provenance: extra provenance fields (corpus name, seed, ...).
+        attention_mask: (batch, pos) 0 / 1 like a tokenizer's (``tokenizer(texts, padding=True,
+            return_tensors="pt").attention_mask``): the 0 positions are padding and never
+            measured (the shared pass and the cache drop them, and the BOS after left pads).
+            Without it, tokens that look padded (a run of the tokenizer's ``pad_token_id`` at
+            the end or start of a row) are refused rather than measured with their pads; a
+            metric that runs its own passes and takes no ``attention_mask`` (agop, nfa) is
+            refused on padded tokens.
+        **provenance: extra provenance fields (corpus name, seed, ...); the keys the run measures
+            itself (``n_tokens``, ``tokens_shape``, ``metrics``, ``timings_s``, the model's, ...)
+            cannot be given.
 
     Every input is checked once, before any work, into a
     [`tl_geometry.runs.request.Request`][tl_geometry.runs.request.Request] that the run reads.
@@ -104,6 +117,28 @@ def analyze(
             raise InputError("capture='separate' runs the model once per metric; with cached activations use 'shared'")
         if tokens is None:
             raise InputError("cached activations need the tokens they were computed from: pass tokens=")
+    measured = sorted(set(provenance) & MEASURED_PROVENANCE)
+    if measured:
+        raise InputError(
+            f"provenance keys {measured} are measured by the run and cannot be given; name yours otherwise "
+            f"(measured: {', '.join(sorted(MEASURED_PROVENANCE))})"
+        )
+    mask = None
+    if tokens is not None:
+        from tl_geometry import capture as capture_mod
+
+        if getattr(tokens, "ndim", None) == 2 and hasattr(tokens, "shape"):
+            mask = capture_mod.check_attention_mask(tokens, attention_mask)
+            if attention_mask is None:
+                padded = capture_mod.padding_of(model, tokens)
+                if padded:
+                    raise InputError(
+                        f"the tokens look padded: {padded}; pass attention_mask= (the tokenizer's, e.g. "
+                        "tokenizer(texts, padding=True, return_tensors='pt').attention_mask) so the pads are not "
+                        "measured, or pass unpadded tokens"
+                    )
+    elif attention_mask is not None:
+        raise InputError("attention_mask= needs tokens=")
     req = request_mod.build(
         metrics,
         options,
@@ -121,7 +156,7 @@ def analyze(
     reports = []
     timings: dict[str, float] = {}
     for name, result, seconds in iter_metrics(
-        model, tokens, req, progress=req.progress, capture_info=info, activations=source
+        model, tokens, req, progress=req.progress, capture_info=info, activations=source, attention_mask=mask
     ):
         if isinstance(result, BaseException):
             raise result
@@ -130,7 +165,36 @@ def analyze(
     if "_seconds" in info:  # the shared pass's time is a timing like the metrics' (not provenance proper)
         timings["capture"] = info.pop("_seconds")
     extra = {"capture": info} if info else {}
-    return merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)
+    if mask is not None:
+        extra["n_padding"] = int((~mask).sum())
+    rep = merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)
+    if mask is not None:  # the positions measured, not the padded batch's
+        rep = GeometryReport(rows=rep.rows, provenance={**rep.provenance, "n_tokens": int(mask.sum())})
+    return rep
+
+
+#: Provenance the run measures itself: a caller's ``**provenance`` may not overwrite it.
+MEASURED_PROVENANCE = frozenset(
+    {
+        "n_tokens",
+        "tokens_shape",
+        "n_padding",
+        "metrics",
+        "timings_s",
+        "capture",
+        "n_layers",
+        "d_model",
+        "d_vocab",
+        "n_ctx",
+        "n_heads",
+        "d_mlp",
+        "dtype",
+        "processing",
+        "weight_processing",
+        "tl_geometry_version",
+        "transformer_lens_version",
+    }
+)
 
 
 def merged(
@@ -179,6 +243,7 @@ def iter_metrics(
     capture: str = "shared",
     capture_info: dict[str, Any] | None = None,
     activations: Any = None,
+    attention_mask: Tensor | None = None,
 ) -> Iterator[tuple[str, GeometryReport | BaseException, float]]:
     """Compute the metrics of ``request`` one by one: yields ``(name, report or the exception it raised, seconds)``.
 
@@ -195,7 +260,9 @@ def iter_metrics(
     With ``activations`` (an ``ActivationCache`` or a mapping hook → tensor) the shared pass is
     replayed from them ([`tl_geometry.capture.replay_shared`][tl_geometry.capture.activations.replay_shared]) instead of running the model;
     the request must have been built with ``cached=True`` (only weight metrics and planned
-    activation metrics).
+    activation metrics). ``attention_mask`` (boolean, False = padding) is dropped by the shared
+    pass; a metric that runs its own passes gets it when it takes the keyword, and fails (its
+    own error, the others go on) when it does not.
     """
     from tqdm.auto import tqdm
 
@@ -248,6 +315,7 @@ def iter_metrics(
                         tokens,
                         activations,
                         passes,
+                        attention_mask=attention_mask,
                         batch_size=batch_size,
                         progress=progress,
                         desc=f"replay ({', '.join(group)})",
@@ -257,6 +325,7 @@ def iter_metrics(
                         model,
                         tokens,
                         passes,
+                        attention_mask=attention_mask,
                         batch_size=batch_size,
                         progress=progress,
                         desc=f"capture ({', '.join(group)})",
@@ -286,7 +355,15 @@ def iter_metrics(
                     raise boxes[spec.name]["error"]
                 result = spec.checked(plans[spec.name].finish(), "finished with")
             else:
-                result = spec(model, tokens, **kwargs[spec.name])
+                own = dict(kwargs[spec.name])
+                if attention_mask is not None and spec.needs != "weights":
+                    if not request_mod.takes_option(spec.name, "attention_mask"):
+                        raise InputError(
+                            f"metric {spec.name!r} runs its own passes and takes no attention_mask: it would measure "
+                            "the padding; pass unpadded tokens for it"
+                        )
+                    own["attention_mask"] = attention_mask
+                result = spec(model, tokens, **own)
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
             result = exc
         seconds = round(time.perf_counter() - t0, 3)

@@ -138,7 +138,7 @@ def test_sigkilled_force_run_keeps_the_previous_report(byte_model, tmp_path):
     script = tmp_path / "kill_me.py"
     script.write_text(_KILL_SCRIPT)
     ready = tmp_path / "ready"
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, str(script), str(out), str(ready)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT

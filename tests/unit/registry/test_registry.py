@@ -140,7 +140,7 @@ def test_a_plugin_taking_a_builtin_name_is_skipped_whole_with_one_warning(tmp_pa
         "@tg.register_metric('pga', needs='weights')\n"
         "def pga(model, tokens=None, **kw):\n    return GeometryReport.from_rows([])\n"
     )
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([_plugin_dist(tmp_path, body), root]), "HF_HUB_OFFLINE": "1"}
     for argv in (["metrics"], ["capacity", "--published"]):
         out = subprocess.run(

@@ -23,7 +23,7 @@ from tests.helpers import (
 from tl_geometry.render.html import write_outputs  # noqa: E402
 from tl_geometry.render.readings import sections  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "tests" / "artifacts" / "browser"
 
 

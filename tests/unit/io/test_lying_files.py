@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from tests.unit.test_capacity_weights import write_gguf
+from tests.unit.families.capacity.test_capacity_weights import write_gguf
 from tl_geometry.families.capacity.weights_reader import embedding_capacity, find_embedding
 from tl_geometry.io.weight_files import CorruptFileError, check_safetensors_header, check_weights_file
 

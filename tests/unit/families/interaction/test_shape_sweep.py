@@ -193,7 +193,7 @@ import csv  # noqa: E402
 import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-DATA = Path(__file__).parent.parent / "data" / "interaction"
+DATA = Path(__file__).parents[3] / "data" / "interaction"
 
 
 def _rows(name):

@@ -12,7 +12,7 @@ from tests.helpers import load_script  # noqa: E402
 
 nbformat = pytest.importorskip("nbformat")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 SCRIPT = load_script("make_notebooks")

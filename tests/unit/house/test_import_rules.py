@@ -31,7 +31,7 @@ import pytest
 
 from tests.helpers import load_script
 
-PKG = Path(__file__).resolve().parents[2] / "tl_geometry"
+PKG = Path(__file__).resolve().parents[3] / "tl_geometry"
 
 #: What the pure package may not import (top-level names under tl_geometry): every room but base.
 PURE_FORBIDDEN = (

@@ -29,7 +29,7 @@ SCRIPT = """
 import sys, json, torch
 torch.set_num_threads(1)
 sys.path.insert(0, sys.argv[1])
-import tests.unit.test_determinism as T
+import tests.unit.report.test_determinism as T
 print(T.report_json(int(sys.argv[2])))
 """
 

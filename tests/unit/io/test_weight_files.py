@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.unit.test_capacity_weights import _emb, reference_eps, write_gguf
+from tests.unit.families.capacity.test_capacity_weights import _emb, reference_eps, write_gguf
 from tl_geometry import models
 from tl_geometry.errors import InputError
 from tl_geometry.io.weight_files import CorruptFileError

@@ -4,7 +4,7 @@ name in it); a new module without an entry there fails here."""
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PKG = ROOT / "tl_geometry"
 
 

@@ -16,7 +16,7 @@ import torch
 
 import tl_geometry as tg
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "study_trajectory.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "study_trajectory.py"
 
 
 def _load_example():

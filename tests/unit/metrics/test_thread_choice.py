@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import tl_geometry as tg
-from tests.unit.test_threads import _data, two_threads  # noqa: F401  (the fixture, used below)
-from tests.unit.test_threads import _spy_null_threads as _spy_sorts
+from tests.unit.runtime.test_threads import _data, two_threads  # noqa: F401  (the fixture, used below)
+from tests.unit.runtime.test_threads import _spy_null_threads as _spy_sorts
 from tl_geometry.metrics.intrinsic_dimension import gride_scaling, neighbor_distances, twonn
 from tl_geometry.metrics.thread_choice import INHERIT, ThreadChoice, limit_threads, resolve
 
 pytestmark = pytest.mark.usefixtures("two_threads")  # torch on 2 threads in every test, then restored
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # ----------------------------------------------------------------------------- the type

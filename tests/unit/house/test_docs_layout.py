@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.helpers import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_readme_layout_is_current():

@@ -12,7 +12,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tests.unit.test_models import hf_dir  # noqa: F401  (the tiny Llama checkpoint, a fixture)
+from tests.unit.models.test_models import hf_dir  # noqa: F401  (the tiny Llama checkpoint, a fixture)
 from tl_geometry import models
 from tl_geometry.errors import TLGeometryError
 from tl_geometry.models import zoo
