@@ -18,9 +18,11 @@ This module imports neither matplotlib nor pandas.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -143,7 +145,43 @@ class MetricSpec:
                 f"{'' if result is None else ' ' + repr(result)[:80]}; a metric must return a "
                 "tl_geometry.GeometryReport (e.g. GeometryReport(rows=[Row(...)], provenance={}))"
             )
+        if not self.builtin:
+            return self._check_plugin_rows(result, what)
         return result
+
+    def _check_plugin_rows(self, result: Any, what: str) -> Any:
+        """A plugin's rows: well typed (a row of the wrong type would break the report's JSON and
+        render far from its cause), and never a built-in's row name (a plugin cannot speak for a
+        built-in family). Raised here, the metric fails alone: the report carries the others and
+        says ``status: partial``."""
+        builtin_rows = {name for name, (fam, _) in declared_rows().items() if fam.builtin}
+        for i, row in enumerate(getattr(result, "rows", ())):
+            where = f"metric {self.name!r} (a plugin from {self.source}) {what} row {i}"
+            name = getattr(row, "metric", None)
+            if not isinstance(name, str) or not name:
+                raise MetricResultError(f"{where}: its metric name must be a non-empty string, got {name!r}")
+            if name in builtin_rows:
+                raise MetricResultError(
+                    f"{where}: {name!r} is a built-in row name; a plugin names its rows after itself "
+                    f"(e.g. '{self.name}.{name.rpartition('.')[2]}')"
+                )
+            value = getattr(row, "value", None)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise MetricResultError(f"{where} {name!r}: value must be a number, got {value!r:.60}")
+            hook = getattr(row, "hook", None)
+            if hook is not None and not isinstance(hook, str):
+                raise MetricResultError(f"{where} {name!r}: hook must be a string or None, got {hook!r:.60}")
+            layer = getattr(row, "layer", None)
+            if layer is not None and (isinstance(layer, bool) or not isinstance(layer, numbers.Integral)):
+                raise MetricResultError(f"{where} {name!r}: layer must be an int or None, got {layer!r:.60}")
+            if not isinstance(getattr(row, "extras", None), Mapping):
+                raise MetricResultError(f"{where} {name!r}: extras must be a mapping")
+        # NumPy numbers (np.float32, np.int64) are numbers: stored as Python ones, so the JSON holds
+        rows = tuple(
+            dataclasses.replace(r, value=float(r.value), layer=None if r.layer is None else int(r.layer))
+            for r in result.rows
+        )
+        return dataclasses.replace(result, rows=rows)
 
     def checked_plan(self, plan: Any) -> Any:
         """``plan`` if it is a [`MetricPlan`][tl_geometry.registry.MetricPlan], else an error naming this metric."""
