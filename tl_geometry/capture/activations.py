@@ -88,6 +88,12 @@ def kept_rows(acts: Float[Tensor, "batch pos d"], mask: Tensor) -> Float[Tensor,
     This is the one selection both the forward pass ([`run_shared`][tl_geometry.capture.activations.run_shared]) and a user's cached
     activations ([`replay_shared`][tl_geometry.capture.activations.replay_shared], [`flatten_valid`][tl_geometry.capture.activations.flatten_valid]) go through, so both give the same rows.
     """
+    if tuple(acts.shape[: mask.ndim]) != tuple(mask.shape):
+        raise InputError(
+            f"activations of shape {tuple(acts.shape)} are not one vector per (batch, pos) position {tuple(mask.shape)}: "
+            "an attention pattern or score hook (batch, heads, query, key) is not a representation; measure a "
+            "residual, MLP or attention-output hook (hook_resid_*, hook_mlp_out, hook_attn_out, attn.hook_z)"
+        )
     return _to_float(acts.detach()[mask.to(acts.device)])
 
 

@@ -53,7 +53,16 @@ def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]
     We take gradients with ``autograd.grad`` on the captured activations instead of TL backward
     hooks: it works the same way on HookedTransformer and TransformerBridge and lets the caller
     run many backward passes (probes) over one forward. Hooks are removed on exit, even on error.
+
+    Raises:
+        InputError: inside ``torch.inference_mode()``, where no gradient exists (``torch.no_grad()``
+            is fine: the backward passes re-enable gradients themselves).
     """
+    if torch.is_inference_mode_enabled():
+        raise InputError(
+            "gradient metrics (agop, nfa, loss correlations) cannot run inside torch.inference_mode(): "
+            "no gradient exists there; call them outside it (torch.no_grad() is fine)"
+        )
     hooks = validate_hooks(model, hooks)
     acts: dict[str, Tensor] = {}
 

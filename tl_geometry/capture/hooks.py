@@ -204,10 +204,14 @@ def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
         tokens = tokens[None]
     if tokens.ndim != 2:
         raise InputError(f"tokens must have shape (batch, pos), got {tuple(tokens.shape)}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise InputTypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}")
+    if tokens.is_meta:
+        raise InputError("tokens are on the meta device (shapes without data); pass real token ids")
     if tokens.numel() == 0:
         raise InputError(f"tokens is empty (shape {tuple(tokens.shape)}); nothing to run")
+    if tokens.dtype != torch.long:  # int8 / int16 / int32 / uint8 ids: the model indexes with int64
+        tokens = tokens.long()
     n_ctx = getattr(model.cfg, "n_ctx", None)
     if n_ctx is not None and tokens.shape[1] > n_ctx:
         raise InputError(f"sequence length {tokens.shape[1]} exceeds the model's n_ctx={n_ctx}; use seq_len <= {n_ctx}")

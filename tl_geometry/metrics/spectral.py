@@ -562,6 +562,8 @@ def spectral_metrics(
         True
     """
     H = _checks.float_matrix(H, "H", shape="(N, d): one row per point", finite=False)
+    if H.shape[1] == 0:
+        raise InputError(f"H has d = 0 columns (shape {tuple(H.shape)}): a spectrum needs at least one dimension")
     if fit_range is not None:
         _check_fit_range(fit_range)  # its type now; its range once the kept ranks are known
     if groups is None:
