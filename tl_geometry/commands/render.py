@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from tl_geometry.report import GeometryReport
 
 
+#: The figure resolutions render accepts: a 11 x 7 inch figure at 600 dpi is 28 megapixels.
+MIN_DPI, MAX_DPI = 10, 600
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "render", help="render saved report.json file(s) into PNG figures, report.md and index.html"
@@ -41,7 +45,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--force", action="store_true", help="write into an existing non-empty directory (other files are kept)"
     )
-    p.add_argument("--dpi", type=int, default=110, help="figure resolution (default 110)")
+    p.add_argument("--dpi", type=int, default=110, help=f"figure resolution, {MIN_DPI} to {MAX_DPI} (default 110)")
     p.add_argument(
         "--no-figures",
         action="store_true",
@@ -119,8 +123,11 @@ def run(args) -> int:
     from tl_geometry.render.readings import summary_table
     from tl_geometry.report import GeometryReport
 
-    if args.dpi < 10:
-        raise InputError(f"--dpi must be at least 10, got {args.dpi}")
+    if not MIN_DPI <= args.dpi <= MAX_DPI:
+        raise InputError(
+            f"--dpi must be from {MIN_DPI} to {MAX_DPI}, got {args.dpi} (a figure at --dpi 100000 would need "
+            "tens of gigabytes)"
+        )
     check_out_dir(args.out, force=args.force, force_hint="--force")  # refuse before reading anything
     check_writable(args.out)
     reports = []

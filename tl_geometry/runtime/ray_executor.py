@@ -83,6 +83,18 @@ def init_ray(address: str | None = None, runtime_env: Mapping[str, Any] | None =
     return True
 
 
+def _this_machine() -> dict[str, float]:
+    """The CPUs and GPUs a local Ray instance would have (``os.cpu_count()``, CUDA devices)."""
+    gpus = 0
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - no torch / no driver: no GPU
+        gpus = 0
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}
+
+
 def check_resources(
     num_cpus: float, num_gpus: float, *, device: str | None = None, resources: Mapping[str, float] | None = None
 ) -> None:
@@ -172,7 +184,10 @@ def run_ray(
     if not todo:
         return
     # the device/GPU mismatch needs no cluster: refuse it before starting one
-    check_resources(num_cpus, num_gpus, device=device, resources={"CPU": float("inf"), "GPU": float("inf")})
+    if address is None and not _ray().is_initialized():  # a local Ray: this machine's, known before it starts (35 s)
+        check_resources(num_cpus, num_gpus, device=device, resources=_this_machine())
+    else:
+        check_resources(num_cpus, num_gpus, device=device, resources={"CPU": float("inf"), "GPU": float("inf")})
     started = init_ray(address, runtime_env)
     try:
         check_resources(num_cpus, num_gpus, device=device)

@@ -148,3 +148,33 @@ def test_tokens_through_the_object_store_equal_local(tmp_path, ray_session):
     # other tokens: another job key (not skipped as done)
     again = sweep(JOBS[:2], out=tmp_path / "ray.jsonl", metrics=["spectral"], tokens=(tokens + 1) % 53, progress=False)
     assert len(again.ran) == 2
+
+
+def test_more_gpus_than_this_machine_has_is_refused_before_ray_starts(monkeypatch):
+    """A local Ray would start (35 s) and then wait forever: refused first, from this machine's
+    own counts (issue 33)."""
+    ray = pytest.importorskip("ray")
+    from tl_geometry.errors import InputError
+    from tl_geometry.runtime import ray_executor
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process (other tests start one)
+    monkeypatch.setattr(ray_executor, "init_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    monkeypatch.setattr(ray_executor, "_this_machine", lambda: {"CPU": 2.0, "GPU": 0.0})
+
+    def run(cpus, gpus):  # run_ray yields: the refusal comes at the first record
+        kw = dict(num_cpus=cpus, num_gpus=gpus, progress=False, catch=True, on_error=str, desc="t")
+        return list(ray_executor.run_ray([{"x": 1}], lambda p: {}, lambda *a: {}, **kw))
+
+    with pytest.raises(InputError, match=r"num_gpus=4 but the Ray cluster has 0 GPU"):
+        run(1, 4)
+    with pytest.raises(InputError, match=r"num_cpus=64 but the Ray cluster has 2 CPU"):
+        run(64, 0)
+
+
+def test_render_refuses_a_dpi_outside_its_range(tmp_path, capsys):
+    from tl_geometry.cli import main
+
+    for dpi in ("100000", "5"):
+        assert main(["render", "nothing.json", "--out", str(tmp_path / "o"), "--dpi", dpi]) == 2
+        err = capsys.readouterr().err
+        assert "--dpi must be from 10 to 600" in err and len(err.strip().splitlines()) == 1
