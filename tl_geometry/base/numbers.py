@@ -59,7 +59,8 @@ def fmt_number(
     if isinstance(v, Integral) and ints != "number":
         if ints == "plain":
             return str(v)
-        return f"{v:,}" if abs(v) < 10**7 else f"{v:.3g}"
+        n = int(v)
+        return f"{n:,}" if abs(n) < 10**7 else f"{n:.3g}"
     if not math.isfinite(v):
         return str(v) if nonfinite is None else nonfinite
     if v != 0 and (abs(v) >= big or abs(v) < small):

@@ -269,11 +269,7 @@ def check_attention_mask(tokens: Tensor, attention_mask: Any) -> Tensor | None:
         raise InputError(
             f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}: they must match"
         )
-    if attention_mask.dtype.is_floating_point or attention_mask.is_complex():
-        bad = ~((attention_mask == 0) | (attention_mask == 1))
-    else:
-        bad = ~((attention_mask == 0) | (attention_mask == 1)) if attention_mask.dtype != torch.bool else None
-    if bad is not None and bool(bad.any()):
+    if attention_mask.dtype != torch.bool and bool((~((attention_mask == 0) | (attention_mask == 1))).any()):
         raise InputError("attention_mask must hold only 0 (padding) and 1 (a real token)")
     mask = attention_mask.to("cpu").bool()
     empty = (~mask.any(dim=1)).nonzero().flatten().tolist()

@@ -44,7 +44,7 @@ def experiments() -> dict[str, Callable]:
     owner = dict.fromkeys(SHARED, "tl-geometry")
     fams = sorted((f for f in registry.families() if f.command), key=lambda f: not f.builtin)
     for fam in fams:
-        sweeps = getattr(importlib.import_module(fam.command), "SWEEPS", None)
+        sweeps = getattr(importlib.import_module(str(fam.command)), "SWEEPS", None)
         if sweeps is None:
             continue
         if not isinstance(sweeps, Mapping) or not all(

@@ -109,7 +109,7 @@ def gguf_layout(path: Path, size: int) -> tuple[int, int, list[tuple[str, list[i
             if key == b"general.alignment" and vtype == 4:
                 alignment = struct.unpack("<I", value)[0] or 32
         end = 0
-        tensors = []
+        tensors: list[tuple[str, list[int], int, int]] = []
         for i in range(n_tensors):
             where = f"the name of tensor {i}"
             name = bytes(take(u64())).decode("utf-8", "replace")

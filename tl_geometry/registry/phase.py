@@ -26,7 +26,7 @@ _LOADING_PLUGIN: str | None = None  # name of the entry point being loaded, if a
 # Anything registered afterwards (a notebook, a plugin) is not a built-in, whatever its module.
 _BUILTIN_PHASE = True
 # entry point being loaded -> [(table, name)] it registered (removed again if the plugin fails)
-_REGISTERED_BY: dict[str, list[tuple[dict, str]]] = {}
+_REGISTERED_BY: dict[str, list[tuple[Any, str]]] = {}
 
 BUILTIN_FAMILIES = "tl_geometry.families"
 """The package whose import registers the built-in metrics and families. It is imported on the first lookup (or the first registration from outside tl_geometry), not by ``import tl_geometry``: the package root is lazy, so importing the math loads no model-facing code. This string is the registry's one reference to the families (a discovery, like the plugins' entry points; the import-rule test allows exactly this one)."""

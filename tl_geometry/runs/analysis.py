@@ -164,7 +164,7 @@ def analyze(
         timings[name] = seconds
     if "_seconds" in info:  # the shared pass's time is a timing like the metrics' (not provenance proper)
         timings["capture"] = info.pop("_seconds")
-    extra = {"capture": info} if info else {}
+    extra: dict[str, Any] = {"capture": info} if info else {}
     if mask is not None:
         extra["n_padding"] = int((~mask).sum())
     rep = merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)

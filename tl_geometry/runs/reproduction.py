@@ -58,7 +58,7 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -454,7 +454,7 @@ def _run_checks(
     t0 = time.perf_counter()
     rf = ResultsFile(results)
 
-    def one(params: dict) -> dict:
+    def one(params: Mapping[str, Any]) -> dict:
         return _run_one(by_id[params["check"]], ctx)
 
     for _ in run_jobs(jobs, one, rf, retry_errors=True, catch=True, progress=ctx.progress, desc="reproduce"):

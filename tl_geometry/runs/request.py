@@ -364,7 +364,7 @@ def build(
     for option, value in (flags or {}).items():
         if value is None:
             continue
-        reach = [n for n in names if params[n] is not None and option in params[n]]
+        reach = [n for n in names if option in (params[n] or {})]
         if not reach:
             takers = metrics_taking(option) or ["no registered metric"]
             raise InputError(
@@ -381,7 +381,7 @@ def build(
     for n, opts in merged.items():  # each value checked once, the message saying where it came from
         for key, value in opts.items():
             _check_one(n, key, value, params[n], origin[n, key], spell)
-        if "progress" not in opts and params[n] is not None and "progress" in params[n]:
+        if "progress" not in opts and "progress" in (params[n] or {}):
             opts["progress"] = progress  # its own bar (batches, hooks) under the metrics bar
     return Request(
         metrics=tuple(names),

@@ -90,7 +90,7 @@ def run_jobs(
     rf = results if isinstance(results, ResultsFile) or results is None else ResultsFile(results)
     lock = None if rf is None else ResultsFileLock(rf.path)
     if lock is not None:
-        rf.path.parent.mkdir(parents=True, exist_ok=True)
+        lock.results.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()  # a second runner on this file is refused here, before any work
     try:
         yield from _run_locked(
