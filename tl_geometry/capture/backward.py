@@ -6,7 +6,7 @@ products or summed Gram matrices to its caller (a ``consumer(hook, probe, g)`` o
 value). The AGOP estimators built on them live in [`tl_geometry.families.interaction`][tl_geometry.families.interaction]; the
 math (accumulators, AOFE, NFA correlation) in [`tl_geometry.metrics.interaction`][tl_geometry.metrics.interaction].
 
-Every loop runs under the caller's [`tl_geometry.capture.eval_mode`][tl_geometry.capture.activations.eval_mode] and removes its hooks
+Every loop runs under the caller's [`tl_geometry.capture.eval_mode`][tl_geometry.capture.hooks.eval_mode] and removes its hooks
 on exit, even on error (the model's own ``hooks()`` context manager).
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,6 +16,8 @@ from torch import Tensor
 
 from tl_geometry.errors import InputError, InputTypeError
 
+logger = logging.getLogger(__name__)
+
 
 @runtime_checkable
 class HookedModel(Protocol):
@@ -25,6 +28,25 @@ class HookedModel(Protocol):
     def run_with_hooks(self, *args, **kwargs): ...
     def run_with_cache(self, *args, **kwargs): ...
     def hooks(self, *args, **kwargs): ...
+
+
+# ----------------------------------------------------------------------------- a pass's frame
+class _StopForward(Exception):
+    """Raised inside a hook once every requested activation of the batch is in hand."""
+
+
+@contextmanager
+def eval_mode(model: Any):
+    """Run in eval mode (dropout off) and restore train mode afterwards, even on error."""
+    was_training = bool(getattr(model, "training", False))
+    if was_training:
+        logger.info("%s was in train mode; evaluating in eval mode and restoring it", type(model).__name__)
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
 
 
 # ----------------------------------------------------------------------------- one user at a time
