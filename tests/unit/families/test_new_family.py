@@ -204,7 +204,11 @@ def test_the_report_runs_it(dummy_family, tiny_model, tokens):
 
     assert METRIC in pipeline.default_metrics()
     assert pipeline.report_options()[METRIC] == {"batch_size": 4}
-    report = tg.analyze(tiny_model, tokens, metrics=[METRIC, "spectral"], progress=False)
+    # tg.analyze takes the report's defaults (the family declares batch_size 4); at spectral's batch
+    # size the two share one forward pass
+    report = tg.analyze(
+        tiny_model, tokens, metrics=[METRIC, "spectral"], progress=False, options={METRIC: {"batch_size": 8}}
+    )
     ours = report.filter(prefix="tlg_dummy.")
     assert registry.check_rows(dummy_family, ours, metric=METRIC, strict_extras=True) == []
     assert [r.hook for r in ours.rows] == tg.capture.resid_hooks(tiny_model, "post")

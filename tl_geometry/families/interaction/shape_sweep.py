@@ -230,7 +230,11 @@ def _check_fields(cfg: Any, table: Mapping[str, _checks.Check]) -> None:
 
 
 _SWEEP_FIELDS: dict[str, _checks.Check] = {
-    **{k: _checks.int_at_least(1) for k in ("max_depth", "d_head", "n_ctx", "steps", "batch_size", "n_agop_seqs")},
+    **{k: _checks.int_at_least(1) for k in ("max_depth", "steps", "batch_size", "n_agop_seqs")},
+    # ceilings (issue 33): a TinyGPT head of 64 dims and a context of a million tokens are already far
+    # beyond the paper's (4 and 256); past them a typo would allocate gigabytes
+    "d_head": _checks.int_at_least(1, hi=64),
+    "n_ctx": _checks.int_at_least(1, hi=10**6),
     "eval_every": _checks.int_at_least(1),
     "eval_seqs": _checks.int_at_least(1, none_ok=True),
     "patience": _checks.int_at_least(1, none_ok=True),
