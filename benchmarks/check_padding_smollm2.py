@@ -15,17 +15,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import tl_geometry as tg  # noqa: E402
+from benchmarks import _util  # noqa: E402
 from tl_geometry.errors import InputError  # noqa: E402
 
 
-def main() -> None:
-    model = tg.models.load("smollm2-135m")
-    real = tg.corpus.tokens(model, "pydoc", n_seqs=8, seq_len=88, seed=0)
+def main(argv=None) -> None:
+    args = _util.parse_args(_util.make_parser(__doc__, repeats=False), argv)
+    model = _util.load_smollm2()
+    n_seqs, n_real = (2, 24) if args.small else (8, 88)
+    real = tg.corpus.tokens(model, "pydoc", n_seqs=n_seqs, seq_len=n_real, seed=0)
     pad = model.tokenizer.pad_token_id
     if pad is None:
         pad = model.tokenizer.eos_token_id
         model.tokenizer.pad_token_id = pad
-    n_pad = 40
+    n_pad = 8 if args.small else 40
     padded = torch.cat([real, torch.full((real.shape[0], n_pad), pad)], dim=1)
     mask = torch.cat([torch.ones_like(real), torch.zeros(real.shape[0], n_pad, dtype=real.dtype)], dim=1)
     n = model.cfg.n_layers

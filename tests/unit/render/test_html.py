@@ -228,7 +228,7 @@ def test_cli_render_merges(tmp_path):
         (None, ["nope.json"], "no such report file"),
         ("bad", ["bad.json"], "not valid JSON"),
         ("norows", ["norows.json"], "missing 'rows'"),
-        ("ok", ["ok.json", "--dpi", "1"], "--dpi must be at least 10"),
+        ("ok", ["ok.json", "--dpi", "1"], "--dpi must be from 10 to 600"),
     ],
 )
 def test_cli_render_bad_input(tmp_path, capsys, monkeypatch, setup, args, match):
