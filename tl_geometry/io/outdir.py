@@ -215,7 +215,12 @@ class OutputLock:
             who += f" on {owner['host']}"
         if owner.get("started"):
             who += f", started {owner['started']}"
-        raise OutputLockedError(
+        raise self._busy(who)
+
+    def _busy(self, who: str) -> OutputLockedError:
+        """The error a second run gets (``who``: the owner's pid, host and start); a lock on
+        something other than an output directory words it for its own object."""
+        return OutputLockedError(
             errno.EEXIST,
             f"output directory {self.path.parent} is in use by another tl-geometry run ({who}); "
             f"wait for it to finish or choose another output directory",

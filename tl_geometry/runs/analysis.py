@@ -167,10 +167,8 @@ def analyze(
     extra: dict[str, Any] = {"capture": info} if info else {}
     if mask is not None:
         extra["n_padding"] = int((~mask).sum())
-    rep = merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)
-    if mask is not None:  # the positions measured, not the padded batch's
-        rep = GeometryReport(rows=rep.rows, provenance={**rep.provenance, "n_tokens": int(mask.sum())})
-    return rep
+        extra["n_tokens"] = int(mask.sum())  # the positions measured, not the padded batch's
+    return merged(model, tokens, reports, req.metrics, timings, **extra, **provenance)
 
 
 #: Provenance the run measures itself: a caller's ``**provenance`` may not overwrite it.

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tl_geometry.errors import InputError, describe_os_error
-from tl_geometry.io.outdir import OutputLock, OutputLockedError, _read_owner
+from tl_geometry.io.outdir import OutputLock, OutputLockedError
 
 logger = logging.getLogger(__name__)
 
@@ -281,16 +281,10 @@ class ResultsFileLock(OutputLock):
         self.path = lock_path(results)
         self._fd = None
 
-    def _refuse(self):
+    def _busy(self, who: str) -> ResultsFileInUseError:
         import errno
 
-        owner = _read_owner(self.path)
-        who = f"pid {owner.get('pid', '?')}"
-        if owner.get("host"):
-            who += f" on {owner['host']}"
-        if owner.get("started"):
-            who += f", started {owner['started']}"
-        raise ResultsFileInUseError(
+        return ResultsFileInUseError(
             errno.EEXIST,
             f"results file {self.results} is in use by another tl-geometry run ({who}); wait for it to "
             "finish (a rerun resumes it) or choose another results file",
