@@ -189,6 +189,17 @@ def run_isolated(code: str, *, unset: Sequence[str] = ("OPENBLAS_CORETYPE", "OPE
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_isolated_args(code: str, argv: Sequence[str], *, timeout=3600):
+    """Run ``code`` with ``argv`` in a fresh Python (the repository first on ``PYTHONPATH``); it
+    must print one JSON line last. Returns the parsed JSON."""
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv], env=child_env(), capture_output=True, text=True, timeout=timeout
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"isolated run failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 #: The timing loop for :func:`run_isolated` code: define ``cases`` (name → callable), then exec this.
 ISOLATED_BENCH = r"""
 import json, statistics, time
