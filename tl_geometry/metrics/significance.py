@@ -261,7 +261,9 @@ def verdicts(
         call = "inconclusive"
         if chance and beyond and math.isfinite(x):
             call = "positive" if x > reference else "negative" if x < reference else "inconclusive"
-        ver = Verdict(call, float(x), float(s), float(reference), float(p), float(a), max(m, 1), n, chance, beyond, i, "")
+        ver = Verdict(
+            call, float(x), float(s), float(reference), float(p), float(a), max(m, 1), n, chance, beyond, i, ""
+        )
         out.append(_replace_words(ver, alpha, k, what))
     return tuple(out)
 

@@ -310,16 +310,21 @@ def pm(row: Row) -> str:
 def spread(rows: list[Row], lo: Row, hi: Row) -> str:
     """Whether any two hooks of ``rows`` differ beyond their noise, as a clause.
 
-    Our choice: every pair of hooks is tested — a pair is called different only when its
-    difference exceeds z*·√(se_a² + se_b²), with z* the two-sided 5 % normal quantile
-    Bonferroni-corrected over the N(N − 1)/2 pairs. The clause names the pair that differs most in
-    standard errors (not necessarily ``hi`` and ``lo``: the extremes of the values may have the
-    largest errors), and says "no difference between hooks is claimed" only when no pair differs.
-    Hooks measured on the same sample are positively correlated, so √(se_a² + se_b²) overstates a
-    difference's error: the test is conservative. Empty when the rows carry no finite
-    ``extras["stderr"]`` or are exact.
+    Our choice, the library's one verdict rule
+    ([`verdicts`][tl_geometry.metrics.significance.verdicts]) over the family of every pair of
+    hooks: a pair is called different only when the normal p of its difference over
+    √(se_a² + se_b²) survives Holm's correction over the N(N − 1)/2 pairs and the difference
+    exceeds 2 combined standard errors. Holm's first step is Bonferroni, so the bound shown is
+    z*, the two-sided 5 % normal quantile Bonferroni-corrected over the pairs. The clause names the
+    pair that differs most in standard errors (not necessarily ``hi`` and ``lo``: the extremes of the
+    values may have the largest errors), and says "no difference between hooks is claimed" only
+    when no pair differs. Hooks measured on the same sample are positively correlated, so
+    √(se_a² + se_b²) overstates a difference's error: the test is conservative. Empty when the rows
+    carry no finite ``extras["stderr"]`` or are exact.
     """
     from statistics import NormalDist
+
+    from tl_geometry.metrics.significance import verdicts
 
     def se_of(r: Row) -> float | None:
         v = r.extras.get("stderr")
@@ -333,20 +338,28 @@ def spread(rows: list[Row], lo: Row, hi: Row) -> str:
     n = len(usable)
     pairs = n * (n - 1) // 2
     z = NormalDist().inv_cdf(1 - 0.025 / max(1, pairs))
-    best, best_pair = -1.0, None
-    for i, a in enumerate(usable):
-        for b in usable[i + 1 :]:
-            comb = math.hypot(se_of(a) or 0.0, se_of(b) or 0.0)
-            if comb > 0:
-                t = abs(float(a.value) - float(b.value)) / comb
-                if t > best:
-                    best, best_pair = t, (a, b) if a.value <= b.value else (b, a)
+    cand = [
+        (a, b) if a.value <= b.value else (b, a)
+        for i, a in enumerate(usable)
+        for b in usable[i + 1 :]
+        if math.hypot(se_of(a) or 0.0, se_of(b) or 0.0) > 0
+    ]
+    vs = verdicts(
+        [float(b.value) - float(a.value) for a, b in cand],
+        [math.hypot(se_of(a) or 0.0, se_of(b) or 0.0) for a, b in cand],
+        what="pairs of hooks",
+    )
+    best, best_pair, decided = -1.0, None, False
+    for (a, b), v in zip(cand, vs, strict=True):
+        t = abs(v.value) / v.stderr
+        if t > best:
+            best, best_pair, decided = t, (a, b), v.decided
     method = str(hi.extras.get("stderr_method", "standard error"))
-    if best_pair is not None and best > z:
+    if best_pair is not None and decided:
         a, b = best_pair
         return (
             f" ({where_of(b)} and {where_of(a)} differ by {best:.1f} combined standard errors, beyond the "
-            f"Bonferroni bound of {z:.1f} over {pairs} pairs of hooks; {method})"
+            f"Bonferroni bound of {z:.1f} over {pairs} pairs of hooks (Holm's first step) and 2 standard errors; {method})"
         )
     return (
         f" (every pair of hooks within {z:.1f} combined standard errors, the Bonferroni bound over {pairs} pairs of hooks: "

@@ -9,10 +9,12 @@ with the chance band of z against ``n_null`` random subspaces
 ([`z_p_value`][tl_geometry.metrics.significance.z_p_value]); a claim that scans a window of hooks
 (the intermediate peak, the late minimum) corrects the p-values over the window with Holm's
 step-down; a hook is then "positive" / "negative" only when its adjusted p < 0.05 **and** |z| > 2
-standard errors ([`classify`][tl_geometry.metrics.significance.classify]). A difference (final
-recovery) and a correlation (spectral blindness) are read beyond 2 standard errors of 0. The
-verdict words are ``holds`` / ``fails`` / ``undecided`` / ``not applicable``, and the ``test``
-field says which test decided.
+standard errors. A difference (final recovery, the cross-model AOFE ratio) takes the normal p of
+its stderr with the same |v| > 2 stderr. All of it is the one rule of the library,
+[`verdicts`][tl_geometry.metrics.significance.verdicts]. A correlation (spectral blindness) is read
+within / beyond 2 standard errors of 0 (it *holds* when no correlation is found). The verdict
+words are ``holds`` / ``fails`` / ``undecided`` / ``not applicable``, and the ``test`` field says
+which test decided.
 
 Relative depth: ``hook_embed`` (and ``blocks.0.hook_resid_pre``) is 0, ``blocks.l.hook_resid_post``
 is (l + 1)/n_layers, ``ln_final.*`` is 1. The windows (ours; the paper names layers, not
@@ -30,7 +32,7 @@ import numpy as np
 
 from tl_geometry.metrics._capacity_forms import model_class_of
 from tl_geometry.metrics.interaction import EFFICIENT_INTERVAL, in_efficient_interval
-from tl_geometry.metrics.significance import ALPHA, classify, holm, z_p_value
+from tl_geometry.metrics.significance import ALPHA, Verdict, verdicts
 
 __all__ = [
     "Claim",
@@ -199,16 +201,33 @@ def _profile(rows: Sequence[Mapping[str, Any]], ccr: int, n_layers: int) -> list
     return sorted(out, key=lambda t: t[1])
 
 
+def _window_verdicts(prof: Sequence[tuple[str, float, float, float, int]]) -> list[Verdict]:
+    """The one rule per hook of a window (chance band at each row's n_null, Holm over the window, 2 stderr)."""
+    if not prof:
+        return []
+    nulls = [n for _, _, _, _, n in prof]
+    return list(
+        verdicts(
+            [z for _, _, z, _, _ in prof],
+            [se for _, _, _, se, _ in prof],
+            n_null=nulls if all(n >= 2 for n in nulls) else None,
+        )
+    )
+
+
 def _window_calls(prof: Sequence[tuple[str, float, float, float, int]]) -> list[str]:
-    """positive / negative / inside per hook of a window, Holm-corrected over the window."""
-    ps = [z_p_value(z, n) if n >= 2 else math.nan for _, _, z, _, n in prof]
-    adj = holm(ps) if prof else np.array([])
-    return [classify(z, se, float(p), alpha=ALPHA) for (_, _, z, se, _), p in zip(prof, adj)]
+    """positive / negative / inconclusive per hook of a window, Holm-corrected over the window."""
+    return [v.call for v in _window_verdicts(prof)]
 
 
 def _test_words(m: int) -> str:
     corr = f"Holm over {m} hooks, " if m > 1 else ""
     return f"chance band of z at n_null ({corr}α = {ALPHA}) and |z| > 2 stderr"
+
+
+def _decided_by(vs: Sequence[Verdict], i: int) -> str:
+    """``; `` + the words of hook ``i``'s verdict (which test passed)."""
+    return f"; at the hook shown: {vs[i].words}" if vs else ""
 
 
 def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d: int) -> list[Claim]:
@@ -232,10 +251,18 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     # embeddings
     first = prof[0]
     if first[1] == 0.0:
-        call = _window_calls([first])[0]
-        verdict = {"positive": "holds", "negative": "fails", "inside": "undecided"}[call]
+        (v1,) = _window_verdicts([first])
+        verdict = {"positive": "holds", "negative": "fails", "inconclusive": "undecided"}[v1.call]
         out.append(
-            _claim(model, "pga.embed_alignment", verdict, first[2], first[3], f"{first[0]} ({tag})", _test_words(1))
+            _claim(
+                model,
+                "pga.embed_alignment",
+                verdict,
+                first[2],
+                first[3],
+                f"{first[0]} ({tag})",
+                _test_words(1) + _decided_by([v1], 0),
+            )
         )
     else:
         out.append(
@@ -249,7 +276,8 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     # intermediate peak
     mid = [p for p in prof if MID_WINDOW[0] <= p[1] <= MID_WINDOW[1]]
     if mid:
-        calls = _window_calls(mid)
+        vs = _window_verdicts(mid)
+        calls = [v.call for v in vs]
         best = max(range(len(mid)), key=lambda i: mid[i][2])
         if "positive" in calls:
             verdict = "holds"
@@ -267,7 +295,9 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
                 h[2],
                 h[3],
                 f"peak at {h[0]} ({tag}; window depth {MID_WINDOW[0]}–{MID_WINDOW[1]}, {len(mid)} hooks)",
-                _test_words(len(mid)) + ("; holds if any hook is positive, fails if all are negative"),
+                _test_words(len(mid))
+                + "; holds if any hook is positive, fails if all are negative"
+                + _decided_by(vs, best),
             )
         )
     else:
@@ -279,8 +309,10 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     if not late:
         out.append(_na(model, "pga.late_collapse", "no late hook before the final one"))
     elif d <= 1024 or d >= 2048:
-        calls = _window_calls(late)
-        h = min(late, key=lambda p: p[2])
+        vs = _window_verdicts(late)
+        calls = [v.call for v in vs]
+        i_min = min(range(len(late)), key=lambda j: late[j][2])
+        h = late[i_min]
         negative, all_positive = "negative" in calls, all(c == "positive" for c in calls)
         if d <= 1024:  # the paper: small models lose the alignment late
             cid, verdict = "pga.late_collapse", "holds" if negative else "fails" if all_positive else "undecided"
@@ -289,7 +321,11 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
             cid, verdict = "pga.late_preserved", "fails" if negative else "holds" if all_positive else "undecided"
             rule = "holds if every late hook is positive, fails if any is negative"
         where = f"minimum at {h[0]} ({tag}; depth ≥ {LATE_START:.2f}, final excluded, {len(late)} hooks)"
-        out.append(_claim(model, cid, verdict, h[2], h[3], where, _test_words(len(late)) + "; " + rule))
+        out.append(
+            _claim(
+                model, cid, verdict, h[2], h[3], where, _test_words(len(late)) + "; " + rule + _decided_by(vs, i_min)
+            )
+        )
     else:
         out.append(_na(model, "pga.late_collapse", f"d = {d}: between the paper's regimes (d ≤ 1024, d ≥ 2048)"))
     # final recovery
@@ -300,7 +336,8 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     else:
         diff = final[2] - late_min[2]
         se = math.hypot(final[3], late_min[3]) if math.isfinite(final[3]) and math.isfinite(late_min[3]) else math.nan
-        verdict = "undecided" if math.isfinite(se) and abs(diff) <= 2 * se else "holds" if diff > 0 else "fails"
+        (dv,) = verdicts([diff], [se], what="differences")
+        verdict = {"positive": "holds", "negative": "fails", "inconclusive": "undecided"}[dv.call]
         out.append(
             _claim(
                 model,
@@ -309,7 +346,7 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
                 diff,
                 se,
                 f"z({final[0]}) − z({late_min[0]}) ({tag})",
-                "difference beyond 2 combined stderr",
+                "difference: normal p of its combined stderr and |v| > 2 stderr; " + dv.words,
             )
         )
     # CCR-5
@@ -320,7 +357,8 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
     elif not late5:
         out.append(_na(model, "pga.ccr5_restoration", "no CCR-5 rows at late hooks in this run"))
     else:
-        calls = _window_calls(late5)
+        vs = _window_verdicts(late5)
+        calls = [v.call for v in vs]
         i = min(range(len(late5)), key=lambda j: late5[j][2])
         h = late5[i]
         verdict = "holds" if all(c == "positive" for c in calls) else "fails" if "negative" in calls else "undecided"
@@ -332,7 +370,9 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
                 h[2],
                 h[3],
                 f"late minimum at {h[0]} (CCR-5, {len(late5)} hooks)",
-                _test_words(len(late5)) + "; holds if every late hook is positive, fails if any is negative",
+                _test_words(len(late5))
+                + "; holds if every late hook is positive, fails if any is negative"
+                + _decided_by(vs, i),
             )
         )
     out.append(_spectral_blindness(model, rows, prof, tag))
@@ -341,7 +381,7 @@ def _pga_claims(model: str, rows: Sequence[Mapping[str, Any]], n_layers: int, d:
 
 def _spectral_blindness(model: str, rows: Sequence[Mapping[str, Any]], prof, tag: str) -> Claim:
     calls = _window_calls(prof)
-    if all(c == "inside" for c in calls):
+    if all(c == "inconclusive" for c in calls):
         return _claim(
             model,
             "pga.spectral_blindness",
@@ -349,7 +389,7 @@ def _spectral_blindness(model: str, rows: Sequence[Mapping[str, Any]], prof, tag
             math.nan,
             math.nan,
             "",
-            "PGA z is inside its chance band at every hook: nothing for the spectral metrics to miss",
+            "PGA z is inconclusive at every hook (chance band, Holm, 2 stderr): nothing for the spectral metrics to miss",
         )
     z_by_hook = {h: z for h, _, z, _, _ in prof}
     best: tuple[float, str, int] | None = None
@@ -371,7 +411,8 @@ def _spectral_blindness(model: str, rows: Sequence[Mapping[str, Any]], prof, tag
         return _na(model, "pga.spectral_blindness", "fewer than 6 hooks with both PGA z and a spectral metric")
     rho, metric, n = best
     se = 1.0 / math.sqrt(n - 3)  # Fisher's approximation for a correlation of n points
-    verdict = "holds" if abs(rho) <= 2 * se else "fails"
+    (rv,) = verdicts([rho], [se], what="correlations")
+    verdict = "holds" if rv.call == "inconclusive" else "fails"
     return _claim(
         model,
         "pga.spectral_blindness",
@@ -379,7 +420,7 @@ def _spectral_blindness(model: str, rows: Sequence[Mapping[str, Any]], prof, tag
         rho,
         se,
         f"Spearman of z ({tag}) with {metric} over {n} hooks (the larger |ρ| of RankMe, α-ReQ)",
-        "holds if |ρ| ≤ 2 stderr (the spectral profile does not track z), fails if beyond",
+        "holds if no correlation is found (the spectral profile does not track z), fails if one is; " + rv.words,
     )
 
 
@@ -521,7 +562,8 @@ def cross_model_claims(claims: Sequence[Claim], ratios: Mapping[str, float], tra
     sb = np.array([rows[m].stderr for m in outside])
     diff = float(a.mean() - b.mean())
     se = float(math.sqrt(np.nansum(sa**2) / len(a) ** 2 + np.nansum(sb**2) / len(b) ** 2))
-    verdict = "undecided" if abs(diff) <= 2 * se else "holds" if diff > 0 else "fails"
+    (dv,) = verdicts([diff], [se], what="differences")
+    verdict = {"positive": "holds", "negative": "fails", "inconclusive": "undecided"}[dv.call]
     return [
         _claim(
             "(all models)",
@@ -530,7 +572,7 @@ def cross_model_claims(claims: Sequence[Claim], ratios: Mapping[str, float], tra
             diff,
             se,
             f"mean AOFE ratio inside ({', '.join(inside)}) minus outside ({', '.join(outside)})",
-            "difference beyond 2 combined stderr (the per-model stderr is over probes, for fixed tokens)",
+            "difference: normal p of its combined stderr and |v| > 2 stderr; " + dv.words,
         )
     ]
 
@@ -550,8 +592,10 @@ def convergence_claims(rows: Sequence[Mapping[str, Any]], trained: Sequence[str]
         if r["model_a"] in trained and r["model_b"] in trained and math.isfinite(r["z"]):
             pairs.setdefault((r["model_a"], r["model_b"]), []).append(r)
     for (a, b), rs in pairs.items():
-        ps = [z_p_value(float(r["z"]), int(r["n_null"])) for r in rs]
-        calls = [classify(float(r["z"]), math.nan, float(p)) for r, p in zip(rs, holm(ps))]
+        calls = [
+            v.call
+            for v in verdicts([float(r["z"]) for r in rs], [math.nan] * len(rs), n_null=[int(r["n_null"]) for r in rs])
+        ]
         verdict = "holds" if all(c == "positive" for c in calls) else "fails" if "negative" in calls else "undecided"
         last = next((r for r in rs if r["depth"] == "last"), rs[-1])
         out.append(

@@ -433,7 +433,9 @@ def test_class1_count_says_how_many_are_clear_of_the_boundary():
 
     rows = _layer_rows("epsilon_activations", [0.21, 0.40, 0.05], 0.02)
     text = " ".join(capacity_reading.read_capacity(GeometryReport.from_rows(rows, model="m")))
-    assert "2 of 3 hooks are Class 1 (ε > 0.2) (1 of them by more than 2 standard errors)" in text
+    assert (
+        "2 of 3 hooks are Class 1 (ε > 0.2) (1 of them above 0.2 beyond the noise: normal p, Holm over 3 hooks" in text
+    )
 
 
 def test_epsilon_and_aofe_figures_draw_one_standard_error():

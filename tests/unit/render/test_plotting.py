@@ -282,7 +282,7 @@ def test_pga_reading_calls_only_significant_hooks():
     assert "significantly negative at 1 of 4 hooks (lowest z = -8 ± 1" in line
     assert "1.73" not in line
     calls = [c for _, c, _ in pga_reading.pga_calls(rep.rows)[0]]
-    assert calls == ["positive", "inside", "negative", "inside"]
+    assert calls == ["positive", "inconclusive", "negative", "inconclusive"]
 
 
 def test_pga_reading_never_calls_chance_a_peak():
@@ -298,7 +298,7 @@ def test_pga_reading_never_calls_chance_a_peak():
 
 def test_pga_reading_of_reports_without_stderr_uses_the_chance_band_alone():
     bare = GeometryReport.from_rows(_zrows([30.0, 0.5], [float("nan"), float("nan")]), model="m")
-    assert [c for _, c, _ in pga_reading.pga_calls(bare.rows)[0]] == ["positive", "inside"]
+    assert [c for _, c, _ in pga_reading.pga_calls(bare.rows)[0]] == ["positive", "inconclusive"]
 
 
 def test_plot_pga_draws_error_bars_and_the_chance_band():

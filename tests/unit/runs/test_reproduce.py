@@ -343,11 +343,12 @@ def test_given_model_runs_model_rows(tmp_path, tiny_model):
     pga_rows = [r for r in res.rows if r.id.startswith("pga.paper.") or r.id.startswith("pga.library.")]
     assert {"pga.paper.embed_alignment", "pga.paper.final_recovery", "pga.library.late_min"} <= set(rows)
     for r in pga_rows:
-        assert r.evidence == "measured" and r.paper is None and r.stderr > 0 and "beyond 2 stderr" in r.note
+        assert r.evidence == "measured" and r.paper is None and r.stderr > 0
+        assert "stderr" in r.note and ("chance band at n_null" in r.note or "normal p" in r.note), r.note
     assert " ± " in res.to_markdown()
 
 
-def test_pga_claims_speak_only_beyond_two_stderr():
+def test_pga_claims_use_the_one_verdict_rule():
     from tl_geometry.families.pga.checks import _pga_claims
 
     hooks = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(9)]
@@ -358,17 +359,27 @@ def test_pga_claims_speak_only_beyond_two_stderr():
             strict=True,
         )
     )
-    claims = {c["id"]: c for c in _pga_claims({1: z1, 5: {h: (0.5, 1.0) for h in hooks}}, d=576)}
-    assert "positive beyond" in claims["embed_alignment"]["note"]
-    assert (
-        claims["peak_intermediate"]["value"] == 12.0
-        and "inside the paper's range" in claims["peak_intermediate"]["note"]
-    )
-    assert claims["late_min"]["value"] == -9.0 and "negative beyond" in claims["late_min"]["note"]
+    claims = {c["id"]: c for c in _pga_claims({1: z1, 5: {h: (0.5, 1.0) for h in hooks}}, d=576, n_null=100)}
+    assert claims["embed_alignment"]["verdict"] == "positive"
+    assert claims["embed_alignment"]["note"].startswith("positive: chance band at n_null = 100")
+    peak = claims["peak_intermediate"]
+    assert peak["value"] == 12.0 and peak["verdict"] == "positive" and "inside the paper's range" in peak["note"]
+    assert "max over 5 hooks" in peak["note"] and "Holm over 5 hooks" in peak["note"]
+    late = claims["late_min"]
+    assert late["value"] == -9.0 and late["verdict"] == "negative" and "min over 3 hooks" in late["note"]
     rec = claims["final_recovery"]
     assert rec["value"] == pytest.approx(7.0) and rec["se"] == pytest.approx(math.hypot(3.0, 1.5))
-    assert "recovers beyond 2 stderr" in rec["note"]
-    assert "undecided" in claims["ccr5_late_min"]["note"] and "no claim" in claims["ccr5_late_min"]["note"]
+    assert rec["verdict"] == "positive" and "recovers (positive: normal p" in rec["note"]
+    assert claims["ccr5_late_min"]["verdict"] == "inconclusive" and "no claim" in claims["ccr5_late_min"]["note"]
+    # the case: a peak of +0.92 ± 0.3 beyond 2 stderr is inside the chance band at n_null = 100
+    flat = {h: (0.1, 0.3) for h in hooks}
+    flat[hooks[4]] = (0.92, 0.3)
+    got = {c["id"]: c for c in _pga_claims({1: flat}, d=576, n_null=100)}
+    assert got["peak_intermediate"]["value"] == 0.92 and got["peak_intermediate"]["verdict"] == "inconclusive"
+    # and at n_null = 5 a z of 2.5 ± 0.3 is not decided either (the band is wide at 5 nulls)
+    flat[hooks[4]] = (2.5, 0.3)
+    got = {c["id"]: c for c in _pga_claims({1: flat}, d=576, n_null=5)}
+    assert got["peak_intermediate"]["verdict"] == "inconclusive"
 
 
 # ----------------------------------------------------------------------------- resume

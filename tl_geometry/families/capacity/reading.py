@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from tl_geometry.base.numbers import fmt_number
 from tl_geometry.families.capacity.hosts import PublishedHost, published_hosts
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE
+from tl_geometry.metrics.significance import verdicts
 from tl_geometry.render.readings import hook_position, one_row, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
@@ -173,12 +174,14 @@ def read_capacity(report: GeometryReport) -> list[str]:
         hi = max(acts, key=lambda r: r.value)
         n1 = sum(epsilon_class(r.value) == "Class 1" for r in acts)
         ses = [r.extras.get("stderr") for r in acts]
-        sure = (
-            f" ({sum(r.value - 2 * float(r.extras['stderr']) > CLASS1_ABOVE for r in acts)} of them by more than"
-            " 2 standard errors)"
-            if n1 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ses)
-            else ""
-        )
+        sure = ""
+        if n1 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ses):
+            # the one verdict rule: above the class edge beyond the noise, Holm over the hooks scanned
+            vs = verdicts([r.value for r in acts], [float(v) for v in ses], reference=CLASS1_ABOVE)  # type: ignore[arg-type]
+            sure = (
+                f" ({sum(v.call == 'positive' for v in vs)} of them above 0.2 beyond the noise: normal p, "
+                f"Holm over {len(acts)} hooks, and more than 2 standard errors)"
+            )
         out.append(
             f"Activations: ε ranges from {fmt_number(lo.value)} ({where_of(lo)}) to {fmt_number(hi.value)} "
             f"({where_of(hi)}){spread(acts, lo, hi)}; {n1} of {len(acts)} hooks are Class 1 (ε > 0.2){sure}."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from tl_geometry.base.numbers import fmt_number
+from tl_geometry.metrics.significance import verdicts
 from tl_geometry.render.readings import hook_position, pm, rows_of, spread, where_of
 from tl_geometry.report import GeometryReport, Row
 
@@ -12,23 +13,41 @@ __all__ = ["read_id", "profile_shape"]
 
 
 def profile_shape(rows: list[Row], n_layers: int | None = None, *, k: float = 2.0) -> str:
-    """``"peaked"`` when the largest ID is more than ``k`` combined standard errors above both the
-    first and the last hook's (the rise-and-fall of Valeriani et al. 2023), ``"monotone"`` when the
-    peak is at an end, else ``"flat within noise"``. Our rule: a shape is claimed only beyond its noise."""
+    """``"peaked"`` when the largest ID is significantly above both the first and the last hook's (the
+    rise-and-fall of Valeriani et al. 2023), ``"monotone"`` when the peak is at an end and the ends
+    differ, else ``"flat within noise"``.
+
+    Our rule, the library's one ([`verdicts`][tl_geometry.metrics.significance.verdicts]): the peak
+    is the maximum of the hooks, chosen after seeing them, so "peaked" tests the 2·(N − 2)
+    differences of every interior hook from both ends together (normal p of the combined stderr,
+    Holm over all of them, and more than ``k`` combined standard errors); "monotone" tests the one
+    difference of the two ends."""
     if len(rows) < 3:
         return "too few hooks"
     rows = sorted(rows, key=lambda r: hook_position(r, n_layers))
     top = max(rows, key=lambda r: r.value)
-
-    def above(a: Row, b: Row) -> bool:
-        return a.value - b.value > k * math.hypot(_se(a), _se(b))
-
     first, last = rows[0], rows[-1]
-    if top is not first and top is not last and above(top, first) and above(top, last):
-        return "peaked"
-    if (top is first and above(first, last)) or (top is last and above(last, first)):
-        return "monotone"
-    return "flat within noise"
+
+    def diffs(pairs: list[tuple[Row, Row]]) -> list[str]:
+        return [
+            v.call
+            for v in verdicts(
+                [a.value - b.value for a, b in pairs],
+                [math.hypot(_se(a), _se(b)) for a, b in pairs],
+                k=k,
+                what="differences",
+            )
+        ]
+
+    if top is not first and top is not last:
+        interior = rows[1:-1]
+        calls = diffs([(h, e) for h in interior for e in (first, last)])
+        i = interior.index(top)
+        if calls[2 * i] == calls[2 * i + 1] == "positive":
+            return "peaked"
+        return "flat within noise"
+    other = last if top is first else first
+    return "monotone" if diffs([(top, other)]) == ["positive"] else "flat within noise"
 
 
 def read_id(report: GeometryReport) -> list[str]:
@@ -65,7 +84,12 @@ def read_id(report: GeometryReport) -> list[str]:
             f"At {where_of(hi)}, GRIDE gives {pm(a)} at n1 = {a.extras.get('n1')} and {pm(b)} at n1 = "
             f"{b.extras.get('n1')} (length scale {fmt_number(float(a.extras.get('scale', math.nan)))} to "
             f"{fmt_number(float(b.extras.get('scale', math.nan)))}): the ID depends on the scale it is measured at"
-            + (" within noise" if abs(a.value - b.value) <= 2 * math.hypot(_se(a), _se(b)) else "")
+            + (
+                " within noise"
+                if verdicts([a.value - b.value], [math.hypot(_se(a), _se(b))], what="differences")[0].call
+                == "inconclusive"
+                else ""
+            )
             + "."
         )
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tl_geometry.metrics.significance import Verdict, extreme, verdicts
 from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row
 
 
@@ -24,26 +25,34 @@ def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, cc
     return z, used
 
 
-def _beyond(value: float, se: float, k: float = 2.0) -> str:
-    """ "positive" / "negative" when |value| > k·se, else "undecided" (within k standard errors of 0)."""
-    if math.isfinite(se) and abs(value) <= k * se:
-        return "undecided"
-    return "positive" if value > 0 else "negative"
+def _say(v: Verdict) -> str:
+    """A verdict in a row's note: the call, then which test passed (the one rule, `significance.verdicts`)."""
+    return v.words
 
 
-def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[dict[str, Any]]:
+def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int, *, n_null: int) -> list[dict[str, Any]]:
     """The paper's qualitative PGA claims that one profile can test, each as value ± stderr and a verdict.
 
     Hooks in the model's order; the embeddings are the first hook when the profile has them (the
-    paper preset's ``hidden_states``). Verdicts speak only of what exceeds 2 standard errors.
+    paper preset's ``hidden_states``). Every verdict is the one rule of
+    [`tl_geometry.metrics.significance`][tl_geometry.metrics.significance]: the chance band of z at
+    ``n_null``, Holm over the hooks the claim scans (the intermediate peak is the maximum of its
+    window, the late minimum the minimum of its: [`extreme`][tl_geometry.metrics.significance.extreme]),
+    and |v| > 2 stderr; a difference (the final recovery) takes the normal p of its stderr.
     """
     out: list[dict[str, Any]] = []
     z1 = z.get(1) or next(iter(z.values()))
     hooks = list(z1)
     n = len(hooks)
+
+    def window(prof: dict[str, tuple[float, float]], hs: list[str], kind: str) -> tuple[str, Verdict]:
+        v = extreme([prof[h][0] for h in hs], [prof[h][1] for h in hs], kind=kind, n_null=n_null)
+        return hs[v.index], v
+
     has_embed = hooks[0].endswith(("hook_resid_pre", "hook_embed"))
     if has_embed:
         v, se = z1[hooks[0]]
+        (ver,) = verdicts([v], [se], n_null=n_null)
         out.append(
             dict(
                 id="embed_alignment",
@@ -51,11 +60,12 @@ def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[di
                 reference="> 0",
                 value=v,
                 se=se,
-                note=f"{_beyond(v, se)} beyond 2 stderr",
+                verdict=ver.call,
+                note=_say(ver),
             )
         )
     inter = hooks[max(1, n // 4) : max(2, (3 * n) // 4)] or hooks
-    h = max(inter, key=lambda h: z1[h][0])
+    h, ver = window(z1, inter, "max")
     v, se = z1[h]
     out.append(
         dict(
@@ -65,13 +75,12 @@ def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[di
             reference="9–24 (other models)",
             value=v,
             se=se,
-            note=f"at {h}: {_beyond(v, se)} beyond 2 stderr; "
-            + ("inside" if 9 <= v <= 24 else "outside")
-            + " the paper's range",
+            verdict=ver.call,
+            note=f"at {h}: {_say(ver)}; " + ("inside" if 9 <= v <= 24 else "outside") + " the paper's range",
         )
     )
     late = hooks[(2 * n) // 3 : -1] or hooks[-1:]
-    h = min(late, key=lambda h: z1[h][0])
+    h, ver = window(z1, late, "min")
     v, se = z1[h]
     fv, fse = z1[hooks[-1]]
     rec = fv - v
@@ -84,10 +93,11 @@ def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[di
             reference="< 0 for d ≤ 1024",
             value=v,
             se=se,
-            note=f"at {h}: {_beyond(v, se)} beyond 2 stderr"
-            + ("" if d <= 1024 else f" (d = {d} > 1024: the paper expects no decline)"),
+            verdict=ver.call,
+            note=f"at {h}: {_say(ver)}" + ("" if d <= 1024 else f" (d = {d} > 1024: the paper expects no decline)"),
         )
     )
+    (rv,) = verdicts([rec], [rec_se], what="differences")
     out.append(
         dict(
             id="final_recovery",
@@ -95,15 +105,14 @@ def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[di
             reference="> 0",
             value=rec,
             se=rec_se,
+            verdict=rv.call,
             note=f"final z = {fv:.2f} ± {fse:.2f}: "
-            + {"positive": "recovers", "negative": "falls further (no recovery)", "undecided": "undecided"}[
-                _beyond(rec, rec_se)
-            ]
-            + " beyond 2 stderr",
+            + {"positive": "recovers", "negative": "falls further (no recovery)", "inconclusive": "undecided"}[rv.call]
+            + f" ({_say(rv)})",
         )
     )
     if 5 in z:
-        h = min(late, key=lambda h: z[5][h][0])
+        h, ver = window(z[5], late, "min")
         v, se = z[5][h]
         out.append(
             dict(
@@ -112,8 +121,8 @@ def _pga_claims(z: dict[int, dict[str, tuple[float, float]]], d: int) -> list[di
                 reference="> 0 for d ≥ 768",
                 value=v,
                 se=se,
-                note=f"at {h}: {_beyond(v, se)} beyond 2 stderr"
-                + (f"; d = {d} < 768: the paper makes no claim here" if d < 768 else ""),
+                verdict=ver.call,
+                note=f"at {h}: {_say(ver)}" + (f"; d = {d} < 768: the paper makes no claim here" if d < 768 else ""),
             )
         )
     return out
@@ -150,7 +159,7 @@ def _pga(ctx: Context) -> list[ReproRow]:
     rows = []
     for preset, (z, used) in profiles.items():
         base = {"preset": used, "sizes": {**sizes, "model": name, "d_model": d, "n_hooks": len(z[ccrs[0]])}}
-        for c in _pga_claims(z, d):
+        for c in _pga_claims(z, d, n_null=n_null):
             rows.append(
                 make_row(
                     f"pga.{preset}.{c['id']}",

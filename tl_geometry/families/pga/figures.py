@@ -36,7 +36,7 @@ def plot_pga(report: GeometryReport):
             xs, ys = by_layer(rows, n)
             at = {float(hook_position(r, n)): (r, c) for r, c, _ in calls}
             se = np.array([_se(at[float(x)][0]) if float(x) in at else np.nan for x in xs])
-            sig = np.array([at[float(x)][1] != "inside" if float(x) in at else False for x in xs])
+            sig = np.array([at[float(x)][1] != "inconclusive" if float(x) in at else False for x in xs])
             allx.extend(xs)
             label = f"CCR-{ccr}" + (" (no PCs removed)" if ccr == 0 else f" (top {ccr} PCs removed)")
             (line,) = ax.plot(xs, ys, lw=1.2, label=label)

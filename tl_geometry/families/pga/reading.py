@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from tl_geometry.base.numbers import fmt_number
@@ -14,29 +13,31 @@ from tl_geometry.report import GeometryReport, Row
 def pga_calls(rows: Iterable[Row]) -> dict[int, list[tuple[Row, str, float]]]:
     """Per CCR level, each ``pga.z`` row with its call and Holm-adjusted p.
 
-    The call is [`tl_geometry.metrics.significance.classify`][tl_geometry.metrics.significance.classify]: ``"positive"`` or
-    ``"negative"`` when z is significant against random subspaces after Holm's correction over the
-    hooks of that CCR level (family-wise α = 0.05) *and* lies more than two standard errors
-    (``extras["stderr"]``) from 0; ``"inside"`` the chance band otherwise. The p of a row is its
-    ``extras["p_value"]``, or recomputed from z and ``n_null`` (reports written before it existed).
+    The call is the one rule, [`tl_geometry.metrics.significance.verdicts`][tl_geometry.metrics.significance.verdicts]
+    over the hooks of that CCR level: ``"positive"`` or ``"negative"`` when z lies outside the
+    chance band at the run's ``n_null`` after Holm's correction over the hooks (family-wise
+    α = 0.05) *and* more than two standard errors (``extras["stderr"]``) from 0;
+    ``"inconclusive"`` otherwise. A report written without ``n_null`` falls back to the normal p of
+    z over its stderr.
     """
+    return {ccr: [(r, v.call, v.p_adjusted) for r, v in group] for ccr, group in pga_verdicts(rows).items()}
+
+
+def pga_verdicts(rows: Iterable[Row]) -> dict[int, list[tuple[Row, significance.Verdict]]]:
+    """Per CCR level, each ``pga.z`` row with its [`Verdict`][tl_geometry.metrics.significance.Verdict] (see [`pga_calls`][tl_geometry.families.pga.reading.pga_calls])."""
     by_ccr: dict[int, list[Row]] = {}
     for r in rows:
         by_ccr.setdefault(int(r.extras.get("ccr", 0)), []).append(r)
-    out: dict[int, list[tuple[Row, str, float]]] = {}
+    out: dict[int, list[tuple[Row, significance.Verdict]]] = {}
     for ccr, group in sorted(by_ccr.items()):
-        ps = []
-        for r in group:
-            p = as_float(r.extras.get("p_value"))
-            n_null = r.extras.get("n_null")
-            if not math.isfinite(p) and isinstance(n_null, int) and n_null >= 2:
-                p = significance.z_p_value(float(r.value), n_null)
-            ps.append(p)
-        adj = significance.holm(ps)
-        out[ccr] = [
-            (r, significance.classify(float(r.value), as_float(r.extras.get("stderr")), float(a)), float(a))
-            for r, a in zip(group, adj, strict=True)
-        ]
+        nulls = [r.extras.get("n_null") for r in group]
+        ok = all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 for n in nulls)
+        vs = significance.verdicts(
+            [float(r.value) for r in group],
+            [as_float(r.extras.get("stderr")) for r in group],
+            n_null=nulls if ok else None,  # type: ignore[arg-type]
+        )
+        out[ccr] = list(zip(group, vs, strict=True))
     return out
 
 
@@ -57,11 +58,16 @@ def read_pga(report: GeometryReport) -> list[str]:
                 f"peak z = {pm(best)} at {where_of(best)}"
             )
         else:
-            top = max((r for r, _, _ in calls), key=lambda r: r.value)
-            head = (
-                f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {pm(top)} at "
-                f"{where_of(top)}, lies inside the chance band)"
+            top_i = max(range(m), key=lambda i: calls[i][0].value)
+            top = calls[top_i][0]
+            v = significance.extreme(
+                [float(r.value) for r, _, _ in calls],
+                [as_float(r.extras.get("stderr")) for r, _, _ in calls],
+                kind="max",
+                n_null=top.extras.get("n_null") if isinstance(top.extras.get("n_null"), int) else None,
             )
+            why = "lies inside the chance band" if not v.chance else "lies within 2 standard errors of 0"
+            head = f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {pm(top)} at {where_of(top)}, {why})"
         if neg:
             low = min(neg, key=lambda r: r.value)
             head += f"; significantly negative at {len(neg)} of {m} hooks (lowest z = {pm(low)} at {where_of(low)})"

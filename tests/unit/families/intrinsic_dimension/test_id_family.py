@@ -134,6 +134,18 @@ def test_profile_shape_speaks_only_beyond_two_stderr(values, ses, shape):
     assert profile_shape(_rows(values, ses), n_layers=5) == shape
 
 
+def test_a_peak_chosen_among_many_hooks_is_corrected_for():
+    from tl_geometry.families.intrinsic_dimension.reading import profile_shape
+
+    # the peak is 2.5 combined stderrs above both ends: the old 2-stderr rule called it "peaked";
+    # it is the maximum of 9 hooks, and Holm over the 14 interior-minus-end differences does not
+    values = [10.0, 10.0, 10.0, 10.0, 13.6, 10.0, 10.0, 10.0, 10.0]
+    assert 13.6 - 10.0 > 2 * math.hypot(1.0, 1.0)
+    assert profile_shape(_rows(values, [1.0] * 9), n_layers=9) == "flat within noise"
+    values[4] = 16.0  # 4.2 combined stderrs: decided
+    assert profile_shape(_rows(values, [1.0] * 9), n_layers=9) == "peaked"
+
+
 def test_reading_names_the_range_and_shape():
     from tl_geometry.families.intrinsic_dimension.reading import read_id
 
