@@ -14,7 +14,11 @@ tolerance, a status and a note saying why when it differs). Checks are grouped b
 Evidence classes ([`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE]; every row has one, and the headline counts them apart):
 
 * ``independent`` — our simulation, training or measurement from weights gives the paper's
-  number (packing cells from our optimizer over several seeds, the toy double descent);
+  number (packing cells from our optimizer over several seeds, the toy double descent), and the
+  comparison value was never an input nor a target chosen after seeing it; only these rows count
+  as "reproduced" in the headline;
+* ``exploratory`` — a probe tuned after a published setting missed (the packing cells at p = 20):
+  what could produce the paper's number, not a reproduction of it;
 * ``recomputed`` — a closed formula re-evaluated on the paper's printed inputs (Table 1 counts
   from the printed ε, fits of the authors' own packing JSON, bounds from printed (d, ε), a
   parameter count);
@@ -33,7 +37,8 @@ Statuses:
 * ``differs`` — outside it; the note says why (a different protocol, a CPU-sized run, ...);
 * ``measured`` — our number where the paper has none for this model (e.g. SmolLM2); only
   rows of the ``measured`` class, and always with ``paper`` None;
-* ``needs a GPU`` / ``needs the hub`` — cannot run here (the note says what it would take);
+* ``needs a GPU`` / ``needs the hub`` / ``needs a package`` — cannot run here (the note says what
+  it would take: the pip command for a missing PyPI package);
 * ``skipped (tiny)`` / ``not run (--full)`` — not run at this size;
 * ``error`` — the check raised (the note has the exception); the CLI exits with status 1.
 
@@ -80,6 +85,8 @@ from tl_geometry.runs.reproduction_rows import (
     make_row,
     published_row,
     published_tolerance,
+    reclassified,
+    supported_tolerance,
 )
 from tl_geometry.runs.reproduction_rows import _compare as _compare
 
@@ -96,6 +103,8 @@ __all__ = [
     "ReproduceResult",
     "reproduce",
     "published_tolerance",
+    "supported_tolerance",
+    "reclassified",
     "list_checks",
     "check",
     "make_row",
@@ -368,6 +377,7 @@ def reproduce(
         "wall_seconds_this_run": round(wall, 1),
         "seconds_per_check": per_check,
         "python": platform.python_version(),
+        "reclassified": reclassified(rows),
     }
     result = ReproduceResult(rows=tuple(rows), out=out, meta=meta)
     _write(result)

@@ -38,12 +38,24 @@ def fmt_paper(r: ReproRow) -> str:
 
 
 EVIDENCE_MEANING = {
-    "independent": "our simulation, training or measurement gives the paper's number",
+    "independent": "our simulation, training or measurement gives the paper's number, which was never an input nor a "
+    "target chosen after seeing it (the only rows counted as reproduced)",
+    "exploratory": "a probe tuned after a published setting missed: what could produce the paper's number, not a "
+    "reproduction",
     "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
     "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
     "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
 }
 """One line per evidence class for the tables' legend."""
+
+
+def _reclassified_lines(items: list[dict]) -> list[str]:
+    """The rows whose evidence class changed (``meta["reclassified"]``), one bullet each, or nothing."""
+    if not items:
+        return []
+    out = ["Rows reclassified so that no label flatters (class before → now):", ""]
+    out += [f"* `{x['id']}`: {x['before']} → {x['now']} ({x['why']})" for x in items]
+    return out + [""]
 
 
 def markdown(rows: Iterable[ReproRow], meta: dict) -> str:
@@ -61,6 +73,7 @@ def markdown(rows: Iterable[ReproRow], meta: dict) -> str:
         "",
         *(f"* *{ev}*: {EVIDENCE_MEANING[ev]}" for ev in EVIDENCE),
         "",
+        *_reclassified_lines(meta.get("reclassified") or []),
         "Δ = (ours − paper) / |paper|; *reproduced* means |Δ| within the row's tolerance (default: one unit of "
         "the last digit the paper printed).",
         "",

@@ -69,10 +69,10 @@ def read_id(report: GeometryReport) -> list[str]:
     shape = profile_shape(tw, n)
     words = {
         "peaked": "rises from the embeddings to a peak inside the network and falls towards the output, "
-        "beyond two standard errors at both ends: the profile Valeriani et al. (2023) report for large transformers",
+        "beyond its noise at both ends (Holm over the interior-minus-end differences and 2 standard errors): the profile Valeriani et al. (2023) report for large transformers",
         "monotone": "is monotone beyond its noise (its largest value is at an end), not the rise-and-fall "
         "Valeriani et al. (2023) report",
-        "flat within noise": "shows no peak beyond two standard errors of its ends",
+        "flat within noise": "shows no peak beyond the noise of its ends (Holm over the interior-minus-end differences and 2 standard errors)",
         "too few hooks": "has too few hooks for a shape",
     }
     out.append(f"The profile {words[shape]}.")
