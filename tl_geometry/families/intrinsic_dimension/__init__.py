@@ -46,8 +46,10 @@ from tl_geometry.metrics.id_jackknife import id_jackknife
 from tl_geometry.metrics.intrinsic_dimension import (
     DEFAULT_DISCARD_FRACTION,
     DEFAULT_RANGE_MAX,
+    DUPLICATES,
     DuplicatePointsWarning,
     gride_scaling,
+    one_copy_per_vector,
     twonn,
 )
 from tl_geometry.metrics.jackknife import group_labels
@@ -121,6 +123,7 @@ def intrinsic_dimension(
     n_groups: int = 10,
     batch_size: int = 8,
     progress: bool = True,
+    duplicates: str = "drop_all",
 ) -> MetricPlan:
     """Intrinsic dimension of the activations at every hook: TwoNN and GRIDE at n1 = 1, 2, 4, ….
 
@@ -147,13 +150,17 @@ def intrinsic_dimension(
             fewer when there are fewer sequences.
         batch_size: sequences per forward pass.
         progress: progress bars.
+        duplicates: what repeated points become
+            ([`DUPLICATES`][tl_geometry.metrics.intrinsic_dimension.DUPLICATES]): ``"drop_all"``
+            (default: every copy dropped, the estimators' rule) or ``"one_copy"`` (one copy of each
+            distinct vector kept). Recorded in every row and in the provenance.
 
     Rows, per hook: ``id.twonn`` (the paper's fit; extras ``stderr``, ``stderr_method``,
     ``stderr_points``, ``n_groups``,
     ``dimension_mle`` and ``stderr_mle``, ``n_points``, ``n_duplicates``, ``discard_fraction``,
     ``scale``, ``design_effect``, ``seed``) and ``id.gride`` per scale (extras ``n1``, ``n2``,
     ``stderr``, ``stderr_method``, ``scale``, ``n_points``, ``n_used``, ``n_outliers``,
-    ``n_duplicates``, ``seed``). Every row also carries ``points`` and the model's weight ``processing``.
+    ``n_duplicates``, ``seed``). Every row also carries ``points``, ``duplicates`` and the model's weight ``processing``.
 
     Standard errors (``stderr``; our choice): a delete-a-group jackknife over ``n_groups`` groups
     of whole sequences, each replicate the exact estimate without that group, so the error covers
@@ -163,7 +170,8 @@ def intrinsic_dimension(
     over samples of text (docs/intrinsic_dimension.md).
 
     Duplicate points (the same token in the same context gives the same embedding) have no
-    neighbour ratio: they are dropped and counted in ``n_duplicates`` (no warning per hook).
+    neighbour ratio: with ``duplicates="drop_all"`` every copy is dropped, with ``"one_copy"`` the
+    extra copies only; either way ``n_duplicates`` counts the points dropped (no warning per hook).
 
     Raises:
         ValueError: bad hooks/tokens, ``max_points`` < [`MIN_POINTS`][tl_geometry.families.intrinsic_dimension.MIN_POINTS],
@@ -172,6 +180,8 @@ def intrinsic_dimension(
     capture.check_model(model)
     if points not in POINTS:
         raise InputError(f"points must be one of {POINTS}, got {points!r}")
+    if duplicates not in DUPLICATES:
+        raise InputError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < MIN_POINTS:
         raise InputError(f"max_points must be an integer >= {MIN_POINTS}, got {max_points!r}")
     hooks = capture.validate_hooks(model, list(hooks) if hooks is not None else default_hooks(model))
@@ -207,15 +217,19 @@ def intrinsic_dimension(
         labels = group_labels(owners, n_groups) if n_groups >= 2 else None
         rows = []
         for h in tqdm(hooks, desc="intrinsic dimension", disable=not progress, leave=False):
-            x = acts[h]
+            x, lab, n_copies = acts[h], labels, 0
+            if duplicates == "one_copy":  # one copy of each distinct vector (and its group label)
+                keep = one_copy_per_vector(x)
+                n_copies = int(x.shape[0]) - int(keep.numel())
+                x, lab = x[keep], (labels[keep] if labels is not None else None)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DuplicatePointsWarning)  # counted in n_duplicates
                 threads = choose_threads()  # chosen per hook: a long report follows the machine's load
                 t = twonn(x, discard_fraction=discard_fraction, seed=seed, threads=threads)
                 scales = gride_scaling(x, range_max=range_max, seed=seed, threads=threads)
                 jk = (
-                    id_jackknife(x, labels, discard_fraction=discard_fraction, range_max=range_max, threads=threads)
-                    if labels is not None and int(labels.unique().numel()) >= 2
+                    id_jackknife(x, lab, discard_fraction=discard_fraction, range_max=range_max, threads=threads)
+                    if lab is not None and int(lab.unique().numel()) >= 2
                     else None
                 )
             se_twonn = jk.twonn_stderr if jk is not None else math.nan
@@ -234,12 +248,13 @@ def intrinsic_dimension(
                         "dimension_mle": t.dimension_mle,
                         "stderr_mle": t.stderr_mle,
                         "n_points": t.n_points,
-                        "n_duplicates": t.n_duplicates,
+                        "n_duplicates": t.n_duplicates + n_copies,
                         "discard_fraction": t.discard_fraction,
                         "scale": t.scale,
                         "design_effect": t.design_effect,
                         "seed": seed,
                         "points": points,
+                        "duplicates": duplicates,
                         "processing": processing,
                     },
                 }
@@ -261,9 +276,10 @@ def intrinsic_dimension(
                             "n_points": g.n_points,
                             "n_used": g.n_used,
                             "n_outliers": g.n_outliers,
-                            "n_duplicates": g.n_duplicates,
+                            "n_duplicates": g.n_duplicates + n_copies,
                             "seed": seed,
                             "points": points,
+                            "duplicates": duplicates,
                             "processing": processing,
                         },
                     }
@@ -273,6 +289,7 @@ def intrinsic_dimension(
             model=model,
             intrinsic_dimension={
                 "points": points,
+                "duplicates": duplicates,
                 "max_points": max_points if points == "tokens" else None,
                 "n_points": n,
                 "seed": seed,
@@ -295,6 +312,7 @@ _COMMON = (
     "scale",
     "seed",
     "points",
+    "duplicates",
     "processing",
 )
 

@@ -38,7 +38,15 @@ def _profile(ctx: Context) -> list[ReproRow]:
     from tl_geometry.render.readings import hook_position
 
     max_points, n_seqs, seq_len, n_null = ctx.pick((64, 2, 40, 5), (1024, 8, 128, 20), (2048, 32, 128, 100))
-    sizes = {"max_points": max_points, "n_seqs": n_seqs, "seq_len": seq_len, "pga_n_null": n_null}
+    duplicates = "drop_all"  # the library default, stated in every row (issue 35)
+    sizes = {
+        "max_points": max_points,
+        "n_seqs": n_seqs,
+        "seq_len": seq_len,
+        "pga_n_null": n_null,
+        "points": "tokens",
+        "duplicates": duplicates,
+    }
     model = ctx.zoo_model(processed=True)
     if getattr(model, "tokenizer", None) is not None:
         tokens = tg.corpus.tokens(model, "pydoc", n_seqs=n_seqs, seq_len=seq_len, seed=0)
@@ -57,7 +65,7 @@ def _profile(ctx: Context) -> list[ReproRow]:
         hooks=hooks,
         progress=ctx.progress,
         options={
-            "intrinsic_dimension": {"max_points": max_points, "range_max": 16},
+            "intrinsic_dimension": {"max_points": max_points, "range_max": 16, "duplicates": duplicates},
             "pga": {"max_points": max_points, "n_null": n_null, "ccr": [1], "k": k},
         },
     )
@@ -69,7 +77,11 @@ def _profile(ctx: Context) -> list[ReproRow]:
     top = max(tw, key=lambda r: r.value)
     rel = (hook_position(top, n) + 1) / (n + 1)  # 0 = embeddings, 1 = last block's output
     base = {"preset": "library (TransformerLens processing)", "sizes": {**sizes, "model": name, "d_model": d}}
-    note = f"{name} is in no ID paper; shape: {shape} (beyond 2 stderr of both ends)"
+    conv = (
+        "points: sampled token positions; duplicates='drop_all' (every copy of a repeated vector dropped; "
+        "'one_copy' keeps one)"
+    )
+    note = f"{name} is in no ID paper; shape: {shape} (Holm and 2 stderr against both ends); {conv}"
     rows = [
         make_row(
             "intrinsic_dimension.peak",
@@ -93,7 +105,9 @@ def _profile(ctx: Context) -> list[ReproRow]:
             evidence="measured",
             status="measured",
             stderr=float(tw[0].extras.get("stderr", math.nan)),
-            note=f"{tw[0].hook}; {tw[0].extras.get('n_duplicates', 0)} duplicate points dropped",
+            note=f"{tw[0].hook}; {tw[0].extras.get('n_duplicates', 0)} of "
+            f"{int(tw[0].extras.get('n_points', 0)) + int(tw[0].extras.get('n_duplicates', 0))} points dropped as "
+            f"duplicates; {conv}",
             **base,
         ),
         make_row(
@@ -105,7 +119,7 @@ def _profile(ctx: Context) -> list[ReproRow]:
             evidence="measured",
             status="measured",
             stderr=float(tw[-1].extras.get("stderr", math.nan)),
-            note=tw[-1].hook,
+            note=f"{tw[-1].hook}; {conv}",
             **base,
         ),
     ]

@@ -98,11 +98,48 @@ def test_shared_pass_gives_the_same_rows(model, tokens, report):
         ({"max_points": 10}, "max_points must be an integer >= 32"),
         ({"max_points": True}, "max_points must be an integer"),
         ({"hooks": ["blocks.99.hook_resid_post"]}, "blocks.99.hook_resid_post"),
+        ({"duplicates": "keep"}, r"duplicates must be one of \('drop_all', 'one_copy'\)"),
     ],
 )
 def test_bad_inputs_name_the_problem(model, tokens, kwargs, match):
     with pytest.raises(InputError, match=match):
         tg.intrinsic_dimension(model, tokens, progress=False, **kwargs)
+
+
+@pytest.mark.filterwarnings("ignore:.*equal neighbour distances")
+def test_duplicates_convention_is_an_option_and_is_recorded(model):
+    # a vocabulary of 6 tokens: the embeddings (hook_resid_pre at layer 0) repeat vectors
+    g = torch.Generator().manual_seed(5)
+    toks = torch.randint(1, 7, (8, 24), generator=g)
+    hook = "blocks.0.hook_resid_pre"
+    kw = dict(hooks=[hook, "blocks.0.hook_resid_post"], max_points=150, range_max=4, progress=False)
+    drop = tg.intrinsic_dimension(model, toks, **kw)
+    one = tg.intrinsic_dimension(model, toks, duplicates="one_copy", **kw)
+    for rep, conv in ((drop, "drop_all"), (one, "one_copy")):
+        assert {r.extras["duplicates"] for r in rep.rows} == {conv}
+        assert rep.provenance["intrinsic_dimension"]["duplicates"] == conv
+    cap = capture.collect(model, toks, [hook], max_points=150, seed=0, progress=False)
+    x = cap.acts[hook]
+    # slow reference: one copy of each distinct vector, first occurrence, in order
+    seen, keep = set(), []
+    for i, v in enumerate(x.tolist()):
+        if tuple(v) not in seen:
+            seen.add(tuple(v))
+            keep.append(i)
+    from tl_geometry.metrics.intrinsic_dimension import one_copy_per_vector
+
+    assert one_copy_per_vector(x).tolist() == keep
+    tw1 = next(r for r in one.rows if r.metric == "id.twonn" and r.hook == hook)
+    tw0 = next(r for r in drop.rows if r.metric == "id.twonn" and r.hook == hook)
+    assert tw1.value == twonn(x[keep], seed=0).dimension and tw1.extras["n_points"] == len(keep)
+    assert tw1.extras["n_duplicates"] == x.shape[0] - len(keep)
+    # drop_all keeps only the vectors seen once: fewer points than one_copy
+    counts = {}
+    for v in x.tolist():
+        counts[tuple(v)] = counts.get(tuple(v), 0) + 1
+    assert tw0.extras["n_points"] == sum(c == 1 for c in counts.values()) < len(keep)
+    with pytest.raises(InputError, match="2-D"):
+        one_copy_per_vector(torch.zeros(3))
 
 
 def test_too_few_positions(model):
