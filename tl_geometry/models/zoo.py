@@ -125,8 +125,34 @@ def processing_flags(
 
 
 def _record_processing(model: Any, name: str, flags: dict[str, bool]) -> None:
-    model._tl_geometry_processing = {k: bool(flags[k]) for k in _FLAGS}
+    """Record the processing TransformerLens *did* (the provenance's ``weight_processing``), named as asked.
+
+    TransformerLens centers the writing weights only for LayerNorm models (``normalization_type``
+    LN/LNPre, no ``final_rms``, not post-norm nor shortformer); for an RMSNorm model (Llama,
+    SmolLM2, Gemma) it skips the step although asked, so ``center_writing_weights`` is recorded
+    False there. The flags asked are kept in ``_tl_geometry_processing_asked``."""
+    done = {k: bool(flags[k]) for k in _FLAGS}
+    cfg = getattr(model, "cfg", None)
+    if done["center_writing_weights"] and cfg is not None and not _centers_writing_weights(cfg):
+        done["center_writing_weights"] = False
+    model._tl_geometry_processing = done
+    model._tl_geometry_processing_asked = {k: bool(flags[k]) for k in _FLAGS}
     model._tl_geometry_processing_name = name
+
+
+def _centers_writing_weights(cfg: Any) -> bool:
+    """Whether TransformerLens's processing centers the writing weights of a model with this config
+    (its ``ProcessWeights.process_weights`` and ``load_and_process_state_dict`` conditions)."""
+    norm = getattr(cfg, "normalization_type", "LN")
+    if norm not in ("LN", "LNPre") or getattr(cfg, "final_rms", False):
+        return False
+    if getattr(cfg, "positional_embedding_type", "standard") == "shortformer":
+        return False
+    try:
+        from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
+    except ImportError:  # another TransformerLens generation: no post-norm list
+        return True
+    return getattr(cfg, "original_architecture", None) not in POST_NORM_ARCHITECTURES
 
 
 def processing_of(model: Any) -> dict[str, bool] | None:

@@ -612,3 +612,16 @@ def test_docs_section_from_a_run(tiny_run):
     assert "![reproduce_x.png](img/reproduce_x.png)" in text
     assert f"**{len(data['rows'])} rows — {data['headline']}.**" in text
     assert "| figure | paper | ours | Δ | status | evidence | note |" in text
+
+
+def test_docs_state_the_pga_sizes_the_check_uses():
+    from pathlib import Path
+
+    from tl_geometry.families.pga.checks import PGA_SIZES, pga_sizes_text
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "reproduce.md").read_text(encoding="utf-8")
+    row = f"| PGA profile (paper preset and library default) | skipped | {pga_sizes_text('cpu')} | {pga_sizes_text('full')} |"
+    assert row in doc, row
+    assert f"At CPU size ({pga_sizes_text('cpu')})" in doc
+    assert PGA_SIZES["cpu"]["n_null"] == 100  # the paper's 100 null subspaces (the doc once said 20)
+    assert pga_sizes_text("cpu") == "512 points, 100 nulls, 8 × 128 tokens, CCR 0/1/5"

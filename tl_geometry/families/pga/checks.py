@@ -8,8 +8,29 @@ from typing import Any
 from tl_geometry.metrics.significance import Verdict, extreme, verdicts
 from tl_geometry.runs.reproduction import Context, ReproRow, check, make_row
 
-
 # ----------------------------------------------------------------------------- pga
+PGA_SIZES: dict[str, dict[str, int]] = {
+    "tiny": {"n_null": 5, "max_points": 64, "n_seqs": 2, "seq_len": 24},
+    "cpu": {"n_null": 100, "max_points": 512, "n_seqs": 8, "seq_len": 128},
+    "full": {"n_null": 100, "max_points": 2048, "n_seqs": 32, "seq_len": 128},
+}
+"""The sizes of the ``pga.profile`` check per reproduce size: the paper's 100 null subspaces at every
+size but tiny, points and text sized to the machine. docs/reproduce.md states them
+([`pga_sizes_text`][tl_geometry.families.pga.checks.pga_sizes_text]; a test compares)."""
+
+PGA_CCRS = (0, 1, 5)
+"""The CCR levels of the ``pga.profile`` check."""
+
+
+def pga_sizes_text(size: str) -> str:
+    """``"512 points, 100 nulls, 8 × 128 tokens, CCR 0/1/5"``: the sizes of ``size`` in the docs' words."""
+    s = PGA_SIZES[size]
+    return (
+        f"{s['max_points']:,} points, {s['n_null']} nulls, {s['n_seqs']} × {s['seq_len']} tokens, "
+        f"CCR {'/'.join(map(str, PGA_CCRS))}"
+    )
+
+
 def _pga_profile(model, tokens, *, preset: str, n_null: int, max_points: int, ccr, progress: bool):
     """({ccr: {hook: (z, stderr)}}, preset label) of [`tl_geometry.pga`][tl_geometry.families.pga.pga] with ``preset``."""
     import tl_geometry as tg
@@ -138,8 +159,9 @@ def _pga(ctx: Context) -> list[ReproRow]:
     import tl_geometry as tg
 
     # the paper's 100 null subspaces at every size but tiny; points and text sized to the machine
-    n_null, max_points, n_seqs, seq_len = ctx.pick((5, 64, 2, 24), (100, 512, 8, 128), (100, 2048, 32, 128))
-    ccrs = [0, 1, 5]
+    sz = PGA_SIZES[ctx.size]
+    n_null, max_points, n_seqs, seq_len = sz["n_null"], sz["max_points"], sz["n_seqs"], sz["seq_len"]
+    ccrs = list(PGA_CCRS)
     sizes = {"n_null": n_null, "max_points": max_points, "n_seqs": n_seqs, "seq_len": seq_len, "ccr": ccrs}
     profiles = {}
     for preset, processed in (("paper", False), ("library", True)):
