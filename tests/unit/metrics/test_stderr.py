@@ -460,3 +460,32 @@ def test_epsilon_and_aofe_figures_draw_one_standard_error():
 
     plt.close(fig)
     plt.close(fig2)
+
+
+def test_epsilon_above_one_is_explained_where_it_is_shown():
+    pytest.importorskip("matplotlib")
+    import torch
+
+    import tl_geometry as tg
+    from tl_geometry.report import GeometryReport
+
+    # the explanation's claim on a known case: two tight clusters along orthogonal directions give
+    # cosines ≈ 1 within and ≈ 0 across (μ ≈ 0.5, σ ≈ 0.5): ε = μ + 2σ ≈ 1.5 > 1, no cosine above 1
+    g = torch.Generator().manual_seed(0)
+    u = torch.zeros(2, 16)
+    u[0, 0] = u[1, 1] = 1.0
+    x = torch.cat([u[0] + 0.01 * torch.randn(50, 16, generator=g), u[1] + 0.01 * torch.randn(50, 16, generator=g)])
+    st = tg.similarity_stats(x)
+    assert st.epsilon > 1.0 and 0.4 < st.mean < 0.6
+    rows = _layer_rows("epsilon_activations", [1.1, 0.4, 0.05], 0.02)
+    rep = GeometryReport.from_rows(rows, model="m")
+    text = " ".join(capacity_reading.read_capacity(rep))
+    assert "ε > 1 at 1 of 3 hooks" in text and "not bounded by 1" in text
+    fig = capacity_figures.plot_epsilon_by_layer(rep)
+    assert any("ε > 1 at 1 of 3 hooks" in t.get_text() for t in fig.texts)
+    below = capacity_figures.plot_epsilon_by_layer(GeometryReport.from_rows(rows[1:], model="m"))
+    assert not below.texts  # no caption when no hook is above 1
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    plt.close(below)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import math
+import textwrap
 
 import numpy as np
 
-from tl_geometry.families.capacity.reading import closest_published, published_models
+from tl_geometry.families.capacity.reading import EPS_ABOVE_ONE, closest_published, published_models
 from tl_geometry.metrics._capacity_forms import CLASS1_ABOVE, CLASS2_BELOW
 from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_layers_of, pyplot, rows_once
 from tl_geometry.render.readings import hook_position, rows_of
@@ -252,5 +253,12 @@ def plot_epsilon_by_layer(report: GeometryReport):
     ax.set_title(figure_title(report, "ε of the residual stream by layer"))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    n_above = sum(float(r.value) > 1.0 for r in rows)
+    if n_above:
+        ax.axhline(1.0, color="0.4", ls=":", lw=0.8)
+        caption = f"ε > 1 at {n_above} of {len(rows)} hooks: {EPS_ABOVE_ONE}"
+        fig.text(0.01, 0.01, textwrap.fill(caption, 150), fontsize=6.5, va="bottom", ha="left")
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+    else:
+        fig.tight_layout()
     return fig

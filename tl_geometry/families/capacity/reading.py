@@ -186,7 +186,19 @@ def read_capacity(report: GeometryReport) -> list[str]:
             f"Activations: ε ranges from {fmt_number(lo.value)} ({where_of(lo)}) to {fmt_number(hi.value)} "
             f"({where_of(hi)}){spread(acts, lo, hi)}; {n1} of {len(acts)} hooks are Class 1 (ε > 0.2){sure}."
         )
+        above = [r for r in acts if r.value > 1.0]
+        if above:
+            out.append(f"ε > 1 at {len(above)} of {len(acts)} hooks: {EPS_ABOVE_ONE}")
     return out
+
+
+EPS_ABOVE_ONE = (
+    "ε = μ + 2σ of the pairwise cosines is a mean plus two standard deviations, not a cosine, so it is not "
+    "bounded by 1. Above 1 it says the activations share a common direction (a positive mean cosine μ) and "
+    "spread around it: μ = 0.5 with σ = 0.3 already gives 1.1, although no cosine exceeds 1. It is read as "
+    "Class 1 (no near-orthogonal structure), as any ε > 0.2."
+)
+"""Why ε of activations can exceed 1, where it is shown (the capacity reading and the ε-by-layer figure)."""
 
 
 def explain_nan(row: Row) -> str:
