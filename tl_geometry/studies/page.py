@@ -432,9 +432,11 @@ def _verdict_counts(result: StudyResult) -> str:
 NOTES = (
     "Each model's rows are exactly those of `tl-geometry report` on that model with the same settings; "
     "its PGA rows say which preset and weight processing produced them (the models table repeats it).",
-    "Verdicts speak only of what exceeds the stderr and the chance band: a PGA z counts as positive or negative "
-    "when its Holm-adjusted p against the random subspaces is < 0.05 and |z| > 2 stderr; differences and "
-    "correlations beyond 2 stderr of 0. `undecided` means the data do not decide; `not applicable` that the "
+    "Verdicts use the library's one rule (tl_geometry.metrics.significance.verdicts): a PGA z counts as positive "
+    "or negative when its p against the random subspaces, Holm-corrected over the hooks the claim scans (a peak "
+    "or a minimum over a window is the extreme of the window), is < 0.05 and |z| > 2 stderr; a difference or a "
+    "correlation when its normal p is < 0.05 and it lies beyond 2 stderr of 0. Each claim's test says which test "
+    "passed. `undecided` means the data do not decide; `not applicable` that the "
     "paper makes no claim for this model (e.g. d < 768 for CCR-5) or the run lacks the rows.",
     "⚠ marks PGA numbers under the library preset whose readout subspace was moved by fold_ln onto the final "
     "norm's weight (tl_geometry.families.pga.readout_caveat; Gemma: docs/gemma_pga.md): they are not the "
