@@ -114,6 +114,9 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def classify(z: float, stderr: float, p_adjusted: float, *, alpha: float = ALPHA) -> str:
     """``"positive"``, ``"negative"`` or ``"inside"`` (the chance band), as the module says.
 
+    The same tests as [`verdicts`][tl_geometry.metrics.significance.verdicts] for a caller that has
+    its Holm-adjusted p already; the library itself calls ``verdicts`` (the one rule, with words).
+
     Rule (ours): ``"positive"`` when p_adjusted < alpha, z > 0 and |z| > 2·stderr; ``"negative"``
     likewise with z < 0; else ``"inside"``. p_adjusted is the Holm-adjusted two-sided p-value
     ([`holm`][tl_geometry.metrics.significance.holm]).
