@@ -5,6 +5,7 @@ import json
 import math
 import sys
 
+import numpy as np
 import pytest
 
 import tl_geometry as tg
@@ -312,11 +313,48 @@ def test_no_row_tolerance_exceeds_what_its_inputs_support(tiny_run):
     assert row.tolerance == pytest.approx(0.5) and "only the leading digit of 2e20 is checked" in row.note
 
 
+def test_toy_rows_at_t500_take_the_tolerance_of_a_difference_of_means(tmp_path, monkeypatch):
+    from tl_geometry.families.interaction import checks as icheck
+    from tl_geometry.families.interaction import toy_superposition as toy
+    from tl_geometry.runs.reproduction import Context, supported_tolerance
+
+    def fake_run(preset, *, sizes=(200, 500, 1000), seeds=(0,), out=None, progress=False, **kw):
+        recs = []
+        for T in sizes:
+            for s in seeds:
+                loss = {200: 1.0, 500: 1.5 + 0.1 * s, 1000: 1.1}[T]
+                recs.append(
+                    {
+                        "preset": preset,
+                        "n_train": T,
+                        "seed": s,
+                        "test_loss": loss,
+                        "train_loss": 0.96,
+                        "aofe_ratio": 0.95 + 0.001 * s,
+                    }
+                )
+        return recs
+
+    monkeypatch.setattr(toy, "run", fake_run)
+    monkeypatch.setattr(toy, "plot_toy", lambda *a, **k: None)
+    rows = {r.id: r for r in icheck._toy(Context(size="cpu", out=tmp_path, progress=False))}
+    assert "interaction.toy.interior_peak" not in rows
+    peak = rows["interaction.toy.peak_T"]
+    assert peak.status == "reproduced" and peak.ours == 500 and peak.tolerance == pytest.approx(0.5)
+    t = rows["interaction.toy.T500.test_loss"]
+    se_paper = 0.1631 / 2
+    se_ours = float(np.std([1.5, 1.6, 1.7, 1.8, 1.9])) / 2
+    assert t.tolerance * 1.534 == pytest.approx(2 * math.hypot(se_paper, se_ours))
+    for r in rows.values():
+        if r.tolerance is not None:
+            assert r.tolerance <= supported_tolerance(r) * (1 + 1e-9), r.id
+
+
 def test_the_tolerance_test_fails_a_loose_row():
     from tl_geometry.runs.reproduction import supported_tolerance
 
-    # the old toy rule: 2 × the authors' per-seed sd (0.1631) for a difference of two 5-seed means
-    se = 0.1631 / math.sqrt(5)
+    # the old toy rule: 2 × the authors' per-seed sd (0.1631, ddof 0) for a difference of two 5-seed means
+    se = 0.1631 / math.sqrt(4)
     old = make_row(
         "interaction.toy.T500.test_loss",
         "f",
@@ -337,7 +375,7 @@ def test_the_tolerance_test_fails_a_loose_row():
         tol_basis={"kind": "stderr", "k": 2, "se": [se, se]},
     )
     assert new.tolerance <= supported_tolerance(new) * (1 + 1e-12)
-    assert 2 * math.hypot(se, se) == pytest.approx(0.206, abs=1e-3)
+    assert 2 * math.hypot(se, se) == pytest.approx(0.231, abs=1e-3)  # was 2 × 0.1631 = 0.326
     # a printed value with no basis is held to one unit of its digits; more than 3 stderr is never supported
     bare = make_row("capacity.x", "f", 1.293, 1.3, 0.01, evidence="recomputed")
     assert supported_tolerance(bare) == pytest.approx(0.001 / 1.293) and bare.tolerance > supported_tolerance(bare)

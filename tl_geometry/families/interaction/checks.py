@@ -198,10 +198,11 @@ def _toy(ctx: Context) -> list[ReproRow]:
     if preset == "paper" and at500 is not None:
         n = at500["n_seeds"]
         for m, (mean, std) in TOY_T500.items():
-            # a difference of two seed means: 2·√(se₁² + se₂²), se = sd/√n (the authors' 5 seeds, our n)
-            se_paper = std / math.sqrt(TOY_T500_SEEDS)
+            # a difference of two seed means: 2·√(se₁² + se₂²); both stds are ddof = 0 (summary.csv's and
+            # toy.summarize's), so se = std/√(n − 1) (the authors' 5 seeds, our n)
+            se_paper = std / math.sqrt(TOY_T500_SEEDS - 1)
             ours_sd = float(at500.get(f"{m}_std", math.nan))
-            se_ours = ours_sd / math.sqrt(n) if n > 1 and math.isfinite(ours_sd) else se_paper
+            se_ours = ours_sd / math.sqrt(n - 1) if n > 1 and math.isfinite(ours_sd) else se_paper
             tol = 2 * math.hypot(se_paper, se_ours)
             rows.append(
                 make_row(
