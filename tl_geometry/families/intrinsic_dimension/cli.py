@@ -15,6 +15,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
     p.add_argument("--range-max", type=int, default=64, help="GRIDE's largest neighbour order (default 64)")
     p.add_argument("--discard-fraction", type=float, default=0.1, help="TwoNN's largest ratios left out (default 0.1)")
+    p.add_argument(
+        "--gride-stderr",
+        choices=["calibrated", "jackknife"],
+        default="calibrated",
+        help="GRIDE's error: the jackknife times the measured inflation at n1 = 4 (default) or the jackknife alone",
+    )
     cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
     cli_args.add_outputs(p, figures="the ID figure")
@@ -52,6 +58,7 @@ def run(args) -> int:
         discard_fraction=args.discard_fraction,
         range_max=args.range_max,
         batch_size=args.batch_size,
+        gride_stderr=args.gride_stderr,
     )
     report = tg.GeometryReport.merge(rep, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape))
     print(summary(report))
