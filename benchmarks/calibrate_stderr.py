@@ -29,14 +29,16 @@ Sizes: the report's (``report_options``: 8 × 128 tokens, PGA 30 nulls and 1,024
 0/1/5, ID 1,024 points, ε 2,048 points, AGOP 16 probes). Hooks: ``--hooks 7`` (default) runs
 layers 1, 5, 10, 15, 20, 25, 29 (``blocks.L.hook_resid_post``; AGOP at ``blocks.L.hook_resid_pre``,
 the hooks its report rows use); ``--hooks all`` each metric's own default hooks (31 for ID, 30
-for the others); ``--layers`` any list. About 1–2 min per sample at 7 hooks on 2 quiet cores.
+for the others); ``--layers`` any list. A sample took 40–116 s at 7 hooks with every metric and
+5–22 s for ID alone at 31 hooks on 2 cores (2026-12-04, load average 2.7–4.6).
 
 Writing and resuming: each finished sample is appended to ``--out``/samples.jsonl at once (one
 JSON line, flushed and fsynced: rows with value and every ``stderr*`` extra, the time, the load
 average). A rerun with the same ``--out`` skips the samples already there and computes the rest;
 a line of other settings (model, sizes, hooks, metrics, options) is refused with the difference
 named: use another ``--out``. ``--lock FILE`` takes an exclusive ``flock`` on FILE around each
-sample (the first: with the model's load), so other heavy runs interleave between samples.
+sample (the first: with the model's load), so other heavy runs interleave between samples; or
+run it under ``flock FILE`` with ``--max-new N`` (N samples per hold) in a loop.
 The table is printed and written to ``--out``/table.md.
 
 Usage:
@@ -436,7 +438,9 @@ def main(argv=None) -> int:
     codes = sorted({s.get("code", "unknown") for s in samples})
     head = (
         f"{len(samples)} disjoint samples of {n_seqs} × {seq_len} pydoc tokens; "
-        f"layers {layers if layers is not None else 'every default hook'}; code {', '.join(codes)}; "
+        f"layers {layers if layers is not None else 'every default hook'}; code {', '.join(codes)}"
+        + (f" ({args.label})" if args.label else "")
+        + "; "
         f"load average {samples[0]['load_average'][0] if samples else '-'} … {samples[-1]['load_average'][1] if samples else '-'}"
     )
     text = head + "\n\n" + table(samples, components=args.components)
