@@ -98,10 +98,11 @@ def test_labels_split_pga_by_ccr_and_gride_by_n1():
 
 
 @pytest.fixture(scope="module")
-def byte_model():
+def byte_model():  # a HookedTransformer: the tests using it carry needs_hooked
     return _util.byte_model()
 
 
+@pytest.mark.needs_hooked
 def test_samples_are_disjoint_and_stable(byte_model):
     import tl_geometry as tg
 
@@ -120,6 +121,7 @@ def _lines(out):
     return [json.loads(l) for l in (out / cal.SAMPLES_FILE).read_text().splitlines()]
 
 
+@pytest.mark.needs_hooked
 def test_writes_each_sample_and_resumes(tmp_path, capsys):
     out = tmp_path / "cal"
     base = ["--small", "--out", str(out), "--metrics", "epsilon_activations", "spectral"]
