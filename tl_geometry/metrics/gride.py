@@ -66,14 +66,14 @@ measurement: [`GRIDE_STDERR_CALIBRATION`][tl_geometry.metrics.gride.GRIDE_STDERR
 Decided on 2026-12-04 from every 31-hook measurement of SmolLM2-135M at the report's sizes (8 × 128
 pydoc tokens, 1,024 positions), as the ratio sd over text samples / rms jackknife stderr, median
 over hooks: the six samples of issue 35 (``tokens(seed=0…5)``) give 1.51 (pairwise coverage 82 %;
-the 1.62 in the docs is the same six samples divided by the mean instead of the rms stderr), 18
-disjoint samples (``benchmarks/calibrate_stderr.py``) give 0.84 (98 %), and the 23 distinct samples
-pooled give 1.01 (95 %). The rule: the pooled ratio, rounded to 0.1 and never below 1 (a
+the 1.62 quoted before is the same six samples divided by the mean instead of the rms stderr), 24
+disjoint samples (``benchmarks/calibrate_stderr.py``) give 0.81 (97 %), and the 29 distinct samples
+pooled give 0.96 (95 %). The rule: the pooled ratio, rounded to 0.1 and never below 1 (a
 calibration does not shrink an error): 1.0. The six-sample 1.51 was a fluctuation: at ten samples
 or fewer one more sample moves the median ratio by 30–50 % (TwoNN: 0.67 at ten, 1.04 at eleven).
 The rows still name the calibration, so a reader sees the scale was checked, and a new
 measurement changes this one number."""
-GRIDE_STDERR_CALIBRATION = "smollm2-135m-pydoc-2026-12-04 (31 hooks, 23 samples of 8 x 128 tokens)"
+GRIDE_STDERR_CALIBRATION = "smollm2-135m-pydoc-2026-12-04 (31 hooks, 29 samples of 8 x 128 tokens)"
 """The measurement [`GRIDE_STDERR_INFLATION`][tl_geometry.metrics.gride.GRIDE_STDERR_INFLATION] comes from
 (model, text, samples, sizes, date; ``benchmarks/calibrate_stderr.py``, docs/intrinsic_dimension.md),
 recorded in every row at a calibrated scale and in the provenance."""
