@@ -42,6 +42,12 @@ import torch
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.metrics.gride import (
+    GRIDE_STDERR_CALIBRATED_N1,
+    GRIDE_STDERR_CALIBRATION,
+    GRIDE_STDERR_MODES,
+    gride_stderr_inflation,
+)
 from tl_geometry.metrics.id_jackknife import id_jackknife
 from tl_geometry.metrics.intrinsic_dimension import (
     DEFAULT_DISCARD_FRACTION,
@@ -124,6 +130,7 @@ def intrinsic_dimension(
     batch_size: int = 8,
     progress: bool = True,
     duplicates: str = "drop_all",
+    gride_stderr: str = "calibrated",
 ) -> MetricPlan:
     """Intrinsic dimension of the activations at every hook: TwoNN and GRIDE at n1 = 1, 2, 4, ….
 
@@ -154,20 +161,29 @@ def intrinsic_dimension(
             ([`DUPLICATES`][tl_geometry.metrics.intrinsic_dimension.DUPLICATES]): ``"drop_all"``
             (default: every copy dropped, the estimators' rule) or ``"one_copy"`` (one copy of each
             distinct vector kept). Recorded in every row and in the provenance.
+        gride_stderr: ``"calibrated"`` (default, ours): GRIDE's jackknife error times the measured
+            inflation [`GRIDE_STDERR_INFLATION`][tl_geometry.metrics.gride.GRIDE_STDERR_INFLATION] at the
+            scales of [`GRIDE_STDERR_CALIBRATED_N1`][tl_geometry.metrics.gride.GRIDE_STDERR_CALIBRATED_N1] (n1 = 4);
+            ``"jackknife"``: the jackknife alone.
 
     Rows, per hook: ``id.twonn`` (the paper's fit; extras ``stderr``, ``stderr_method``,
     ``stderr_points``, ``n_groups``,
     ``dimension_mle`` and ``stderr_mle``, ``n_points``, ``n_duplicates``, ``discard_fraction``,
     ``scale``, ``design_effect``, ``seed``) and ``id.gride`` per scale (extras ``n1``, ``n2``,
-    ``stderr``, ``stderr_method``, ``scale``, ``n_points``, ``n_used``, ``n_outliers``,
-    ``n_duplicates``, ``seed``). Every row also carries ``points``, ``duplicates`` and the model's weight ``processing``.
+    ``stderr``, ``stderr_method``, ``stderr_jackknife``, ``stderr_inflation``, ``stderr_calibration``,
+    ``scale``, ``n_points``, ``n_used``, ``n_outliers``, ``n_duplicates``, ``seed``). Every row also
+    carries ``points``, ``duplicates`` and the model's weight ``processing``.
 
     Standard errors (``stderr``; our choice): a delete-a-group jackknife over ``n_groups`` groups
     of whole sequences, each replicate the exact estimate without that group, so the error covers
     a fresh sample of text, as PGA's and the spectral metrics' do. The estimators' own errors,
     which treat the points as draws from one cloud (neighbourhood design effect included), are
     ``stderr_points``: on SmolLM2 they are 1.8× (TwoNN) to 2–5× (GRIDE) smaller than the spread
-    over samples of text (docs/intrinsic_dimension.md).
+    over samples of text (docs/intrinsic_dimension.md). GRIDE at n1 = 4 (``gride_stderr=
+    "calibrated"``): ``stderr`` = ``stderr_jackknife`` × ``stderr_inflation``, the factor measured
+    over disjoint text samples and named by ``stderr_calibration``
+    ([`GRIDE_STDERR_CALIBRATION`][tl_geometry.metrics.gride.GRIDE_STDERR_CALIBRATION]); at the other
+    scales, and with ``gride_stderr="jackknife"``, the factor is 1 and ``stderr_calibration`` is empty.
 
     Duplicate points (the same token in the same context gives the same embedding) have no
     neighbour ratio: with ``duplicates="drop_all"`` every copy is dropped, with ``"one_copy"`` the
@@ -182,6 +198,8 @@ def intrinsic_dimension(
         raise InputError(f"points must be one of {POINTS}, got {points!r}")
     if duplicates not in DUPLICATES:
         raise InputError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
+    if gride_stderr not in GRIDE_STDERR_MODES:
+        raise InputError(f"gride_stderr must be one of {GRIDE_STDERR_MODES}, got {gride_stderr!r}")
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < MIN_POINTS:
         raise InputError(f"max_points must be an integer >= {MIN_POINTS}, got {max_points!r}")
     hooks = capture.validate_hooks(model, list(hooks) if hooks is not None else default_hooks(model))
@@ -216,6 +234,7 @@ def intrinsic_dimension(
             owners = torch.arange(n)
         labels = group_labels(owners, n_groups) if n_groups >= 2 else None
         rows = []
+        inflations: dict[str, float] = {}  # n1 → factor at the calibrated scales (provenance)
         for h in tqdm(hooks, desc="intrinsic dimension", disable=not progress, leave=False):
             x, lab, n_copies = acts[h], labels, 0
             if duplicates == "one_copy":  # one copy of each distinct vector (and its group label)
@@ -260,6 +279,13 @@ def intrinsic_dimension(
                 }
             )
             for g in scales:
+                inflation = gride_stderr_inflation(g.n1, gride_stderr)
+                se_jk = se_gride.get(g.n1, math.nan)
+                calibrated = gride_stderr == "calibrated" and g.n1 in GRIDE_STDERR_CALIBRATED_N1
+                inflated = ""
+                if calibrated:
+                    inflations[str(g.n1)] = inflation
+                    inflated = f"; × {inflation:g} (calibrated: {GRIDE_STDERR_CALIBRATION})"
                 rows.append(
                     {
                         "metric": "id.gride",
@@ -268,8 +294,11 @@ def intrinsic_dimension(
                         "extras": {
                             "n1": g.n1,
                             "n2": g.n2,
-                            "stderr": se_gride.get(g.n1, math.nan),
-                            "stderr_method": method,
+                            "stderr": se_jk * inflation,
+                            "stderr_method": method + inflated,
+                            "stderr_jackknife": se_jk,
+                            "stderr_inflation": inflation,
+                            "stderr_calibration": GRIDE_STDERR_CALIBRATION if calibrated else "",
                             "stderr_points": g.stderr,
                             "n_groups": jk.n_groups if jk else 0,
                             "scale": g.scale,
@@ -296,6 +325,9 @@ def intrinsic_dimension(
                 "discard_fraction": discard_fraction,
                 "range_max": range_max,
                 "estimators": "TwoNN (Facco et al. 2017), GRIDE (Denti et al. 2022)",
+                "gride_stderr": gride_stderr,
+                "gride_stderr_inflation": inflations,
+                "gride_stderr_calibration": GRIDE_STDERR_CALIBRATION if gride_stderr == "calibrated" else "",
             },
         )
 
@@ -332,7 +364,16 @@ register_family(
             RowSpec(
                 "id.gride",
                 per="hook",
-                extras=(*_COMMON, "n1", "n2", "n_used", "n_outliers"),
+                extras=(
+                    *_COMMON,
+                    "n1",
+                    "n2",
+                    "n_used",
+                    "n_outliers",
+                    "stderr_jackknife",
+                    "stderr_inflation",
+                    "stderr_calibration",
+                ),
                 description="GRIDE intrinsic dimension at neighbour orders (n1, 2·n1) (Denti et al. 2022)",
             ),
         ),

@@ -21,6 +21,12 @@ def add_parser(subparsers) -> None:
         default="drop_all",
         help="repeated vectors: drop every copy (default, the estimators' rule) or keep one copy of each",
     )
+    p.add_argument(
+        "--gride-stderr",
+        choices=["calibrated", "jackknife"],
+        default="calibrated",
+        help="GRIDE's error: the jackknife times the measured inflation at n1 = 4 (default) or the jackknife alone",
+    )
     cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
     cli_args.add_outputs(p, figures="the ID figure")
@@ -59,6 +65,7 @@ def run(args) -> int:
         range_max=args.range_max,
         batch_size=args.batch_size,
         duplicates=args.duplicates,
+        gride_stderr=args.gride_stderr,
     )
     report = tg.GeometryReport.merge(rep, corpus=args.corpus, seed=args.seed, tokens_shape=list(tokens.shape))
     print(summary(report))

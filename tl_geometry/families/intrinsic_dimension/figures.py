@@ -10,11 +10,26 @@ from tl_geometry.render.plotting import by_layer, figure_title, layer_ticks, n_l
 from tl_geometry.render.readings import as_float, hook_position, rows_of
 from tl_geometry.report import GeometryReport, Row
 
-__all__ = ["plot_id_profile"]
+__all__ = ["plot_id_profile", "inflation_note"]
 
 
 def _se(row: Row) -> float:
     return as_float(row.extras.get("stderr"))
+
+
+def inflation_note(rows: list[Row]) -> str:
+    """The title's words for GRIDE errors at a calibrated scale (rows naming a ``stderr_calibration``):
+    which n1, the factor on the jackknife and the calibration's name; "" when no row names one."""
+    found: dict[int, tuple[float, str]] = {}
+    for r in rows:
+        label = str(r.extras.get("stderr_calibration") or "")
+        if label:
+            found[int(r.extras.get("n1", 0))] = (as_float(r.extras.get("stderr_inflation")), label)
+    if not found:
+        return ""
+    parts = [f"n1 = {n1}: stderr × {f:g}" for n1, (f, _) in sorted(found.items())]
+    labels = sorted({lab for _, lab in found.values() if lab})
+    return "\n" + "; ".join(parts) + " (calibrated" + (f": {', '.join(labels)}" if labels else "") + ")"
 
 
 def plot_id_profile(report: GeometryReport):
@@ -77,7 +92,8 @@ def plot_id_profile(report: GeometryReport):
         ax.set_xlabel("length scale: mean distance to the n1-th and n2-th neighbours")
         ax.set_ylabel("GRIDE intrinsic dimension")
         ax.set_ylim(bottom=0)
-        ax.set_title("ID against scale (GRIDE, n2 = 2·n1)")
+        note = inflation_note(gr)
+        ax.set_title("ID against scale (GRIDE, n2 = 2·n1)" + note, fontsize=9 if note else None)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()

@@ -317,3 +317,80 @@ def test_jackknife_bad_groups():
         id_jackknife(x, torch.zeros(10))
     with pytest.raises(InputError, match="at least 2"):
         id_jackknife(x, torch.zeros(50))
+
+
+# ----------------------------------------------------------------------------- GRIDE's calibrated inflation
+def _gride(report, n1):
+    return [r for r in report.rows if r.metric == "id.gride" and r.extras["n1"] == n1]
+
+
+@pytest.mark.parametrize("factor", [None, 2.5])  # None: the shipped constant; 2.5: a factor that shows
+def test_gride_inflation_at_n1_4_is_named_recorded_and_shown(model, tokens, monkeypatch, factor):
+    from tl_geometry.families.intrinsic_dimension.figures import inflation_note
+    from tl_geometry.metrics import gride as gride_mod
+
+    if factor is not None:
+        monkeypatch.setattr(gride_mod, "GRIDE_STDERR_INFLATION", factor)
+    f = gride_mod.GRIDE_STDERR_INFLATION
+    cal = tg.intrinsic_dimension(model, tokens, max_points=120, range_max=8, progress=False)
+    jk = tg.intrinsic_dimension(model, tokens, max_points=120, range_max=8, progress=False, gride_stderr="jackknife")
+    hooks = {r.hook for r in cal.rows}
+    for n1 in (1, 2, 4):
+        for a, b in zip(_gride(cal, n1), _gride(jk, n1)):
+            assert a.value == b.value  # the estimate never changes, only its error
+            assert a.extras["stderr_jackknife"] == b.extras["stderr_jackknife"] == b.extras["stderr"]
+            assert b.extras["stderr_inflation"] == 1.0 and b.extras["stderr_calibration"] == ""
+            want = f if n1 == 4 else 1.0
+            assert a.extras["stderr_inflation"] == want
+            assert a.extras["stderr"] == pytest.approx(b.extras["stderr"] * want, rel=1e-15)
+            # the calibrated scale names its calibration, whatever the factor came out as
+            named = a.extras["stderr_calibration"] == gride_mod.GRIDE_STDERR_CALIBRATION != ""
+            assert named == (n1 == 4)
+            assert (gride_mod.GRIDE_STDERR_CALIBRATION in a.extras["stderr_method"]) == (n1 == 4)
+            assert gride_mod.GRIDE_STDERR_CALIBRATION not in b.extras["stderr_method"]
+    assert len(_gride(cal, 4)) == len(hooks)
+    meta = cal.provenance["intrinsic_dimension"]
+    assert meta["gride_stderr"] == "calibrated"
+    assert meta["gride_stderr_inflation"] == {"4": f}
+    assert meta["gride_stderr_calibration"] == gride_mod.GRIDE_STDERR_CALIBRATION
+    meta_jk = jk.provenance["intrinsic_dimension"]
+    assert meta_jk["gride_stderr"] == "jackknife" and meta_jk["gride_stderr_inflation"] == {}
+    assert registry.check_rows("intrinsic_dimension", cal, strict_extras=True) == []
+    note = inflation_note([r for r in cal.rows if r.metric == "id.gride"])
+    assert f"n1 = 4: stderr × {f:g}" in note and gride_mod.GRIDE_STDERR_CALIBRATION in note
+    assert inflation_note([r for r in jk.rows if r.metric == "id.gride"]) == ""
+    pytest.importorskip("matplotlib")
+    from tl_geometry.families.intrinsic_dimension.figures import plot_id_profile
+    from tl_geometry.render import plotting
+
+    fig = plot_id_profile(cal)
+    title = fig.axes[1].get_title()
+    assert f"n1 = 4: stderr × {f:g}" in title and gride_mod.GRIDE_STDERR_CALIBRATION in title
+    assert "×" not in plot_id_profile(jk).axes[1].get_title()
+    plotting.pyplot().close("all")
+
+
+def test_gride_stderr_inflation_function():
+    from tl_geometry.metrics.gride import GRIDE_STDERR_INFLATION, gride_stderr_inflation
+
+    assert gride_stderr_inflation(4) == GRIDE_STDERR_INFLATION
+    assert [gride_stderr_inflation(n1) for n1 in (1, 2, 8, 16, 32)] == [1.0] * 5
+    assert gride_stderr_inflation(4, "jackknife") == 1.0
+    with pytest.raises(InputError, match=r"gride_stderr must be one of \('calibrated', 'jackknife'\), got 'fisher'"):
+        gride_stderr_inflation(4, "fisher")
+    with pytest.raises(InputError, match="n1"):
+        gride_stderr_inflation(0)
+
+
+def test_bad_gride_stderr_is_refused_before_any_work(model, tokens):
+    with pytest.raises(InputError, match=r"gride_stderr must be one of \('calibrated', 'jackknife'\), got 'inflated'"):
+        tg.intrinsic_dimension(model, tokens, progress=False, gride_stderr="inflated")
+
+
+def test_cli_takes_gride_stderr(capsys):
+    from tl_geometry.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["id", "--model", "no-such-model-anywhere", "--gride-stderr", "fisher"])
+    assert e.value.code == 2
+    assert "argument --gride-stderr: invalid choice: 'fisher'" in capsys.readouterr().err
