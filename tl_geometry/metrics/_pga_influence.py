@@ -1,0 +1,323 @@
+"""The influence-function (delta-method) standard error of the Subspace PGA z-score: our choice, with no re-sort.
+
+The paper (Xu, arXiv 2605.17084) reports z without an error. Ours: the point-sample part of the
+standard error is the delete-a-group jackknife of z *linearized* (the infinitesimal jackknife):
+z₋g − z is replaced by its first-order expansion in the deletion of group g, and the jackknife
+formula √((G−1)/G Σ_g (Δz_g − mean)²) is applied to those Δz_g. The literal refit
+(``stderr="jackknife"``, `tl_geometry.metrics._pga_jackknife`) is its check. Derivation:
+
+**One view.** For a view (the readout or a null basis) ρ is the Pearson correlation over the P
+pairs of the reference ranks r and the view ranks q. Write α, β for the standardized ranks (mean 0,
+mean square 1; σ = √((P²−1)/12) the rank sd). Deleting the points of group g does three things.
+
+1. *The pairs with an end in g go* (the set D_g). Pearson over the rest, to first order in the
+   deleted sums: Δρ = −(1/P) Σ_{p∈D_g} [α_p β_p − ρ/2 (α_p² + β_p²)].
+2. *The remaining pairs are re-ranked.* A remaining pair p loses L_p = #{q ∈ D_g: x_q < x_p} ranks
+   (x the reference values; the same for the view values y). The affine part of the loss (f·r_p,
+   f = |D_g|/P) leaves a correlation unchanged; the rest moves ρ by −Σ_p L_p ∂ρ/∂r_p with
+   ∂ρ/∂r_p = (β_p − ρ α_p)/(Pσ), and Σ_p L_p w_p = Σ_{q∈D_g} T_q with T_q = Σ_{p: x_p > x_q} w_p (a
+   cumulative sum in the reference's sorted order). So Δρ = −(1/(Pσ)) Σ_{q∈D_g} (T^x_q + T^y_q),
+   T^x over w = β − ρα in the reference's order, T^y over w = α − ρβ in the view's order.
+3. *The values move:* the points are re-centered (μ₋g) and, at CCR-c ≥ 1, the top-c principal
+   directions re-estimated. X = (H − μ)(I − Π) changes by ΔX = −1 Δμᵀ(I − Π) − (H − μ) ΔΠ, every
+   cosine similarity by η_p (view) and ξ_p (reference). A rank moves by Δq_p ≈ P f(y_p)(η_p −
+   E[η | y = y_p]) (f the density of the view values), hence Δρ = Σ_p (c^y_p η_p + c^x_p ξ_p) with
+   c^y = f_y(y)(α − E[α | y])/σ and c^x = f_x(x)(β − E[β | x])/σ. Our choice: f and the
+   conditional means are read off the sorted values over a window of ±⌈√P⌉ positions (no
+   re-sort: the orders are those of the full sample). The similarities are linear in ΔX
+   (∂s_ij/∂y_i = (u_j − s_ij u_i)/‖y_i‖, u the unit rows), so Δρ = ⟨ΔX, Γ⟩ with Γ built from
+   Σ_j c_ij (u_j − s_ij u_i) (matrix–vector products with the pair weights c). First-order
+   perturbation of the eigenvectors of Σ_{i∉g} (h_i − μ)(h_i − μ)ᵀ = (H − μ)ᵀ(H − μ) − S_g gives
+   ΔΠ = Σ_{a≤c<b} (v_bᵀ(−S_g)v_a)/(s_a² − s_b²)(v_b v_aᵀ + v_a v_bᵀ) (s the singular values, v the
+   right singular vectors, S_g = Σ_{i∈g} (h_i − μ)(h_i − μ)ᵀ), and Δμ = −Σ_{i∈g}(h_i − μ)/(N − n_g).
+   Both are sums over the points of g, so Δρ = Σ_{i∈g} φ_i with
+   φ_i = x_i·(Γᵀ1)/(N − n_g) + Σ_{a≤c<b} Z_ia Z_ib K_ba/(s_a² − s_b²), Z = (H − μ)Vᵀ and
+   K_ba = v_bᵀ((H − μ)ᵀΓ + Γᵀ(H − μ))v_a.
+
+**z.** z = (ρ_read − m)/s over n nulls, so Δz = (Δρ_read − Δm)/s − z Δs/s with
+Δm = (1/n) Σ_q Δρ_q and Δs = Σ_q (ρ_q − m) Δρ_q / ((n − 1)s). Term 1 and the view side of term 2
+need only each view's own sort and are computed for every null (one gather of the pair cells and
+one ``bincount`` per null, beside its sort). The terms that need a view's ranks in the reference's
+order (T^x, c^x) and the value terms of 3 are computed for the readout and the first
+``refit_nulls`` nulls, whose mean stands for the null mean's (paired, as the jackknife's refit;
+with ``refit_nulls`` = n_null the full Δm and Δs). With ``refit_nulls`` = 0 only term 1 is kept:
+the first-order version of the jackknife with the full-sample ranks and directions held fixed.
+
+Our choice: the derivative of a rank is the smoothed one of 3 (a rank is a step function of the
+values); ties are ranked as they fall in the stable sort in 2 and 3 (exact only without ties).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tl_geometry.metrics._spearman import (
+    _EPS,
+    Pairs,
+    PointGroups,
+    RankedReference,
+    _doubled_average_ranks_sorted,
+    _packable,
+    _packed_order,
+    _rank_order,
+    pair_endpoints,
+    unit_rows,
+)
+
+__all__: list[str] = []
+
+DENSE_MAX_POINTS = 4096
+"""Up to this many points the pair weights are summed into a dense N × N matrix (128 MiB at the limit); above it, in chunks of pairs."""
+
+
+@functools.lru_cache(maxsize=2)
+def _rank_constants(m: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """β_j, the standardized rank at sorted position j (no ties), K_j = β_j²/2 − (Σ_{i≤j} β_i)/σ, and σ_g."""
+    sg = math.sqrt((m * m - 1) / 3.0)  # sd of the doubled centered ranks
+    beta = (2.0 * np.arange(m) + (1.0 - m)) / sg
+    K = beta * beta / 2.0 - np.cumsum(beta) * (2.0 / sg)
+    beta.flags.writeable = False
+    K.flags.writeable = False
+    return beta, K, sg
+
+
+@dataclass
+class ViewTerms:
+    """What one view contributes: ρ, the per-cell sums of its view-side pair weights, and (full
+    views) its per-group reference-side and value terms."""
+
+    rho: float
+    cells: np.ndarray  # (G²,) per-cell sums of the term-1 (+ view-side term-2) weights
+    extra: np.ndarray | None = None  # (G,) Δρ of the reference-side term 2 and of term 3, per deleted group
+
+
+@dataclass
+class InfluenceContext:
+    """Everything the views share at one hook and CCR level (built once per score)."""
+
+    ref: RankedReference
+    groups: PointGroups
+    pairs: Pairs
+    x: Tensor  # reference similarities, pair order
+    X: Tensor  # (N, d) the points after centering and CCR
+    Hc: Tensor  # (N, d) centered points
+    Vh: Tensor  # (r, d) right singular vectors of Hc
+    S: Tensor  # (r,) singular values
+    ccr: int
+    rank_terms: bool  # terms 2 and 3 (refit_nulls ≥ 1)
+    n_full: int = 0  # nulls whose terms 2 (reference side) and 3 are computed
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ----------------------------------------------------------------- shared pieces
+    @property
+    def m(self) -> int:
+        return self.ref.n
+
+    @property
+    def n_left(self) -> np.ndarray:
+        """(G,) pairs left when each group is deleted, |R_g|."""
+        if "n_left" not in self._cache:
+            counts = np.bincount(self.groups.cell, minlength=self.groups.n_groups**2).astype(np.float64)
+            self._cache["n_left"] = self.groups.leave_out(counts)
+        return self._cache["n_left"]
+
+    def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:
+        if "ij" not in self._cache:
+            self._cache["ij"] = pair_endpoints(self.pairs)
+        return self._cache["ij"]
+
+    def _ref_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The reference's sorted order (pair indices), the standardized reference ranks and the
+        cells in that order."""
+        if "ref_order" not in self._cache:
+            if self.ref.order is not None:
+                o = self.ref.order
+            else:
+                o = np.argsort(self.ref.r2c.cpu().numpy(), kind="stable")
+            g = self.ref.r2c.cpu().numpy().astype(np.float64)[o]
+            a = g / math.sqrt(float((g * g).mean()))
+            self._cache["ref_order"] = (o, a, self.groups.cell[o])
+        return self._cache["ref_order"]
+
+    def _ref_sorted_values(self) -> np.ndarray:
+        if "xs" not in self._cache:
+            o = self._ref_order()[0]
+            self._cache["xs"] = self.x.detach().cpu().numpy().astype(np.float64)[o]
+        return self._cache["xs"]
+
+    # ----------------------------------------------------------------- one view
+    def view(self, y: Tensor, Y: Tensor | None = None, B: Tensor | None = None) -> ViewTerms:
+        """ρ and the terms of one view with similarities ``y`` (pair order). With ``Y`` (the
+        projected points) and ``B`` (the basis) also the reference-side and value terms."""
+        ref, m, GG = self.ref, self.m, self.groups.n_groups**2
+        fast = ref.pos is not None and _packable(y) and ref.cell_by_pos is not None
+        o_y = None
+        if fast:
+            p, vn = _packed_order(y.detach().numpy(), ref.pos, ref.order)
+            if vn is not None:
+                fast = False
+        if fast:
+            cells = ref.cell_by_pos.take(p)
+            gs = p.astype(np.float64)
+            gs *= 2.0
+            gs += 1.0 - m
+            rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
+            beta, K, sg = _rank_constants(m)
+            a = gs / sg
+            lw = a * (beta - (rho / 2.0) * a)
+            if self.rank_terms:
+                lw -= rho * K
+                lw -= np.cumsum(a) * (2.0 / sg)
+            else:
+                lw -= (rho / 2.0) * (beta * beta)
+            if Y is not None:
+                o_y = ref.order.take(p)
+                b_sorted = beta
+        else:  # ties or not on CPU: the general path, in pair order
+            v, o = _rank_order(y)
+            o_np = o.cpu().numpy()
+            q2s = None if v is None else _doubled_average_ranks_sorted(v)
+            ss = (2.0 * np.arange(m) + (1.0 - m)) if q2s is None else (q2s - (m + 1)).double().cpu().numpy()
+            gs = ref.r2c.cpu().numpy().astype(np.float64)[o_np]
+            rho = ref.spearman(y)
+            sg, sb = math.sqrt(float((gs * gs).mean())), math.sqrt(float((ss * ss).mean()))
+            a, b_sorted = gs / sg, ss / sb
+            cells = self.groups.cell[o_np]
+            lw = a * b_sorted - (rho / 2.0) * (a * a + b_sorted * b_sorted)
+            if self.rank_terms:
+                lw -= np.cumsum(a - rho * b_sorted) * (2.0 / math.sqrt(sg * sb))
+            o_y = o_np
+        out = ViewTerms(rho, np.bincount(cells, weights=lw, minlength=GG))
+        if Y is not None and self.rank_terms:
+            out.extra = self._full_terms(y, Y, B, o_y, a, b_sorted, rho)
+        return out
+
+    def _full_terms(self, y, Y, B, o_y, a_y, b_y, rho) -> np.ndarray:
+        """Per deleted group: Δρ of the reference-side re-ranking (term 2, T^x) and of the moved
+        values (term 3, centering and principal directions)."""
+        m, G = self.m, self.groups.n_groups
+        o_x, a_x, cells_x = self._ref_order()
+        sigma = math.sqrt((m * m - 1) / 12.0)
+        b_pair = np.empty(m)
+        b_pair[o_y] = b_y
+        b_x = b_pair[o_x]  # the view's standardized ranks in the reference's order
+        tx = -np.cumsum(b_x - rho * a_x) / sigma  # T^x / σ (Σ w = 0: the reverse sum is −cumsum)
+        dx_cells = np.bincount(cells_x, weights=tx, minlength=G * G)
+        d_sum = dx_cells.sum() - self.groups.leave_out(dx_cells)  # Σ over D_g
+        out = -d_sum / self.n_left
+        # term 3: smoothed rank derivatives, in each sorted order, back to pair order
+        ys = y.detach().cpu().numpy().astype(np.float64)[o_y]
+        c_y = np.empty(m)
+        c_y[o_y] = _smoothed_weights(ys, a_y) / sigma
+        c_x = np.empty(m)
+        c_x[o_x] = _smoothed_weights(self._ref_sorted_values(), b_x) / sigma
+        phi = self._value_gradient(c_y, y, Y, B) + self._value_gradient(c_x, self.x, self.X, None)
+        return out + np.bincount(self.groups.group, weights=phi, minlength=G)
+
+    def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
+        """C V with C the symmetric N × N matrix of the pair weights c (zero diagonal)."""
+        i, j = self._endpoints()
+        N = self.X.shape[0]
+        if N <= DENSE_MAX_POINTS:
+            C = np.bincount(i * N + j, weights=c, minlength=N * N).reshape(N, N)
+            C += C.T
+            return torch.from_numpy(C) @ V
+        out = torch.zeros_like(V)
+        ct, it, jt = torch.from_numpy(c), torch.from_numpy(i), torch.from_numpy(j)
+        step = max(1, (1 << 24) // max(1, V.shape[1]))
+        for s in range(0, c.shape[0], step):
+            cc, ii, jj = ct[s : s + step, None], it[s : s + step], jt[s : s + step]
+            out.index_add_(0, ii, cc * V.index_select(0, jj))
+            out.index_add_(0, jj, cc * V.index_select(0, ii))
+        return out
+
+    def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
+        """φ_i (per point) of Σ_p c_p Δs_p for the view Y = X B (B None: the reference, Y = X)."""
+        i, j = self._endpoints()
+        N = Y.shape[0]
+        Y = Y.to(torch.float64).cpu()
+        nrm = Y.norm(dim=1).clamp_min(_EPS)
+        U = unit_rows(Y)
+        cs = c * s.detach().cpu().numpy().astype(np.float64)
+        mvec = torch.from_numpy(np.bincount(i, weights=cs, minlength=N) + np.bincount(j, weights=cs, minlength=N))
+        cc = self.ccr
+        Hc = self.Hc.to(torch.float64).cpu()
+        Vh = self.Vh.to(torch.float64).cpu()
+        Z = Hc @ Vh.T  # (N, r) principal scores
+        Bm = None if B is None else B.to(torch.float64).cpu()
+        Vt = Vh[:cc].T  # (d, c)
+        T = U @ (Vt if Bm is None else Bm.T @ Vt)  # (N, c): U Bᵀ v_a
+        Ya = Z[:, :cc] / nrm[:, None]
+        cols = torch.cat([T, Ya, (1.0 / nrm)[:, None]], dim=1)
+        CV = self._apply(c, cols)
+        gv = (CV[:, :cc] - mvec[:, None] * T) / nrm[:, None]  # Γ v_a, (N, c)
+        back = U.T @ (CV[:, cc:] - mvec[:, None] * cols[:, cc:])  # (k, c + 1)
+        back = back if Bm is None else Bm @ back  # (d, c + 1): Γᵀ Z_a and Γᵀ 1
+        colsum = back[:, cc]
+        counts = np.bincount(self.groups.group, minlength=self.groups.n_groups)
+        left = N - counts[self.groups.group]  # N − n_g of each point's group
+        phi = (self.X.to(torch.float64).cpu() @ colsum).numpy() / left
+        if cc:
+            S2 = self.S.to(torch.float64).cpu() ** 2
+            Kmat = Z[:, cc:].T @ gv + Vh[cc:] @ back[:, :cc]  # (r − c, c): K_ba
+            with np.errstate(divide="ignore", invalid="ignore"):
+                Kmat = Kmat / (S2[:cc][None, :] - S2[cc:][:, None])
+            psi = ((Z[:, cc:] @ Kmat) * Z[:, :cc]).sum(1)
+            phi = phi + psi.numpy() * (N / left)
+        return phi
+
+
+def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """f(v)·(w − E[w | v]) at each position of the sorted values ``vs`` (term 3): the density and
+    the conditional mean over a window of ±⌈√P⌉ positions."""
+    m = vs.shape[0]
+    h = max(1, math.ceil(math.sqrt(m)))
+    pos = np.arange(m)
+    lo, hi = np.maximum(pos - h, 0), np.minimum(pos + h, m - 1)
+    span = vs[hi] - vs[lo]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(span > 0, (hi - lo) / (m * span), 0.0)
+    cw = np.concatenate([[0.0], np.cumsum(w)])
+    mean = (cw[hi + 1] - cw[lo]) / (hi - lo + 1)
+    return f * (w - mean)
+
+
+def influence_point_se(
+    read: ViewTerms, nulls: list[ViewTerms], ctx: InfluenceContext, null_std: float, z: float
+) -> tuple[float, float]:
+    """(stderr of z, stderr of ρ_read) from the point sample: the jackknife formula on the first-order Δz_g."""
+    groups, n_full, n_left = ctx.groups, ctx.n_full, ctx.n_left
+
+    def d_rho(t: ViewTerms) -> np.ndarray:
+        return -(t.cells.sum() - groups.leave_out(t.cells)) / n_left
+
+    rho_q = np.array([t.rho for t in nulls])
+    n = rho_q.shape[0]
+    mean = rho_q.mean()
+    coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - mean) / ((n - 1) * null_std))
+    dr = d_rho(read) + (read.extra if read.extra is not None else 0.0)
+    dz = dr / null_std
+    for q, t in enumerate(nulls):
+        dz = dz + coef[q] * d_rho(t)
+    full = [t.extra for t in nulls[:n_full] if t.extra is not None]
+    if full:
+        if len(full) == n:
+            for q, e in enumerate(full):
+                dz = dz + coef[q] * e
+        else:
+            dz = dz - np.mean(full, axis=0) / null_std
+    G = groups.n_groups
+    return _lin_se(dz, G), _lin_se(dr, G)
+
+
+def _lin_se(d: np.ndarray, G: int) -> float:
+    """√((G − 1)/G · Σ_g (d_g − mean d)²): the delete-a-group jackknife formula on first-order changes."""
+    if not np.isfinite(d).all():
+        return math.nan
+    return float(math.sqrt((G - 1) / G * float(((d - d.mean()) ** 2).sum())))
