@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,14 +78,18 @@ DENSE_MAX_POINTS = 4096
 
 
 @functools.lru_cache(maxsize=2)
-def _rank_constants(m: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """β_j, the standardized rank at sorted position j (no ties), K_j = β_j²/2 − (Σ_{i≤j} β_i)/σ, and σ_g."""
-    sg = math.sqrt((m * m - 1) / 3.0)  # sd of the doubled centered ranks
+def _rank_constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """At sorted position j (no ties), with β_j the standardized rank and σ_g = √((m² − 1)/3) the
+    sd of the doubled centered ranks g: β_j/σ_g (so that g·β/σ_g = αβ), β_j²/2, β_j²/2 −
+    (Σ_{i≤j} β_i)/σ (σ = σ_g/2 the rank sd), and σ_g."""
+    sg = math.sqrt((m * m - 1) / 3.0)
     beta = (2.0 * np.arange(m) + (1.0 - m)) / sg
-    K = beta * beta / 2.0 - np.cumsum(beta) * (2.0 / sg)
-    beta.flags.writeable = False
-    K.flags.writeable = False
-    return beta, K, sg
+    beta2h = beta * beta / 2.0
+    Kp = beta2h - np.cumsum(beta) * (2.0 / sg)
+    out = (beta / sg, beta2h, Kp)
+    for a in out:
+        a.flags.writeable = False
+    return (*out, sg)
 
 
 @dataclass
@@ -94,7 +99,8 @@ class ViewTerms:
 
     rho: float
     cells: np.ndarray  # (G²,) per-cell sums of the term-1 (+ view-side term-2) weights
-    extra: np.ndarray | None = None  # (G,) Δρ of the reference-side term 2 and of term 3, per deleted group
+    extra: np.ndarray | None = None  # (G,) Δρ of the view side of term 3, per deleted group
+    b_x: np.ndarray | None = field(default=None, repr=False)  # the view's standardized ranks in the reference's order
 
 
 @dataclass
@@ -154,70 +160,83 @@ class InfluenceContext:
     # ----------------------------------------------------------------- one view
     def view(self, y: Tensor, Y: Tensor | None = None, B: Tensor | None = None) -> ViewTerms:
         """ρ and the terms of one view with similarities ``y`` (pair order). With ``Y`` (the
-        projected points) and ``B`` (the basis) also the reference-side and value terms."""
+        projected points) and ``B`` (the basis) also its value terms and its ranks in the
+        reference's order (for `ref_side`)."""
         ref, m, GG = self.ref, self.m, self.groups.n_groups**2
-        fast = ref.pos is not None and _packable(y) and ref.cell_by_pos is not None
-        o_y = None
+        full = Y is not None and self.rank_terms
+        fast = ref.pos is not None and _packable(y) and ref.cell_by_pos is not None and ref.ref_cells is not None
         if fast:
             p, vn = _packed_order(y.detach().numpy(), ref.pos, ref.order)
-            if vn is not None:
-                fast = False
+            fast = vn is None
         if fast:
-            cells = ref.cell_by_pos.take(p)
             gs = p.astype(np.float64)
             gs *= 2.0
             gs += 1.0 - m
             rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
-            beta, K, sg = _rank_constants(m)
-            a = gs / sg
-            lw = a * (beta - (rho / 2.0) * a)
-            if self.rank_terms:
-                lw -= rho * K
-                lw -= np.cumsum(a) * (2.0 / sg)
+            beta_s, beta2h, Kp, sg = _rank_constants(m)
+            lw, tmp = _buffers(m)
+            np.multiply(gs, beta_s, out=lw)  # α β
+            if self.rank_terms:  # − ρ β²/2 and the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ
+                np.multiply(Kp, rho, out=tmp)
+                lw -= tmp
+                np.cumsum(gs, out=tmp)
+                tmp *= 2.0 / (sg * sg)
+                lw -= tmp
             else:
-                lw -= (rho / 2.0) * (beta * beta)
-            if Y is not None:
-                o_y = ref.order.take(p)
-                b_sorted = beta
-        else:  # ties or not on CPU: the general path, in pair order
-            v, o = _rank_order(y)
-            o_np = o.cpu().numpy()
-            q2s = None if v is None else _doubled_average_ranks_sorted(v)
-            ss = (2.0 * np.arange(m) + (1.0 - m)) if q2s is None else (q2s - (m + 1)).double().cpu().numpy()
-            gs = ref.r2c.cpu().numpy().astype(np.float64)[o_np]
-            rho = ref.spearman(y)
-            sg, sb = math.sqrt(float((gs * gs).mean())), math.sqrt(float((ss * ss).mean()))
-            a, b_sorted = gs / sg, ss / sb
-            cells = self.groups.cell[o_np]
-            lw = a * b_sorted - (rho / 2.0) * (a * a + b_sorted * b_sorted)
-            if self.rank_terms:
-                lw -= np.cumsum(a - rho * b_sorted) * (2.0 / math.sqrt(sg * sb))
-            o_y = o_np
-        out = ViewTerms(rho, np.bincount(cells, weights=lw, minlength=GG))
-        if Y is not None and self.rank_terms:
-            out.extra = self._full_terms(y, Y, B, o_y, a, b_sorted, rho)
+                np.multiply(beta2h, rho, out=tmp)
+                lw -= tmp
+            cells = np.bincount(ref.cell_by_pos.take(p), weights=lw, minlength=GG)
+            cells -= (rho / 2.0 / (sg * sg)) * ref.ref_cells[2]  # − ρ α²/2: a sum over the reference alone
+            out = ViewTerms(rho, cells)
+            if full:
+                b_x = np.empty(m)
+                b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
+                out.b_x = b_x
+                out.extra = self._view_value_terms(y, Y, B, ref.order.take(p), gs / sg)
+            return out
+        # ties, or not on CPU: the general path, in pair order
+        v, o = _rank_order(y)
+        o_np = o.cpu().numpy()
+        q2s = None if v is None else _doubled_average_ranks_sorted(v)
+        ss = (2.0 * np.arange(m) + (1.0 - m)) if q2s is None else (q2s - (m + 1)).double().cpu().numpy()
+        gs = ref.r2c.cpu().numpy().astype(np.float64)[o_np]
+        rho = ref.spearman(y)
+        sg, sb = math.sqrt(float((gs * gs).mean())), math.sqrt(float((ss * ss).mean()))
+        a, b_sorted = gs / sg, ss / sb
+        lw = a * b_sorted - (rho / 2.0) * (a * a + b_sorted * b_sorted)
+        if self.rank_terms:
+            lw -= np.cumsum(a - rho * b_sorted) * (2.0 / math.sqrt(sg * sb))
+        out = ViewTerms(rho, np.bincount(self.groups.cell[o_np], weights=lw, minlength=GG))
+        if full:
+            b_pair = np.empty(m)
+            b_pair[o_np] = b_sorted
+            out.b_x = b_pair[self._ref_order()[0]]
+            out.extra = self._view_value_terms(y, Y, B, o_np, a)
         return out
 
-    def _full_terms(self, y, Y, B, o_y, a_y, b_y, rho) -> np.ndarray:
-        """Per deleted group: Δρ of the reference-side re-ranking (term 2, T^x) and of the moved
-        values (term 3, centering and principal directions)."""
-        m, G = self.m, self.groups.n_groups
-        o_x, a_x, cells_x = self._ref_order()
+    def _view_value_terms(self, y, Y, B, o_y, a_y) -> np.ndarray:
+        """Per deleted group: Δρ of the moved view values (term 3, view side: c^y)."""
+        m = self.m
         sigma = math.sqrt((m * m - 1) / 12.0)
-        b_pair = np.empty(m)
-        b_pair[o_y] = b_y
-        b_x = b_pair[o_x]  # the view's standardized ranks in the reference's order
-        tx = -np.cumsum(b_x - rho * a_x) / sigma  # T^x / σ (Σ w = 0: the reverse sum is −cumsum)
-        dx_cells = np.bincount(cells_x, weights=tx, minlength=G * G)
-        d_sum = dx_cells.sum() - self.groups.leave_out(dx_cells)  # Σ over D_g
-        out = -d_sum / self.n_left
-        # term 3: smoothed rank derivatives, in each sorted order, back to pair order
         ys = y.detach().cpu().numpy().astype(np.float64)[o_y]
         c_y = np.empty(m)
         c_y[o_y] = _smoothed_weights(ys, a_y) / sigma
+        phi = self._value_gradient(c_y, y, Y, B)
+        return np.bincount(self.groups.group, weights=phi, minlength=self.groups.n_groups)
+
+    def ref_side(self, b_x: np.ndarray, rho: float) -> np.ndarray:
+        """Per deleted group: Δρ of the reference-side terms of a view whose standardized ranks in
+        the reference's order are ``b_x`` (term 2, T^x; term 3, c^x). Linear in (b_x, ρ): a
+        weighted sum of views is one call."""
+        m, G = self.m, self.groups.n_groups
+        o_x, a_x, cells_x = self._ref_order()
+        sigma = math.sqrt((m * m - 1) / 12.0)
+        tx = -np.cumsum(b_x - rho * a_x) / sigma  # T^x / σ (Σ w = 0: the reverse sum is −cumsum)
+        dx_cells = np.bincount(cells_x, weights=tx, minlength=G * G)
+        out = -(dx_cells.sum() - self.groups.leave_out(dx_cells)) / self.n_left  # Σ over D_g, / |R_g|
         c_x = np.empty(m)
         c_x[o_x] = _smoothed_weights(self._ref_sorted_values(), b_x) / sigma
-        phi = self._value_gradient(c_y, y, Y, B) + self._value_gradient(c_x, self.x, self.X, None)
+        phi = self._value_gradient(c_x, self.x, self.X, None)
         return out + np.bincount(self.groups.group, weights=phi, minlength=G)
 
     def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
@@ -225,7 +244,9 @@ class InfluenceContext:
         i, j = self._endpoints()
         N = self.X.shape[0]
         if N <= DENSE_MAX_POINTS:
-            C = np.bincount(i * N + j, weights=c, minlength=N * N).reshape(N, N)
+            if "flat" not in self._cache:
+                self._cache["flat"] = i * N + j
+            C = np.bincount(self._cache["flat"], weights=c, minlength=N * N).reshape(N, N)
             C += C.T
             return torch.from_numpy(C) @ V
         out = torch.zeros_like(V)
@@ -237,40 +258,56 @@ class InfluenceContext:
             out.index_add_(0, jj, cc * V.index_select(0, ii))
         return out
 
+    def _points(self) -> tuple[Tensor, Tensor, Tensor, Tensor, np.ndarray]:
+        """float64 CPU copies of X, the principal scores Z = (H − μ)Vᵀ, Vh, s², and N − n_g per point."""
+        if "points" not in self._cache:
+            Vh = self.Vh.to(torch.float64).cpu()
+            Z = self.Hc.to(torch.float64).cpu() @ Vh.T
+            counts = np.bincount(self.groups.group, minlength=self.groups.n_groups)
+            left = (self.X.shape[0] - counts[self.groups.group]).astype(np.float64)
+            S2 = self.S.to(torch.float64).cpu() ** 2
+            self._cache["points"] = (self.X.to(torch.float64).cpu(), Z, Vh, S2, left)
+        return self._cache["points"]
+
     def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
         """φ_i (per point) of Σ_p c_p Δs_p for the view Y = X B (B None: the reference, Y = X)."""
         i, j = self._endpoints()
         N = Y.shape[0]
+        X, Z, Vh, S2, left = self._points()
         Y = Y.to(torch.float64).cpu()
         nrm = Y.norm(dim=1).clamp_min(_EPS)
         U = unit_rows(Y)
         cs = c * s.detach().cpu().numpy().astype(np.float64)
         mvec = torch.from_numpy(np.bincount(i, weights=cs, minlength=N) + np.bincount(j, weights=cs, minlength=N))
         cc = self.ccr
-        Hc = self.Hc.to(torch.float64).cpu()
-        Vh = self.Vh.to(torch.float64).cpu()
-        Z = Hc @ Vh.T  # (N, r) principal scores
         Bm = None if B is None else B.to(torch.float64).cpu()
         Vt = Vh[:cc].T  # (d, c)
         T = U @ (Vt if Bm is None else Bm.T @ Vt)  # (N, c): U Bᵀ v_a
-        Ya = Z[:, :cc] / nrm[:, None]
-        cols = torch.cat([T, Ya, (1.0 / nrm)[:, None]], dim=1)
+        cols = torch.cat([T, Z[:, :cc] / nrm[:, None], (1.0 / nrm)[:, None]], dim=1)
         CV = self._apply(c, cols)
-        gv = (CV[:, :cc] - mvec[:, None] * T) / nrm[:, None]  # Γ v_a, (N, c)
         back = U.T @ (CV[:, cc:] - mvec[:, None] * cols[:, cc:])  # (k, c + 1)
         back = back if Bm is None else Bm @ back  # (d, c + 1): Γᵀ Z_a and Γᵀ 1
-        colsum = back[:, cc]
-        counts = np.bincount(self.groups.group, minlength=self.groups.n_groups)
-        left = N - counts[self.groups.group]  # N − n_g of each point's group
-        phi = (self.X.to(torch.float64).cpu() @ colsum).numpy() / left
+        phi = (X @ back[:, cc]).numpy() / left  # centering: x_i · Γᵀ1 / (N − n_g)
         if cc:
-            S2 = self.S.to(torch.float64).cpu() ** 2
+            gv = (CV[:, :cc] - mvec[:, None] * T) / nrm[:, None]  # Γ v_a, (N, c)
             Kmat = Z[:, cc:].T @ gv + Vh[cc:] @ back[:, :cc]  # (r − c, c): K_ba
             with np.errstate(divide="ignore", invalid="ignore"):
                 Kmat = Kmat / (S2[:cc][None, :] - S2[cc:][:, None])
-            psi = ((Z[:, cc:] @ Kmat) * Z[:, :cc]).sum(1)
+            psi = ((Z[:, cc:] @ Kmat) * Z[:, :cc]).sum(1)  # the re-estimated directions
             phi = phi + psi.numpy() * (N / left)
         return phi
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two float64 work vectors of length m, one pair per thread (the nulls run on a pool)."""
+    buf = getattr(_LOCAL, "buf", None)
+    if buf is None or buf[0].shape[0] != m:
+        buf = (np.empty(m), np.empty(m))
+        _LOCAL.buf = buf
+    return buf
 
 
 def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -292,26 +329,26 @@ def influence_point_se(
     read: ViewTerms, nulls: list[ViewTerms], ctx: InfluenceContext, null_std: float, z: float
 ) -> tuple[float, float]:
     """(stderr of z, stderr of ρ_read) from the point sample: the jackknife formula on the first-order Δz_g."""
-    groups, n_full, n_left = ctx.groups, ctx.n_full, ctx.n_left
+    groups, n_left = ctx.groups, ctx.n_left
 
     def d_rho(t: ViewTerms) -> np.ndarray:
         return -(t.cells.sum() - groups.leave_out(t.cells)) / n_left
 
     rho_q = np.array([t.rho for t in nulls])
     n = rho_q.shape[0]
-    mean = rho_q.mean()
-    coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - mean) / ((n - 1) * null_std))
-    dr = d_rho(read) + (read.extra if read.extra is not None else 0.0)
+    coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - rho_q.mean()) / ((n - 1) * null_std))
+    dr = d_rho(read)
+    if read.b_x is not None and read.extra is not None:
+        dr = dr + read.extra + ctx.ref_side(read.b_x, read.rho)
     dz = dr / null_std
     for q, t in enumerate(nulls):
         dz = dz + coef[q] * d_rho(t)
-    full = [t.extra for t in nulls[:n_full] if t.extra is not None]
-    if full:
-        if len(full) == n:
-            for q, e in enumerate(full):
-                dz = dz + coef[q] * e
-        else:
-            dz = dz - np.mean(full, axis=0) / null_std
+    full = [(q, t) for q, t in enumerate(nulls) if t.b_x is not None and t.extra is not None]
+    if full:  # the null terms computed in full: all nulls (their own weights) or a few (the mean shift)
+        w = coef[: len(full)] if len(full) == n else np.full(len(full), -1.0 / (len(full) * null_std))
+        b_x = sum(wq * t.b_x for wq, (_, t) in zip(w, full, strict=True))
+        rho_w = float(sum(wq * t.rho for wq, (_, t) in zip(w, full, strict=True)))
+        dz = dz + ctx.ref_side(b_x, rho_w) + sum(wq * t.extra for wq, (_, t) in zip(w, full, strict=True))
     G = groups.n_groups
     return _lin_se(dz, G), _lin_se(dr, G)
 
