@@ -80,13 +80,11 @@ DENSE_MAX_POINTS = 4096
 @functools.lru_cache(maxsize=2)
 def _rank_constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """At sorted position j (no ties), with β_j the standardized rank and σ_g = √((m² − 1)/3) the
-    sd of the doubled centered ranks g: β_j/σ_g (so that g·β/σ_g = αβ), β_j²/2, β_j²/2 −
+    sd of the doubled centered ranks g: β_j/σ_g (so that g·β/σ_g = αβ), β_j²/2,
     (Σ_{i≤j} β_i)/σ (σ = σ_g/2 the rank sd), and σ_g."""
     sg = math.sqrt((m * m - 1) / 3.0)
     beta = (2.0 * np.arange(m) + (1.0 - m)) / sg
-    beta2h = beta * beta / 2.0
-    Kp = beta2h - np.cumsum(beta) * (2.0 / sg)
-    out = (beta / sg, beta2h, Kp)
+    out = (beta / sg, beta * beta / 2.0, np.cumsum(beta) * (2.0 / sg))
     for a in out:
         a.flags.writeable = False
     return (*out, sg)
@@ -101,6 +99,7 @@ class ViewTerms:
     cells: np.ndarray  # (G²,) per-cell sums of the term-1 (+ view-side term-2) weights
     extra: np.ndarray | None = None  # (G,) Δρ of the view side of term 3, per deleted group
     b_x: np.ndarray | None = field(default=None, repr=False)  # the view's standardized ranks in the reference's order
+    cells_y: np.ndarray | None = None  # (G²,) per-cell sums of the view-side term-2 weights (full views)
 
 
 @dataclass
@@ -132,6 +131,14 @@ class InfluenceContext:
             counts = np.bincount(self.groups.cell, minlength=self.groups.n_groups**2).astype(np.float64)
             self._cache["n_left"] = self.groups.leave_out(counts)
         return self._cache["n_left"]
+
+    def _cells_by_pos(self) -> np.ndarray:
+        """The cell of each reference position, in the smallest integer type that holds G² (a faster gather)."""
+        if "cells" not in self._cache:
+            c = self.ref.cell_by_pos
+            assert c is not None
+            self._cache["cells"] = c.astype(np.int16) if self.groups.n_groups**2 <= np.iinfo(np.int16).max else c
+        return self._cache["cells"]
 
     def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:
         if "ij" not in self._cache:
@@ -173,22 +180,18 @@ class InfluenceContext:
             gs *= 2.0
             gs += 1.0 - m
             rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
-            beta_s, beta2h, Kp, sg = _rank_constants(m)
+            beta_s, beta2h, cb, sg = _rank_constants(m)
             lw, tmp = _buffers(m)
             np.multiply(gs, beta_s, out=lw)  # α β
-            if self.rank_terms:  # − ρ β²/2 and the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ
-                np.multiply(Kp, rho, out=tmp)
-                lw -= tmp
-                np.cumsum(gs, out=tmp)
-                tmp *= 2.0 / (sg * sg)
-                lw -= tmp
-            else:
-                np.multiply(beta2h, rho, out=tmp)
-                lw -= tmp
-            cells = np.bincount(ref.cell_by_pos.take(p), weights=lw, minlength=GG)
+            np.multiply(beta2h, rho, out=tmp)
+            lw -= tmp  # − ρ β²/2
+            cells_p = self._cells_by_pos().take(p)
+            cells = np.bincount(cells_p, weights=lw, minlength=GG)
             cells -= (rho / 2.0 / (sg * sg)) * ref.ref_cells[2]  # − ρ α²/2: a sum over the reference alone
             out = ViewTerms(rho, cells)
-            if full:
+            if full:  # the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ, and the values
+                ty = np.cumsum(gs) * (-2.0 / (sg * sg)) + rho * cb
+                out.cells_y = np.bincount(cells_p, weights=ty, minlength=GG)
                 b_x = np.empty(m)
                 b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
                 out.b_x = b_x
@@ -204,10 +207,11 @@ class InfluenceContext:
         sg, sb = math.sqrt(float((gs * gs).mean())), math.sqrt(float((ss * ss).mean()))
         a, b_sorted = gs / sg, ss / sb
         lw = a * b_sorted - (rho / 2.0) * (a * a + b_sorted * b_sorted)
-        if self.rank_terms:
-            lw -= np.cumsum(a - rho * b_sorted) * (2.0 / math.sqrt(sg * sb))
-        out = ViewTerms(rho, np.bincount(self.groups.cell[o_np], weights=lw, minlength=GG))
+        cells_o = self.groups.cell[o_np]
+        out = ViewTerms(rho, np.bincount(cells_o, weights=lw, minlength=GG))
         if full:
+            ty = np.cumsum(a - rho * b_sorted) * (-2.0 / math.sqrt(sg * sb))
+            out.cells_y = np.bincount(cells_o, weights=ty, minlength=GG)
             b_pair = np.empty(m)
             b_pair[o_np] = b_sorted
             out.b_x = b_pair[self._ref_order()[0]]
@@ -246,9 +250,8 @@ class InfluenceContext:
         if N <= DENSE_MAX_POINTS:
             if "flat" not in self._cache:
                 self._cache["flat"] = i * N + j
-            C = np.bincount(self._cache["flat"], weights=c, minlength=N * N).reshape(N, N)
-            C += C.T
-            return torch.from_numpy(C) @ V
+            C = torch.from_numpy(np.bincount(self._cache["flat"], weights=c, minlength=N * N).reshape(N, N))
+            return C @ V + C.T @ V  # C holds the pairs i < j once
         out = torch.zeros_like(V)
         ct, it, jt = torch.from_numpy(c), torch.from_numpy(i), torch.from_numpy(j)
         step = max(1, (1 << 24) // max(1, V.shape[1]))
@@ -311,16 +314,22 @@ def _buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """f(v)·(w − E[w | v]) at each position of the sorted values ``vs`` (term 3): the density and
-    the conditional mean over a window of ±⌈√P⌉ positions."""
+    """f(v)·(w − E[w | v]) at each position j of the sorted values ``vs`` (term 3): the density
+    (hi − lo)/(P (v_hi − v_lo)) and the mean of w over the window [lo, hi] = [j − h, j + h] ∩ [0, P − 1],
+    h = ⌈√P⌉ (0 where the window holds one value)."""
     m = vs.shape[0]
-    h = max(1, math.ceil(math.sqrt(m)))
-    pos = np.arange(m)
-    lo, hi = np.maximum(pos - h, 0), np.minimum(pos + h, m - 1)
-    span = vs[hi] - vs[lo]
+    h = min(max(1, math.ceil(math.sqrt(m))), m - 1)
+    j = np.arange(m)
+    lo, hi = np.maximum(j - h, 0), np.minimum(j + h, m - 1)
+    span = np.empty(m)
+    span[h : m - h] = vs[2 * h :] - vs[: m - 2 * h]  # interior (slices: no gathers)
+    span[:h] = vs[hi[:h]] - vs[0]
+    span[m - h :] = vs[m - 1] - vs[lo[m - h :]]
+    cw = np.empty(m + 1)
+    cw[0] = 0.0
+    np.cumsum(w, out=cw[1:])
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(span > 0, (hi - lo) / (m * span), 0.0)
-    cw = np.concatenate([[0.0], np.cumsum(w)])
     mean = (cw[hi + 1] - cw[lo]) / (hi - lo + 1)
     return f * (w - mean)
 
@@ -331,24 +340,30 @@ def influence_point_se(
     """(stderr of z, stderr of ρ_read) from the point sample: the jackknife formula on the first-order Δz_g."""
     groups, n_left = ctx.groups, ctx.n_left
 
-    def d_rho(t: ViewTerms) -> np.ndarray:
-        return -(t.cells.sum() - groups.leave_out(t.cells)) / n_left
+    def d_rho(t: ViewTerms, cells: np.ndarray | None = None) -> np.ndarray:
+        c = t.cells if cells is None else cells
+        return -(c.sum() - groups.leave_out(c)) / n_left
+
+    def d_rho_y(t: ViewTerms) -> np.ndarray:
+        assert t.cells_y is not None
+        return d_rho(t, t.cells_y)
 
     rho_q = np.array([t.rho for t in nulls])
     n = rho_q.shape[0]
     coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - rho_q.mean()) / ((n - 1) * null_std))
     dr = d_rho(read)
-    if read.b_x is not None and read.extra is not None:
-        dr = dr + read.extra + ctx.ref_side(read.b_x, read.rho)
+    if read.b_x is not None and read.extra is not None and read.cells_y is not None:
+        dr = dr + d_rho_y(read) + read.extra + ctx.ref_side(read.b_x, read.rho)
     dz = dr / null_std
     for q, t in enumerate(nulls):
         dz = dz + coef[q] * d_rho(t)
-    full = [(q, t) for q, t in enumerate(nulls) if t.b_x is not None and t.extra is not None]
+    full = [(q, t) for q, t in enumerate(nulls) if t.b_x is not None and t.extra is not None and t.cells_y is not None]
     if full:  # the null terms computed in full: all nulls (their own weights) or a few (the mean shift)
         w = coef[: len(full)] if len(full) == n else np.full(len(full), -1.0 / (len(full) * null_std))
         b_x = sum(wq * t.b_x for wq, (_, t) in zip(w, full, strict=True))
         rho_w = float(sum(wq * t.rho for wq, (_, t) in zip(w, full, strict=True)))
-        dz = dz + ctx.ref_side(b_x, rho_w) + sum(wq * t.extra for wq, (_, t) in zip(w, full, strict=True))
+        own = sum(wq * (t.extra + d_rho_y(t)) for wq, (_, t) in zip(w, full, strict=True))
+        dz = dz + ctx.ref_side(b_x, rho_w) + own
     G = groups.n_groups
     return _lin_se(dz, G), _lin_se(dr, G)
 
