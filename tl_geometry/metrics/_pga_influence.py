@@ -316,22 +316,41 @@ def _buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
 def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
     """f(v)·(w − E[w | v]) at each position j of the sorted values ``vs`` (term 3): the density
     (hi − lo)/(P (v_hi − v_lo)) and the mean of w over the window [lo, hi] = [j − h, j + h] ∩ [0, P − 1],
-    h = ⌈√P⌉ (0 where the window holds one value)."""
+    h = ⌈√P⌉ (0 where the window holds one value). Slices, no gathers."""
     m = vs.shape[0]
-    h = min(max(1, math.ceil(math.sqrt(m))), m - 1)
-    j = np.arange(m)
-    lo, hi = np.maximum(j - h, 0), np.minimum(j + h, m - 1)
-    span = np.empty(m)
-    span[h : m - h] = vs[2 * h :] - vs[: m - 2 * h]  # interior (slices: no gathers)
-    span[:h] = vs[hi[:h]] - vs[0]
-    span[m - h :] = vs[m - 1] - vs[lo[m - h :]]
+    h = max(1, math.ceil(math.sqrt(m)))
+    if 2 * h >= m:  # a handful of pairs: gathers
+        j = np.arange(m)
+        lo, hi = np.maximum(j - h, 0), np.minimum(j + h, m - 1)
+        sp = vs[hi] - vs[lo]
+        c0 = np.concatenate([[0.0], np.cumsum(w)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(sp > 0, (hi - lo) / (m * sp), 0.0)
+        return f * (w - (c0[hi + 1] - c0[lo]) / (hi - lo + 1))
     cw = np.empty(m + 1)
     cw[0] = 0.0
     np.cumsum(w, out=cw[1:])
+    span, num, mean = np.empty(m), np.empty(m), np.empty(m)
+    mid = slice(h, m - h)
+    span[mid] = vs[2 * h :]
+    span[mid] -= vs[: m - 2 * h]
+    num[mid] = 2 * h
+    mean[mid] = cw[2 * h + 1 :]
+    mean[mid] -= cw[: m - 2 * h]
+    mean[mid] /= 2 * h + 1
+    e = np.arange(h)  # the edges: windows [0, j + h] and [j − h, m − 1]
+    span[:h] = vs[h : 2 * h] - vs[0]
+    num[:h] = e + h
+    mean[:h] = cw[h + 1 : 2 * h + 1] / (e + h + 1)
+    span[m - h :] = vs[m - 1] - vs[m - 2 * h : m - h]
+    num[m - h :] = 2 * h - 1 - e
+    mean[m - h :] = (cw[m] - cw[m - 2 * h : m - h]) / (2 * h - e)
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(span > 0, (hi - lo) / (m * span), 0.0)
-    mean = (cw[hi + 1] - cw[lo]) / (hi - lo + 1)
-    return f * (w - mean)
+        np.divide(num, span * m, out=num)
+    num[~(span > 0)] = 0.0
+    np.subtract(w, mean, out=mean)
+    mean *= num
+    return mean
 
 
 def influence_point_se(
