@@ -117,6 +117,7 @@ class InfluenceContext:
     ccr: int
     rank_terms: bool  # terms 2 and 3 (refit_nulls ≥ 1)
     n_full: int = 0  # nulls whose terms 2 (reference side) and 3 are computed
+    shared: dict = field(default_factory=dict, repr=False)  # what does not depend on the CCR level (pair endpoints)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ----------------------------------------------------------------- shared pieces
@@ -141,9 +142,9 @@ class InfluenceContext:
         return self._cache["cells"]
 
     def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:
-        if "ij" not in self._cache:
-            self._cache["ij"] = pair_endpoints(self.pairs)
-        return self._cache["ij"]
+        if "ij" not in self.shared:
+            self.shared["ij"] = pair_endpoints(self.pairs)
+        return self.shared["ij"]
 
     def _ref_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The reference's sorted order (pair indices), the standardized reference ranks and the
@@ -252,9 +253,9 @@ class InfluenceContext:
         i, j = self._endpoints()
         N = self.X.shape[0]
         if N <= DENSE_MAX_POINTS:
-            if "flat" not in self._cache:
-                self._cache["flat"] = i * N + j
-            C = torch.from_numpy(np.bincount(self._cache["flat"], weights=c, minlength=N * N).reshape(N, N))
+            if "flat" not in self.shared:
+                self.shared["flat"] = i * N + j
+            C = torch.from_numpy(np.bincount(self.shared["flat"], weights=c, minlength=N * N).reshape(N, N))
             return C @ V + C.T @ V  # C holds the pairs i < j once
         out = torch.zeros_like(V)
         ct, it, jt = torch.from_numpy(c), torch.from_numpy(i), torch.from_numpy(j)

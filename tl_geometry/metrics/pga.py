@@ -514,10 +514,12 @@ def pga_layer(
     point_groups = None if mode == "none" else PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed, groups)
     method = stderr_method(stderr, refit_nulls)
     n_full = min(refit_nulls, n_null)
+    shared: dict = {}  # the influence error's pair endpoints, shared by the CCR levels
     scores = {}
     for c in ccrs:
         Hx = _remove_top(Hc, Vh, rank, c)
-        infl = dict(Hc=Hc, Vh=Vh, S=S, rank_terms=n_full > 0, n_full=n_full) if mode == "influence" else None
+        infl = dict(Hc=Hc, Vh=Vh, S=S, rank_terms=n_full > 0, n_full=n_full, shared=shared)
+        infl = infl if mode == "influence" else None
         scores[c] = _score(
             Hx,
             readout,
