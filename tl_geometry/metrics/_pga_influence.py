@@ -172,11 +172,12 @@ class InfluenceContext:
         reference's order (for `ref_side`)."""
         ref, m, GG = self.ref, self.m, self.groups.n_groups**2
         full = Y is not None and self.rank_terms
-        fast = ref.pos is not None and _packable(y) and ref.cell_by_pos is not None and ref.ref_cells is not None
-        if fast:
-            p, vn = _packed_order(y.detach().numpy(), ref.pos, ref.order)
+        pos, order, ref_cells = ref.pos, ref.order, ref.ref_cells
+        fast = False
+        if pos is not None and order is not None and ref_cells is not None and _packable(y):
+            p, vn = _packed_order(y.detach().numpy(), pos, order)
             fast = vn is None
-        if fast:
+        if fast and order is not None and ref_cells is not None:
             gs = p.astype(np.float64)
             gs *= 2.0
             gs += 1.0 - m
@@ -192,7 +193,7 @@ class InfluenceContext:
                 np.multiply(beta2h[a:b], rho, out=t)
                 w -= t
                 cells += np.bincount(table.take(p[a:b]), weights=w, minlength=GG)
-            cells -= (rho / 2.0 / (sg * sg)) * ref.ref_cells[2]  # − ρ α²/2: a sum over the reference alone
+            cells -= (rho / 2.0 / (sg * sg)) * ref_cells[2]  # − ρ α²/2: a sum over the reference alone
             out = ViewTerms(rho, cells)
             if full:  # the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ, and the values
                 ty = np.cumsum(gs) * (-2.0 / (sg * sg)) + rho * cb
@@ -200,7 +201,7 @@ class InfluenceContext:
                 b_x = np.empty(m)
                 b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
                 out.b_x = b_x
-                out.extra = self._view_value_terms(y, Y, B, ref.order.take(p), gs / sg)
+                out.extra = self._view_value_terms(y, Y, B, order.take(p), gs / sg)
             return out
         # ties, or not on CPU: the general path, in pair order
         v, o = _rank_order(y)

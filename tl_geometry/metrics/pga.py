@@ -380,7 +380,7 @@ def _score(
         raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     z = (rho - mean) / std
     se_points = se_rho = math.nan
-    if mode == "fixed":
+    if mode == "fixed" and rho_lo is not None:
         nulls_lo = np.stack(extra)
         with np.errstate(invalid="ignore", divide="ignore"):
             z_lo = (rho_lo - nulls_lo.mean(0)) / nulls_lo.std(0, ddof=1)
@@ -518,8 +518,9 @@ def pga_layer(
     scores = {}
     for c in ccrs:
         Hx = _remove_top(Hc, Vh, rank, c)
-        infl = dict(Hc=Hc, Vh=Vh, S=S, rank_terms=n_full > 0, n_full=n_full, shared=shared)
-        infl = infl if mode == "influence" else None
+        infl: dict[str, Any] | None = None
+        if mode == "influence":
+            infl = dict(Hc=Hc, Vh=Vh, S=S, rank_terms=n_full > 0, n_full=n_full, shared=shared)
         scores[c] = _score(
             Hx,
             readout,
