@@ -53,16 +53,24 @@ def test_influence_with_fixed_directions_agrees_with_the_fixed_jackknife(ccr):
     assert "held fixed" in a.stderr_method
 
 
-def test_the_re_estimated_directions_matter_and_are_captured():
-    """At CCR-1 on a cloud whose top direction moves with the sample, holding it fixed misses most
-    of the error: the influence error follows the refit, not the fixed jackknife."""
-    H, V, B = _separated(300, 16, 3, 12, 3, decay=6.0)
-    H[:, 0] += 4.0 * torch.sign(H[:, 1])  # a bimodal top direction: its estimate moves with the points
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_re_estimated_directions_matter_and_are_captured(seed):
+    """At CCR-1 on a cloud whose top two variances are close (sd 3 and 2.5 over a floor of 0.5), the
+    removed direction moves with the sample: holding it fixed misses much of the error (measured
+    0.28–0.58 of the refit's), the influence error follows the refit (0.96–0.97)."""
+    d, k = 16, 3
+    g = torch.Generator().manual_seed(seed)
+    V = tg.readout_basis(torch.randn(d, 3 * d, generator=g), k)
+    sd = torch.full((d,), 0.5)
+    sd[0], sd[1] = 3.0, 2.5
+    Q = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
+    H = (torch.randn(300, d, generator=g, dtype=torch.float64) * sd) @ Q.T
+    B = tg.haar_bases(d, k, 12, seed=seed + 1)
     infl = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=12, n_groups=20)
     refit = tg.pga_score(H, V, ccr=1, null_bases=B, stderr="jackknife", refit_nulls=12, n_groups=20)
     fixed = tg.pga_score(H, V, ccr=1, null_bases=B, stderr="jackknife", refit_nulls=0, n_groups=20)
-    assert abs(infl.stderr_points / refit.stderr_points - 1) < abs(fixed.stderr_points / refit.stderr_points - 1)
-    assert infl.stderr_points == pytest.approx(refit.stderr_points, rel=2 * TOL)
+    assert fixed.stderr_points < 0.7 * refit.stderr_points
+    assert infl.stderr_points == pytest.approx(refit.stderr_points, rel=TOL)
 
 
 def test_stderr_none_gives_the_same_z_bit_for_bit_and_nan_errors():
