@@ -450,7 +450,7 @@ register_family(
         command="tl_geometry.families.pga.cli",
         # 30 nulls: at this size the stderr of z is dominated by the text sample (median stderr_null
         # 0.15–0.24 against stderr_points 0.40–1.1 at 50 nulls on SmolLM2), so 50 → 30 nulls widens it
-        # by < 8 % and pays for the jackknife's re-estimated CCR directions (docs/pga.md).
+        # by < 8 % and pays for the re-estimated CCR directions of the error (docs/pga.md).
         report_options={"pga": {"ccr": [0, 1, 5], "n_null": 30, "max_points": 1024}},
         fast_options={"pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512}},
         order=20,
