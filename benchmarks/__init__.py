@@ -47,6 +47,8 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);
+* ``check_pga_stderr_calibration``: PGA z's standard error over many seeds on a tiny model, jackknife
+  refit against the influence error (sd of t, coverage);
 * ``check_pga_stderr_smollm2``: calibration of PGA z's standard error across two seeds;
 * ``check_verdict_flips_smollm2``: reproduce's PGA verdicts (one verdict rule vs 2·stderr alone) on K
   disjoint pydoc samples, how many samples flip each verdict;

@@ -52,32 +52,34 @@ def _top_directions(X: Tensor, start: Tensor, c: int, iters: int = 20) -> Tensor
 
 
 def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, seed, n_sub, threads: ThreadChoice):
-    """Point-sample stderr at CCR ≥ 1 with the principal directions re-estimated without each group.
+    """Point-sample stderr with each deleted group refit (``stderr="jackknife"``, the check of the influence error).
 
     Deleting group g: re-center the remaining points, re-estimate their top-c principal directions
-    (warm-started subspace iteration), remove them, and recompute the reference ranks, ρ_read and
-    the ρ of the first ``n_sub`` null subspaces from scratch (a re-sort each). z₋g = (ρ_read,₋g −
-    m₋g)/s with m₋g = m + mean over those nulls of (ρ_q,₋g − ρ_q) (paired: the shift of the null
-    mean, estimated with little noise from a few nulls) and s the full null std.
+    (warm-started subspace iteration; none at CCR-0), remove them, and recompute the reference
+    ranks, ρ_read and the ρ of the first ``n_sub`` null subspaces from scratch (a re-sort each).
+    z₋g = (ρ_read,₋g − m₋g)/s with m₋g = m + mean over those nulls of (ρ_q,₋g − ρ_q) (paired: the
+    shift of the null mean, estimated with little noise from a few nulls) and s the full null std;
+    with ``n_sub`` = n_null, z₋g is recomputed in full from the refit nulls (mean and std).
     """
     H64 = H.to(torch.float64)
     R = readout.to(torch.float64)
     cmax = max(ccrs)
     start = Vh[: min(cmax + 5, Vh.shape[0])]
     sub = bases[:n_sub].to(H64.device, torch.float64)
+    full = n_sub == bases.shape[0]
 
-    def one(g: int) -> dict[int, tuple[float, float]]:
+    def one(g: int) -> dict[int, tuple[float, np.ndarray]]:
         Hg = H64[torch.from_numpy(groups.group != g).to(H64.device)]
         Hg = Hg - Hg.mean(0, keepdim=True)
-        P = _top_directions(Hg, start.to(Hg.dtype), cmax)
+        P = _top_directions(Hg, start.to(Hg.dtype), cmax) if cmax else Hg[:0]
         pairs = make_pairs(Hg.shape[0], max_pairs, seed)
         out = {}
         for c in ccrs:
-            X = Hg - (Hg @ P[:c].T) @ P[:c]
+            X = Hg - (Hg @ P[:c].T) @ P[:c] if c else Hg
             ref = RankedReference.from_values(cosine_similarities(X, pairs))
             rho = ref.spearman(cosine_similarities(X @ R, pairs))
-            nulls = [ref.spearman(cosine_similarities(X @ B, pairs)) for B in sub]
-            out[c] = (rho, float(np.mean(nulls)))
+            nulls = np.array([ref.spearman(cosine_similarities(X @ B, pairs)) for B in sub])
+            out[c] = (rho, nulls)
         return out
 
     with threads.kernel("sort", H.device):
@@ -87,8 +89,12 @@ def _refit_jackknife(H, Vh, readout, bases, scores, ccrs, groups, max_pairs, see
     for c in ccrs:
         s = scores[c]
         rho_g = np.array([r[c][0] for r in reps])
-        shift = np.array([r[c][1] for r in reps]) - float(s.null_rhos[:n_sub].mean())
-        z_g = (rho_g - (s.null_mean + shift)) / s.null_std
+        nulls_g = np.stack([r[c][1] for r in reps])  # (G, n_sub)
+        if full:
+            z_g = (rho_g - nulls_g.mean(1)) / nulls_g.std(1, ddof=1)
+        else:
+            shift = nulls_g.mean(1) - float(s.null_rhos[:n_sub].mean())
+            z_g = (rho_g - (s.null_mean + shift)) / s.null_std
         se_pts = _jackknife_se(z_g)
         out[c] = dataclasses.replace(
             s,

@@ -13,8 +13,11 @@ pairwise distances better than random k-dimensional views do:
 The paper published no code; steps 1–5 are our reading of its text. Our choices where the paper is
 silent are marked "Our choice:" below. One of them: z is a sampled number (n_null random
 subspaces, N sampled points), so every [`PGAScore`][tl_geometry.metrics.pga.PGAScore] carries its standard error — a delete-one
-jackknife over the nulls plus a delete-a-group jackknife over the points (at CCR ≥ 1 with the
-removed principal directions re-estimated without each group) — and [`PGAScore.p_value`][tl_geometry.metrics.pga.PGAScore.p_value], the
+jackknife over the nulls plus, for the points, by default (``stderr="influence"``) the first-order
+(influence-function) version of a delete-a-group jackknife, with the re-ranking, the re-centering
+and the re-estimated CCR directions and no re-sort (`tl_geometry.metrics._pga_influence` derives
+it); ``stderr="jackknife"`` does the literal refit per deleted group, the check; ``stderr="none"``
+gives z alone — and [`PGAScore.p_value`][tl_geometry.metrics.pga.PGAScore.p_value], the
 p of z if the readout were one more random subspace ([`tl_geometry.metrics.significance`][tl_geometry.metrics.significance]). Spectral metrics (RankMe, α-ReQ, ...) live in
 [`tl_geometry.metrics.spectral`][tl_geometry.metrics.spectral] and are re-exported here.
 """
@@ -35,6 +38,7 @@ from torch import Tensor
 from tl_geometry.base import _checks
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
+from tl_geometry.metrics._pga_influence import InfluenceContext, influence_point_se
 from tl_geometry.metrics._pga_jackknife import _jackknife_se, _null_jackknife_z, _refit_jackknife
 from tl_geometry.metrics._spearman import PointGroups, RankedReference, cosine_similarities, make_pairs
 from tl_geometry.metrics.pga_bases import MAX_ELEMENTS, haar_bases, readout_basis  # noqa: F401  (MAX_ELEMENTS: its old home)
@@ -61,6 +65,8 @@ __all__ = [
     "DEFAULT_REFIT_NULLS",
     "MIN_POINTS",
     "STDERR_METHOD",
+    "STDERR_METHODS",
+    "stderr_method",
     *_spectral_all,
 ]
 
@@ -71,11 +77,44 @@ MIN_POINTS = 10
 DEFAULT_N_GROUPS = 20
 """Point groups of the delete-a-group jackknife behind the standard errors (at most N // 5)."""
 DEFAULT_REFIT_NULLS = 4
-"""Null subspaces recomputed per deleted group when the jackknife re-estimates the CCR directions."""
-STDERR_METHOD = (
-    "jackknife: delete-one null subspace (null draw) + delete-a-group of points (point sample), variances added"
-)
-"""How `PGAScore.stderr` is computed (recorded in every result)."""
+"""Null subspaces whose point-sample terms are computed in full: refit per deleted group (``stderr="jackknife"``), or given their reference-side and value terms (``stderr="influence"``); the rest enter through their own sort."""
+STDERR_METHODS = {
+    "influence": "influence: delete-one jackknife over the null subspaces (null draw) + first-order delete-a-group "
+    "jackknife over the points (point sample: pairs deleted, re-ranked, re-centered, CCR directions re-estimated; "
+    "no re-sort), variances added",
+    "jackknife": "jackknife: delete-one null subspace (null draw) + delete-a-group of points refit (point sample: "
+    "re-centered, CCR directions re-estimated, re-ranked), variances added",
+    "none": "none",
+}
+"""How `PGAScore.stderr` is computed, by the ``stderr`` argument (recorded in every result; see [`stderr_method`][tl_geometry.metrics.pga.stderr_method])."""
+STDERR_METHOD = STDERR_METHODS["influence"]
+"""The default's [`STDERR_METHODS`][tl_geometry.metrics.pga.STDERR_METHODS] entry."""
+_FIXED = "; full-sample ranks, centering and CCR directions held fixed (refit_nulls=0)"
+
+
+def _check_stderr(stderr: Any) -> str:
+    """``stderr`` as one of "influence", "jackknife", "none" (True: "influence"; False / None: "none")."""
+    if stderr is True:
+        return "influence"
+    if stderr is False or stderr is None:
+        return "none"
+    if isinstance(stderr, str) and stderr in STDERR_METHODS:
+        return stderr
+    raise InputError(
+        f"stderr must be 'influence' (the default), 'jackknife' (the literal refit, its check) or 'none' "
+        f"(also False: z alone), got {stderr!r}"
+    )
+
+
+def stderr_method(stderr: Any = "influence", refit_nulls: int = DEFAULT_REFIT_NULLS) -> str:
+    """The ``stderr_method`` text recorded for a ``stderr`` choice and ``refit_nulls``.
+
+    Examples:
+        >>> stderr_method("none"), stderr_method(False)
+        ('none', 'none')
+    """
+    key = _check_stderr(stderr)
+    return STDERR_METHODS[key] + (_FIXED if key != "none" and refit_nulls == 0 else "")
 
 
 def min_points(k: int) -> int:
@@ -124,10 +163,13 @@ class PGAScore(Tabular):
         stderr_null: the part from drawing n_null null subspaces: delete-one jackknife over the
             nulls (NaN for n_null < 3). For normal null ρ's it is ≈ √(1/n + z²/(2(n−1))): it grows
             with |z|, so a large |z| needs many nulls to be pinned down, not to be detected.
-        stderr_points: the part from the sample of N points: delete-a-group jackknife over
-            ``n_groups`` seeded groups of points, every null recomputed without the group.
+        stderr_points: the part from the sample of N points: a delete-a-group jackknife over
+            ``n_groups`` groups of points, first-order (``stderr="influence"``) or refit
+            (``stderr="jackknife"``).
         stderr_rho: standard error of rho_read from the point sample (same jackknife).
-        n_groups: G, the point groups of the jackknife.
+        n_groups: G, the point groups of the jackknife (0 with ``stderr="none"``).
+        stderr_method: how the standard errors were computed ([`stderr_method`][tl_geometry.metrics.pga.stderr_method];
+            "none": z alone, every error NaN).
     """
 
     rho_read: float
@@ -147,6 +189,7 @@ class PGAScore(Tabular):
     stderr_points: float = math.nan
     stderr_rho: float = math.nan
     n_groups: int = 0
+    stderr_method: str = STDERR_METHOD
 
     @property
     def n_null(self) -> int:
@@ -163,7 +206,6 @@ class PGAScore(Tabular):
         out["null_rhos"] = self.null_rhos.tolist()
         out["n_null"] = self.n_null
         out["p_value"] = self.p_value
-        out["stderr_method"] = STDERR_METHOD
         return out
 
 
@@ -260,10 +302,8 @@ def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.nda
     return ref.spearman_groups(y) if ref.groups is not None else (ref.spearman(y), None)
 
 
-def _null_rhos(
-    ref: RankedReference, Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadChoice
-) -> tuple[Tensor, np.ndarray | None]:
-    """ρ of each null basis and its leave-one-group-out values (n_null, G).
+def _null_views(Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadChoice, evaluate) -> tuple[Tensor, list]:
+    """ρ of each null basis and what ``evaluate(q, Y, y)`` returns beside it (Y the projection, y its similarities).
 
     Our choice: on CPU, at report sizes, the nulls are spread over a pool of ``threads.workers()``
     threads, each projecting, computing similarities and sorting one null at a time on one core
@@ -280,48 +320,74 @@ def _null_rhos(
     if workers > 1 and n > 1:
         Hx64 = Hx.to(torch.float64)
 
-        def one(i: int) -> tuple[float, np.ndarray | None]:
-            return _spearman_and_groups(ref, cosine_similarities(torch.matmul(Hx64, bases[i].to(torch.float64)), pairs))
+        def one(i: int):
+            Y = torch.matmul(Hx64, bases[i].to(torch.float64))
+            return evaluate(i, Y, cosine_similarities(Y, pairs))
 
         out = parallel_map(one, range(n), workers)
-        los = [lo for _, lo in out if lo is not None]
-        return torch.tensor([r for r, _ in out], dtype=torch.float64), np.stack(los) if los else None
+        return torch.tensor([r for r, _ in out], dtype=torch.float64), [e for _, e in out]
     rhos = torch.empty(n, dtype=torch.float64)
-    loo: list[np.ndarray] = []
+    extra: list = []
     for s in range(0, n, batch):
         with threads.kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         with threads.kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
-                r, lo = _spearman_and_groups(ref, cosine_similarities(Y[t], pairs))
+                r, e = evaluate(s + t, Y[t], cosine_similarities(Y[t], pairs))
                 rhos[s + t] = r
-                if lo is not None:
-                    loo.append(lo)
-    return rhos, np.stack(loo) if loo else None
+                extra.append(e)
+    return rhos, extra
 
 
-def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch, threads: ThreadChoice) -> PGAScore:
-    """The score; with ``groups`` None (the refit jackknife will supply the point part) no per-group sums."""
+def _score(
+    Hx, readout, bases, pairs, groups, *, ccr, seed, batch, threads: ThreadChoice, mode: str, method: str, infl=None
+) -> PGAScore:
+    """The score. ``mode``: "none" (z alone), "fixed" (the jackknife of the full-sample ranks from
+    per-group sums of one pass), "refit" (z alone here; `_refit_jackknife` gives the point part),
+    "influence" (``infl``: the pieces of `_pga_influence.InfluenceContext` but the reference)."""
     with threads.kernel("sort", Hx.device):  # sorts, as the nulls
-        ref = RankedReference.from_values(cosine_similarities(Hx, pairs))
-        if groups is not None:
+        x = cosine_similarities(Hx, pairs)
+        ref = RankedReference.from_values(x)
+        if mode in ("fixed", "influence"):
             ref = ref.with_groups(groups)
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
-        rho, rho_lo = _spearman_and_groups(ref, cosine_similarities(Hx @ readout, pairs))
-    nulls, nulls_lo = _null_rhos(ref, Hx, pairs, bases, batch, threads)
+        ctx = None
+        Yr = Hx @ readout
+        if mode == "influence":
+            ctx = InfluenceContext(ref, groups, pairs, x, Hx, ccr=ccr, **infl)
+            read = ctx.view(cosine_similarities(Yr, pairs), Yr, readout)
+            rho, rho_lo = read.rho, None
+        else:
+            rho, rho_lo = _spearman_and_groups(ref, cosine_similarities(Yr, pairs))
+    n_full = ctx.n_full if ctx is not None else 0
+    if ctx is not None:
+
+        def evaluate(q, Y, y):
+            t = ctx.view(y, Y, bases[q]) if q < n_full else ctx.view(y)
+            return t.rho, t
+
+    else:
+
+        def evaluate(q, Y, y):
+            return _spearman_and_groups(ref, y)
+
+    nulls, extra = _null_views(Hx, pairs, bases, batch, threads, evaluate)
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
         raise InputError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")
     if std == 0.0:
         raise InputError("the null ρ's have zero standard deviation; z is undefined (too few points or degenerate H?)")
     z = (rho - mean) / std
-    se_points = math.nan
-    if rho_lo is not None and nulls_lo is not None:
+    se_points = se_rho = math.nan
+    if mode == "fixed" and rho_lo is not None:
+        nulls_lo = np.stack(extra)
         with np.errstate(invalid="ignore", divide="ignore"):
             z_lo = (rho_lo - nulls_lo.mean(0)) / nulls_lo.std(0, ddof=1)
-        se_points = _jackknife_se(z_lo)
-    se_null = _null_jackknife_z(rho, nulls.numpy())
+        se_points, se_rho = _jackknife_se(z_lo), _jackknife_se(rho_lo)
+    elif ctx is not None:
+        se_points, se_rho = influence_point_se(read, extra, ctx, std, z)
+    se_null = math.nan if mode == "none" else _null_jackknife_z(rho, nulls.numpy())
     d, k = readout.shape
     return PGAScore(
         rho,
@@ -339,8 +405,9 @@ def _score(Hx, readout, bases, pairs, groups, *, ccr, seed, batch, threads: Thre
         stderr=float(math.sqrt(se_null**2 + se_points**2)),
         stderr_null=se_null,
         stderr_points=se_points,
-        stderr_rho=math.nan if rho_lo is None else _jackknife_se(rho_lo),
-        n_groups=0 if groups is None else groups.n_groups,
+        stderr_rho=se_rho,
+        n_groups=0 if groups is None or mode == "none" else groups.n_groups,
+        stderr_method=method,
     )
 
 
@@ -362,6 +429,7 @@ def pga_profile(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    stderr: str | bool = "influence",
     threads: ThreadChoice | None = None,
 ) -> dict[int, PGAScore]:
     """PGA scores of one H at several CCR levels, sharing the centering, SVD and null bases.
@@ -386,6 +454,7 @@ def pga_profile(
         n_groups=n_groups,
         groups=groups,
         refit_nulls=refit_nulls,
+        stderr=stderr,
         threads=threads,
     )[0]
 
@@ -403,6 +472,7 @@ def pga_layer(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    stderr: str | bool = "influence",
     threads: ThreadChoice | None = None,
 ) -> tuple[dict[int, PGAScore], PC1Overlap]:
     """[`pga_profile`][tl_geometry.metrics.pga.pga_profile] and [`pc1_overlap`][tl_geometry.metrics.pga.pc1_overlap] of one H from one centering and SVD (what a report
@@ -411,6 +481,7 @@ def pga_layer(
     Definitions as in [`pga_profile`][tl_geometry.metrics.pga.pga_profile] (z_c per CCR level c)
     and [`pc1_overlap`][tl_geometry.metrics.pga.pc1_overlap] (‖V_kᵀ p_1‖²), arXiv 2605.17084.
     """
+    stderr = _check_stderr(stderr)
     n_groups = _checks.integer(n_groups, "n_groups", why="point groups of the jackknife", lo=2)
     refit_nulls = _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
     ccrs = _checks.nonneg_int_list(single_ok=False)(list(ccrs) if isinstance(ccrs, (tuple, range)) else ccrs, "ccrs")
@@ -439,26 +510,35 @@ def pga_layer(
             pairs.n_pairs,
         )
     batch = _batch_size(N, readout.shape[1], memory_mb)
-    point_groups = PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed, groups)
-    refit = [c for c in ccrs if c >= 1] if refit_nulls else []
-    scores = {
-        c: _score(
-            _remove_top(Hc, Vh, rank, c),
+    mode = {"none": "none", "influence": "influence"}.get(stderr, "refit" if refit_nulls else "fixed")
+    point_groups = None if mode == "none" else PointGroups.make(pairs, max(2, min(n_groups, N // 5)), seed, groups)
+    method = stderr_method(stderr, refit_nulls)
+    n_full = min(refit_nulls, n_null)
+    shared: dict = {}  # the influence error's pair endpoints, shared by the CCR levels
+    scores = {}
+    for c in ccrs:
+        Hx = _remove_top(Hc, Vh, rank, c)
+        infl: dict[str, Any] | None = None
+        if mode == "influence":
+            infl = dict(Hc=Hc, Vh=Vh, S=S, rank_terms=n_full > 0, n_full=n_full, shared=shared)
+        scores[c] = _score(
+            Hx,
             readout,
             null_bases,
             pairs,
-            None if c in refit else point_groups,  # the refit jackknife below gives the point part
+            point_groups,
             ccr=c,
             seed=seed,
             batch=batch,
             threads=threads,
+            mode=mode,
+            method=method,
+            infl=infl,
         )
-        for c in ccrs
-    }
-    if refit:
+    if mode == "refit":
         scores.update(
             _refit_jackknife(
-                H, Vh, readout, null_bases, scores, refit, point_groups, max_pairs, seed, refit_nulls, threads
+                H, Vh, readout, null_bases, scores, list(ccrs), point_groups, max_pairs, seed, n_full, threads
             )
         )
     return scores, _pc1(S, Vh, readout)
@@ -477,6 +557,7 @@ def pga_score(
     n_groups: int = DEFAULT_N_GROUPS,
     groups: Any = None,
     refit_nulls: int = DEFAULT_REFIT_NULLS,
+    stderr: str | bool = "influence",
     threads: ThreadChoice | None = None,
 ) -> PGAScore:
     """Subspace PGA z-score of hidden states H against the readout subspace (steps 1–5 of the module docstring).
@@ -497,10 +578,21 @@ def pga_score(
             ([`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels] of each point's sequence): points
             of one sequence share a context and are not independent, so a jackknife meant to cover
             a fresh draw of text must delete them together (what ``tg.pga`` does).
-        refit_nulls: at CCR ≥ 1 the top-c principal directions are themselves estimated from the
-            points; the jackknife re-estimates them without each group and recomputes ρ_read and
-            this many null ρ's from scratch ([`DEFAULT_REFIT_NULLS`][tl_geometry.metrics.pga.DEFAULT_REFIT_NULLS]; 0: keep the directions
-            fixed, cheaper and overconfident when the top PCs change with the text sample).
+        refit_nulls: the null subspaces whose point-sample terms are computed in full
+            ([`DEFAULT_REFIT_NULLS`][tl_geometry.metrics.pga.DEFAULT_REFIT_NULLS]): with ``stderr="jackknife"`` each deleted group is
+            re-centered, its top-c principal directions re-estimated and ρ_read and this many null
+            ρ's recomputed from scratch (their mean shift stands for the null mean's; all of them:
+            the null std too); with ``stderr="influence"`` these nulls get the reference-side and
+            value terms of the first-order expansion. 0: the full-sample ranks, centering and
+            directions held fixed (cheaper; overconfident when the top PCs change with the sample).
+        stderr: how the standard error is computed. ``"influence"`` (default; our choice): the
+            null part as below plus the first-order (influence-function, delta-method) delete-a-group
+            jackknife over the points — the deleted pairs, the re-ranking of the rest, the
+            re-centering and, at CCR ≥ 1, the re-estimated principal directions, with no re-sort and
+            no refit (derivation: `tl_geometry.metrics._pga_influence`). ``"jackknife"``: the literal
+            refit per deleted group (its check; about G·(1 + refit_nulls) extra sorts).
+            ``"none"`` (or False): z alone at its own speed, the same z bit for bit, NaN errors and
+            ``stderr_method`` "none".
         threads: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the kernels (default
             [`INHERIT`][tl_geometry.metrics.thread_choice.INHERIT]: torch's setting, factorizations on one
             thread; ``tg.pga`` passes [`tl_geometry.runtime.threads.choose`][tl_geometry.runtime.threads.choose] ``()``, the load-aware
@@ -509,16 +601,18 @@ def pga_score(
 
     Standard error (our choice; the paper reports z without one): z is a sampled number twice
     over — n_null random subspaces and N sampled points. ``stderr`` adds the variances of a
-    delete-one jackknife over the nulls and a delete-a-group jackknife over the points (every
-    null recomputed without each group, from per-group sums of one pass: no extra sort), see
-    [`PGAScore`][tl_geometry.metrics.pga.PGAScore]. It is calibrated across seeds (tests/unit/metrics/test_pga_stderr.py).
+    delete-one jackknife over the nulls and a delete-a-group jackknife over the points
+    (first-order by default, refit with ``stderr="jackknife"``), see
+    [`PGAScore`][tl_geometry.metrics.pga.PGAScore]. It is calibrated across seeds (tests/unit/metrics/test_pga_stderr.py,
+    benchmarks/check_pga_stderr_calibration.py).
 
     Our choice: cosine distance of a zero row (e.g. a point whose projection vanishes) is 1 to
     every other point; ties in distances get average ranks (as ``scipy.stats.spearmanr``).
 
     Raises:
         ValueError: fewer points than [`min_points`][tl_geometry.metrics.pga.min_points] (k) = max(k + 1, 10), NaN/inf, constant
-            activations, readout not matching H, k ≥ d, n_null < 2, a null std of zero.
+            activations, readout not matching H, k ≥ d, n_null < 2, a null std of zero, a
+            ``stderr`` other than "influence", "jackknife", "none", True or False.
 
     Examples:
         >>> g = torch.Generator().manual_seed(0)
@@ -541,6 +635,7 @@ def pga_score(
         n_groups=n_groups,
         groups=groups,
         refit_nulls=refit_nulls,
+        stderr=stderr,
         threads=threads,
     )[ccr]
 

@@ -314,6 +314,15 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     r = tg.GeometryReport.from_json(out)
     assert len(r.filter("pga.z")) == 4 and len(r.filter("spectral.rankme")) == 2
     assert asked == ["tl"] and {row.extras["preset"] for row in r.filter("pga.z").rows} == {"library"}
+    assert {row.extras["stderr_method"].split(":")[0] for row in r.filter("pga.z").rows} == {"influence"}
+    # --stderr none: the same z, no errors, recorded
+    args = ["pga", "--k", "4", "--n-null", "4", "--ccr", "0", "1", "--max-points", "40", "--layers", "0", "2"]
+    assert cli.main([*args, "--stderr", "none", "--out", str(tmp_path / "none.json")]) == 0
+    r0 = tg.GeometryReport.from_json(tmp_path / "none.json")
+    assert [row.value for row in r0.filter("pga.z").rows] == [row.value for row in r.filter("pga.z").rows]
+    assert {row.extras["stderr_method"] for row in r0.filter("pga.z").rows} == {"none"}
+    assert r0.provenance["pga"]["stderr"] == "none"
+    capsys.readouterr()
     # the paper preset loads the unprocessed model and uses Hugging Face's hidden_states hooks
     with pytest.warns(UserWarning, match="processing of this HookedTransformer is unknown"):
         rc = cli.main(
@@ -342,4 +351,7 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     assert cli.main(["pga", "--k", "32"]) == 2
     assert "k must satisfy" in capsys.readouterr().err
     assert cli.main(["pga", "--n-null", "1"]) == 2
+    with pytest.raises(SystemExit) as exc:  # argparse's choices
+        cli.main(["pga", "--stderr", "bootstrap"])
+    assert exc.value.code == 2 and "invalid choice: 'bootstrap'" in capsys.readouterr().err
     assert cli.main(["pga", "--layers", "0", "--hooks", "blocks.0.hook_resid_post"]) == 2

@@ -138,18 +138,18 @@ def test_pool_threads_honour_the_users_cap(two_threads, monkeypatch):
 
 
 def test_a_failing_null_propagates_from_the_pool_and_restores_threads(two_threads, monkeypatch):
-    real = pga_mod.RankedReference.spearman_groups
+    real = pga_mod.InfluenceContext.view  # what the pool runs per null (the default stderr="influence")
     lock, calls = threading.Lock(), {"n": 0}
 
-    def failing(self, y):
+    def failing(self, y, *args):
         with lock:
             calls["n"] += 1
             n = calls["n"]
         if n == 4:  # a null, inside the pool
             raise RuntimeError("sort failed in a worker")
-        return real(self, y)
+        return real(self, y, *args)
 
-    monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
+    monkeypatch.setattr(pga_mod.InfluenceContext, "view", failing)
     with pytest.raises(RuntimeError, match="sort failed in a worker"):
         tg.pga_score(*_data(), n_null=12, ccr=0, threads=ThreadChoice(pool=2))
     assert torch.get_num_threads() == 2

@@ -162,15 +162,15 @@ def test_pga_inherit_policy_uses_torchs_setting(two_threads, free, monkeypatch):
 def test_pga_restores_threads_when_a_null_fails(two_threads, free, monkeypatch):
     free["free"] = 1
     calls = {"n": 0}
-    real = pga_mod.RankedReference.spearman_groups
+    real = pga_mod.InfluenceContext.view  # per null, with the default stderr="influence"
 
-    def failing(self, y):
+    def failing(self, y, *args):
         calls["n"] += 1
         if calls["n"] == 4:  # inside the null loop
             raise RuntimeError("sort failed")
-        return real(self, y)
+        return real(self, y, *args)
 
-    monkeypatch.setattr(pga_mod.RankedReference, "spearman_groups", failing)
+    monkeypatch.setattr(pga_mod.InfluenceContext, "view", failing)
     H, V = _data()
     with pytest.raises(RuntimeError, match="sort failed"):
         tg.pga_score(H, V, n_null=5, ccr=0, threads=threads.choose())

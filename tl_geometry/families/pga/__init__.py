@@ -20,11 +20,12 @@ from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.metrics.pga import (
     DEFAULT_MAX_PAIRS,
     DEFAULT_N_GROUPS,
-    STDERR_METHOD,
+    DEFAULT_REFIT_NULLS,
     check_n_points,
     haar_bases,
     pga_layer,
     readout_basis,
+    stderr_method,
 )
 from tl_geometry.metrics.spectral import StreamingCovariance
 from tl_geometry.models import GEMMA_ARCHITECTURES, processing_name, processing_of
@@ -152,6 +153,7 @@ def pga(
     max_pairs: int | None = DEFAULT_MAX_PAIRS,
     batch_size: int = 8,
     memory_mb: float = 512,
+    stderr: str | bool = "influence",
     progress: bool = True,
 ) -> MetricPlan:
     """Subspace PGA profile: z of the readout subspace at every hook, for one or several CCR levels.
@@ -172,6 +174,10 @@ def pga(
             model as it is, every ``blocks.{l}.hook_resid_post``.
         hooks: explicit hook names (override the preset's).
         k, n_null, ccr, max_points, seed, max_pairs, memory_mb: see [`tl_geometry.pga_profile`][tl_geometry.metrics.pga.pga_profile].
+        stderr: ``"influence"`` (default: the first-order point-sample error, no re-sort),
+            ``"jackknife"`` (the literal refit per deleted group, its check) or ``"none"`` / False
+            (z alone, NaN errors); see [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score]. Recorded in every row's
+            ``stderr_method`` and in provenance.
 
     Rows: ``pga.z`` and ``pga.rho_read`` per hook and CCR level (extras preset, processing, ccr,
     k, rho_read, null_mean, null_std, n_points, n_pairs, n_null, pairs_subsampled, seed, and the
@@ -190,6 +196,7 @@ def pga(
     """
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    method = stderr_method(stderr, DEFAULT_REFIT_NULLS)  # refuses a bad stderr before any work
     if isinstance(model, str):
         from tl_geometry import models
 
@@ -234,6 +241,7 @@ def pga(
                 max_pairs=max_pairs,
                 memory_mb=memory_mb,
                 groups=labels,
+                stderr=stderr,
                 threads=choose_threads(),  # chosen per hook: a long report follows the machine's load
             )
             for c, s in prof.items():
@@ -250,7 +258,7 @@ def pga(
                     "pairs_subsampled": s.pairs_subsampled,
                     "seed": seed,
                     "n_groups": s.n_groups,
-                    "stderr_method": STDERR_METHOD,
+                    "stderr_method": s.stderr_method,
                 }
                 z_extras = {
                     **extras,
@@ -296,7 +304,7 @@ def pga(
                 "readout": "top-k left singular vectors of W_U",
                 "readout_caveat": caveat,
                 "n_points": cap.n_points,
-                "stderr": STDERR_METHOD,
+                "stderr": method,
             },
         )
 
@@ -442,7 +450,7 @@ register_family(
         command="tl_geometry.families.pga.cli",
         # 30 nulls: at this size the stderr of z is dominated by the text sample (median stderr_null
         # 0.15–0.24 against stderr_points 0.40–1.1 at 50 nulls on SmolLM2), so 50 → 30 nulls widens it
-        # by < 8 % and pays for the jackknife's re-estimated CCR directions (docs/pga.md).
+        # by < 8 % and pays for the re-estimated CCR directions of the error (docs/pga.md).
         report_options={"pga": {"ccr": [0, 1, 5], "n_null": 30, "max_points": 1024}},
         fast_options={"pga": {"ccr": [0, 1, 5], "n_null": 20, "max_points": 512}},
         order=20,

@@ -4,7 +4,8 @@
     tl-geometry pga [--preset library|paper] [--processing tl|none]
                     [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
                     [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
-                    [--max-points 2048] [--max-pairs N] [--no-spectral] [--seed 0]
+                    [--max-points 2048] [--max-pairs N] [--stderr influence|jackknife|none]
+                    [--no-spectral] [--seed 0]
                     [--out report.json] [--figures DIR] [--force]
 
 ``--out`` and ``--figures`` are checked before the model is loaded (an existing file is refused
@@ -44,6 +45,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--n-null", type=int, default=100, help="random null subspaces (>= 2)")
     p.add_argument("--max-points", type=int, default=2048, help="token positions sampled (shared by all layers)")
     p.add_argument("--max-pairs", type=int, default=None, help="subsample pairs above this many (default 4,194,304)")
+    p.add_argument(
+        "--stderr",
+        choices=("influence", "jackknife", "none"),
+        default="influence",
+        help="standard error of z: 'influence' (default: first-order effect of the point sample, no re-sort), "
+        "'jackknife' (the literal refit per deleted group of points, its check), 'none' (z alone, NaN errors)",
+    )
     p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
     cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
@@ -83,6 +91,7 @@ def run(args) -> int:
         seed=args.seed,
         max_pairs=DEFAULT_MAX_PAIRS if args.max_pairs is None else args.max_pairs,
         batch_size=args.batch_size,
+        stderr=args.stderr,
     )
     reports = [rep]
     if not args.no_spectral:

@@ -41,6 +41,17 @@ def pga_verdicts(rows: Iterable[Row]) -> dict[int, list[tuple[Row, significance.
     return out
 
 
+def _method_words(rows) -> str:
+    """How the rows' standard errors were computed, in words (their ``stderr_method``)."""
+    methods = {str(r.extras.get("stderr_method", "")).split(":")[0] for r in rows}
+    words = {
+        "influence": "null subspaces jackknifed, groups of points by their first-order (influence) effect",
+        "jackknife": "jackknife over the null subspaces and over groups of points, each refit",
+        "none": "none computed (stderr='none')",
+    }
+    return "; ".join(words.get(m, m or "unknown") for m in sorted(methods))
+
+
 def read_pga(report: GeometryReport) -> list[str]:
     """Significant PGA z per CCR (Holm over hooks, beyond 2 standard errors), ρ_read, PC1 overlap vs k/d.
 
@@ -87,7 +98,7 @@ def read_pga(report: GeometryReport) -> list[str]:
         out.append(
             "Significance: against random subspaces (t test of exchangeability), Holm-corrected over the hooks "
             "of each CCR level (family-wise α = 0.05), and |z| more than 2 standard errors "
-            "(stderr: jackknife over the null subspaces and over groups of points)." + band
+            f"(stderr: {_method_words(zrows)})." + band
         )
     if zrows:
         presets = sorted({str(r.extras.get("preset", "library")) for r in zrows})

@@ -1,0 +1,402 @@
+"""The influence-function (delta-method) standard error of the Subspace PGA z-score: our choice, with no re-sort.
+
+The paper (Xu, arXiv 2605.17084) reports z without an error. Ours: the point-sample part of the
+standard error is the delete-a-group jackknife of z *linearized* (the infinitesimal jackknife):
+z₋g − z is replaced by its first-order expansion in the deletion of group g, and the jackknife
+formula √((G−1)/G Σ_g (Δz_g − mean)²) is applied to those Δz_g. The literal refit
+(``stderr="jackknife"``, `tl_geometry.metrics._pga_jackknife`) is its check. Derivation:
+
+**One view.** For a view (the readout or a null basis) ρ is the Pearson correlation over the P
+pairs of the reference ranks r and the view ranks q. Write α, β for the standardized ranks (mean 0,
+mean square 1; σ = √((P²−1)/12) the rank sd). Deleting the points of group g does three things.
+
+1. *The pairs with an end in g go* (the set D_g). Pearson over the rest, to first order in the
+   deleted sums: Δρ = −(1/P) Σ_{p∈D_g} [α_p β_p − ρ/2 (α_p² + β_p²)].
+2. *The remaining pairs are re-ranked.* A remaining pair p loses L_p = #{q ∈ D_g: x_q < x_p} ranks
+   (x the reference values; the same for the view values y). The affine part of the loss (f·r_p,
+   f = |D_g|/P) leaves a correlation unchanged; the rest moves ρ by −Σ_p L_p ∂ρ/∂r_p with
+   ∂ρ/∂r_p = (β_p − ρ α_p)/(Pσ), and Σ_p L_p w_p = Σ_{q∈D_g} T_q with T_q = Σ_{p: x_p > x_q} w_p (a
+   cumulative sum in the reference's sorted order). So Δρ = −(1/(Pσ)) Σ_{q∈D_g} (T^x_q + T^y_q),
+   T^x over w = β − ρα in the reference's order, T^y over w = α − ρβ in the view's order.
+3. *The values move:* the points are re-centered (μ₋g) and, at CCR-c ≥ 1, the top-c principal
+   directions re-estimated. X = (H − μ)(I − Π) changes by ΔX = −1 Δμᵀ(I − Π) − (H − μ) ΔΠ, every
+   cosine similarity by η_p (view) and ξ_p (reference). A rank moves by Δq_p ≈ P f(y_p)(η_p −
+   E[η | y = y_p]) (f the density of the view values), hence Δρ = Σ_p (c^y_p η_p + c^x_p ξ_p) with
+   c^y = f_y(y)(α − E[α | y])/σ and c^x = f_x(x)(β − E[β | x])/σ. Our choice: f and the
+   conditional means are read off the sorted values over a window of ±⌈√P⌉ positions (no
+   re-sort: the orders are those of the full sample). The similarities are linear in ΔX
+   (∂s_ij/∂y_i = (u_j − s_ij u_i)/‖y_i‖, u the unit rows), so Δρ = ⟨ΔX, Γ⟩ with Γ built from
+   Σ_j c_ij (u_j − s_ij u_i) (matrix–vector products with the pair weights c). First-order
+   perturbation of the eigenvectors of Σ_{i∉g} (h_i − μ)(h_i − μ)ᵀ = (H − μ)ᵀ(H − μ) − S_g gives
+   ΔΠ = Σ_{a≤c<b} (v_bᵀ(−S_g)v_a)/(s_a² − s_b²)(v_b v_aᵀ + v_a v_bᵀ) (s the singular values, v the
+   right singular vectors, S_g = Σ_{i∈g} (h_i − μ)(h_i − μ)ᵀ), and Δμ = −Σ_{i∈g}(h_i − μ)/(N − n_g).
+   Both are sums over the points of g, so Δρ = Σ_{i∈g} φ_i with
+   φ_i = x_i·(Γᵀ1)/(N − n_g) + Σ_{a≤c<b} Z_ia Z_ib K_ba/(s_a² − s_b²), Z = (H − μ)Vᵀ and
+   K_ba = v_bᵀ((H − μ)ᵀΓ + Γᵀ(H − μ))v_a.
+
+**z.** z = (ρ_read − m)/s over n nulls, so Δz = (Δρ_read − Δm)/s − z Δs/s with
+Δm = (1/n) Σ_q Δρ_q and Δs = Σ_q (ρ_q − m) Δρ_q / ((n − 1)s). Term 1 and the view side of term 2
+need only each view's own sort and are computed for every null (one gather of the pair cells and
+one ``bincount`` per null, beside its sort). The terms that need a view's ranks in the reference's
+order (T^x, c^x) and the value terms of 3 are computed for the readout and the first
+``refit_nulls`` nulls, whose mean stands for the null mean's (paired, as the jackknife's refit;
+with ``refit_nulls`` = n_null the full Δm and Δs). With ``refit_nulls`` = 0 only term 1 is kept:
+the first-order version of the jackknife with the full-sample ranks and directions held fixed.
+
+Our choice: the derivative of a rank is the smoothed one of 3 (a rank is a step function of the
+values); ties are ranked as they fall in the stable sort in 2 and 3 (exact only without ties).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tl_geometry.metrics._spearman import (
+    _EPS,
+    Pairs,
+    PointGroups,
+    RankedReference,
+    _doubled_average_ranks_sorted,
+    _packable,
+    _packed_order,
+    _rank_order,
+    pair_endpoints,
+    unit_rows,
+)
+
+__all__: list[str] = []
+
+DENSE_MAX_POINTS = 4096
+"""Up to this many points the pair weights are summed into a dense N × N matrix (128 MiB at the limit); above it, in chunks of pairs."""
+
+
+@functools.lru_cache(maxsize=2)
+def _rank_constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """At sorted position j (no ties), with β_j the standardized rank and σ_g = √((m² − 1)/3) the
+    sd of the doubled centered ranks g: β_j/σ_g (so that g·β/σ_g = αβ), β_j²/2,
+    (Σ_{i≤j} β_i)/σ (σ = σ_g/2 the rank sd), and σ_g."""
+    sg = math.sqrt((m * m - 1) / 3.0)
+    beta = (2.0 * np.arange(m) + (1.0 - m)) / sg
+    out = (beta / sg, beta * beta / 2.0, np.cumsum(beta) * (2.0 / sg))
+    for a in out:
+        a.flags.writeable = False
+    return (*out, sg)
+
+
+@dataclass
+class ViewTerms:
+    """What one view contributes: ρ, the per-cell sums of its view-side pair weights, and (full
+    views) its per-group reference-side and value terms."""
+
+    rho: float
+    cells: np.ndarray  # (G²,) per-cell sums of the term-1 (+ view-side term-2) weights
+    extra: np.ndarray | None = None  # (G,) Δρ of the view side of term 3, per deleted group
+    b_x: np.ndarray | None = field(default=None, repr=False)  # the view's standardized ranks in the reference's order
+    cells_y: np.ndarray | None = None  # (G²,) per-cell sums of the view-side term-2 weights (full views)
+
+
+@dataclass
+class InfluenceContext:
+    """Everything the views share at one hook and CCR level (built once per score)."""
+
+    ref: RankedReference
+    groups: PointGroups
+    pairs: Pairs
+    x: Tensor  # reference similarities, pair order
+    X: Tensor  # (N, d) the points after centering and CCR
+    Hc: Tensor  # (N, d) centered points
+    Vh: Tensor  # (r, d) right singular vectors of Hc
+    S: Tensor  # (r,) singular values
+    ccr: int
+    rank_terms: bool  # terms 2 and 3 (refit_nulls ≥ 1)
+    n_full: int = 0  # nulls whose terms 2 (reference side) and 3 are computed
+    shared: dict = field(default_factory=dict, repr=False)  # what does not depend on the CCR level (pair endpoints)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ----------------------------------------------------------------- shared pieces
+    @property
+    def m(self) -> int:
+        return self.ref.n
+
+    @property
+    def n_left(self) -> np.ndarray:
+        """(G,) pairs left when each group is deleted, |R_g|."""
+        if "n_left" not in self._cache:
+            counts = np.bincount(self.groups.cell, minlength=self.groups.n_groups**2).astype(np.float64)
+            self._cache["n_left"] = self.groups.leave_out(counts)
+        return self._cache["n_left"]
+
+    def _cells_by_pos(self) -> np.ndarray:
+        """The cell of each reference position, in the smallest integer type that holds G² (a faster gather)."""
+        if "cells" not in self._cache:
+            c = self.ref.cell_by_pos
+            assert c is not None
+            self._cache["cells"] = c.astype(np.int16) if self.groups.n_groups**2 <= np.iinfo(np.int16).max else c
+        return self._cache["cells"]
+
+    def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:
+        if "ij" not in self.shared:
+            self.shared["ij"] = pair_endpoints(self.pairs)
+        return self.shared["ij"]
+
+    def _ref_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The reference's sorted order (pair indices), the standardized reference ranks and the
+        cells in that order."""
+        if "ref_order" not in self._cache:
+            if self.ref.order is not None:
+                o = self.ref.order
+            else:
+                o = np.argsort(self.ref.r2c.cpu().numpy(), kind="stable")
+            g = self.ref.r2c.cpu().numpy().astype(np.float64)[o]
+            a = g / math.sqrt(float((g * g).mean()))
+            self._cache["ref_order"] = (o, a, self.groups.cell[o])
+        return self._cache["ref_order"]
+
+    def _ref_sorted_values(self) -> np.ndarray:
+        if "xs" not in self._cache:
+            o = self._ref_order()[0]
+            self._cache["xs"] = np.asarray(self.x.detach().cpu().numpy(), dtype=np.float64).take(o)
+        return self._cache["xs"]
+
+    # ----------------------------------------------------------------- one view
+    def view(self, y: Tensor, Y: Tensor | None = None, B: Tensor | None = None) -> ViewTerms:
+        """ρ and the terms of one view with similarities ``y`` (pair order). With ``Y`` (the
+        projected points) and ``B`` (the basis) also its value terms and its ranks in the
+        reference's order (for `ref_side`)."""
+        ref, m, GG = self.ref, self.m, self.groups.n_groups**2
+        full = Y is not None and self.rank_terms
+        pos, order, ref_cells = ref.pos, ref.order, ref.ref_cells
+        fast = False
+        if pos is not None and order is not None and ref_cells is not None and _packable(y):
+            p, vn = _packed_order(y.detach().numpy(), pos, order)
+            fast = vn is None
+        if fast and order is not None and ref_cells is not None:
+            gs = p.astype(np.float64)
+            gs *= 2.0
+            gs += 1.0 - m
+            rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
+            beta_s, beta2h, cb, sg = _rank_constants(m)
+            lw, tmp = _buffers(min(m, _CHUNK))
+            table = self._cells_by_pos()
+            cells = np.zeros(GG)
+            for a in range(0, m, _CHUNK):  # in chunks that stay in cache: α β − ρ β²/2, summed per cell
+                b = min(m, a + _CHUNK)
+                w, t = lw[: b - a], tmp[: b - a]
+                np.multiply(gs[a:b], beta_s[a:b], out=w)
+                np.multiply(beta2h[a:b], rho, out=t)
+                w -= t
+                cells += np.bincount(table.take(p[a:b]), weights=w, minlength=GG)
+            cells -= (rho / 2.0 / (sg * sg)) * ref_cells[2]  # − ρ α²/2: a sum over the reference alone
+            out = ViewTerms(rho, cells)
+            if full:  # the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ, and the values
+                ty = np.cumsum(gs) * (-2.0 / (sg * sg)) + rho * cb
+                out.cells_y = np.bincount(table.take(p), weights=ty, minlength=GG)
+                b_x = np.empty(m)
+                b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
+                out.b_x = b_x
+                out.extra = self._view_value_terms(y, Y, B, order.take(p), gs / sg)
+            return out
+        # ties, or not on CPU: the general path, in pair order
+        v, o = _rank_order(y)
+        o_np = o.cpu().numpy()
+        q2s = None if v is None else _doubled_average_ranks_sorted(v)
+        ss = (2.0 * np.arange(m) + (1.0 - m)) if q2s is None else (q2s - (m + 1)).double().cpu().numpy()
+        gs = ref.r2c.cpu().numpy().astype(np.float64)[o_np]
+        rho = ref.spearman(y)
+        sg, sb = math.sqrt(float((gs * gs).mean())), math.sqrt(float((ss * ss).mean()))
+        a, b_sorted = gs / sg, ss / sb
+        lw = a * b_sorted - (rho / 2.0) * (a * a + b_sorted * b_sorted)
+        cells_o = self.groups.cell[o_np]
+        out = ViewTerms(rho, np.bincount(cells_o, weights=lw, minlength=GG))
+        if full:
+            ty = np.cumsum(a - rho * b_sorted) * (-2.0 / math.sqrt(sg * sb))
+            out.cells_y = np.bincount(cells_o, weights=ty, minlength=GG)
+            b_pair = np.empty(m)
+            b_pair[o_np] = b_sorted
+            out.b_x = b_pair[self._ref_order()[0]]
+            out.extra = self._view_value_terms(y, Y, B, o_np, a)
+        return out
+
+    def _view_value_terms(self, y, Y, B, o_y, a_y) -> np.ndarray:
+        """Per deleted group: Δρ of the moved view values (term 3, view side: c^y)."""
+        m = self.m
+        sigma = math.sqrt((m * m - 1) / 12.0)
+        ys = np.asarray(y.detach().cpu().numpy(), dtype=np.float64).take(o_y)
+        c_y = np.empty(m)
+        c_y[o_y] = _smoothed_weights(ys, a_y) / sigma
+        phi = self._value_gradient(c_y, y, Y, B)
+        return np.bincount(self.groups.group, weights=phi, minlength=self.groups.n_groups)
+
+    def ref_side(self, b_x: np.ndarray, rho: float) -> np.ndarray:
+        """Per deleted group: Δρ of the reference-side terms of a view whose standardized ranks in
+        the reference's order are ``b_x`` (term 2, T^x; term 3, c^x). Linear in (b_x, ρ): a
+        weighted sum of views is one call."""
+        m, G = self.m, self.groups.n_groups
+        o_x, a_x, cells_x = self._ref_order()
+        sigma = math.sqrt((m * m - 1) / 12.0)
+        tx = -np.cumsum(b_x - rho * a_x) / sigma  # T^x / σ (Σ w = 0: the reverse sum is −cumsum)
+        dx_cells = np.bincount(cells_x, weights=tx, minlength=G * G)
+        out = -(dx_cells.sum() - self.groups.leave_out(dx_cells)) / self.n_left  # Σ over D_g, / |R_g|
+        c_x = np.empty(m)
+        c_x[o_x] = _smoothed_weights(self._ref_sorted_values(), b_x) / sigma
+        phi = self._value_gradient(c_x, self.x, self.X, None)
+        return out + np.bincount(self.groups.group, weights=phi, minlength=G)
+
+    def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
+        """C V with C the symmetric N × N matrix of the pair weights c (zero diagonal)."""
+        i, j = self._endpoints()
+        N = self.X.shape[0]
+        if N <= DENSE_MAX_POINTS:
+            if "flat" not in self.shared:
+                self.shared["flat"] = i * N + j
+            C = torch.from_numpy(np.bincount(self.shared["flat"], weights=c, minlength=N * N).reshape(N, N))
+            return C @ V + C.T @ V  # C holds the pairs i < j once
+        out = torch.zeros_like(V)
+        ct, it, jt = torch.from_numpy(c), torch.from_numpy(i), torch.from_numpy(j)
+        step = max(1, (1 << 24) // max(1, V.shape[1]))
+        for s in range(0, c.shape[0], step):
+            cc, ii, jj = ct[s : s + step, None], it[s : s + step], jt[s : s + step]
+            out.index_add_(0, ii, cc * V.index_select(0, jj))
+            out.index_add_(0, jj, cc * V.index_select(0, ii))
+        return out
+
+    def _points(self) -> tuple[Tensor, Tensor, Tensor, Tensor, np.ndarray]:
+        """float64 CPU copies of X, the principal scores Z = (H − μ)Vᵀ, Vh, s², and N − n_g per point."""
+        if "points" not in self._cache:
+            Vh = self.Vh.to(torch.float64).cpu()
+            Z = self.Hc.to(torch.float64).cpu() @ Vh.T
+            counts = np.bincount(self.groups.group, minlength=self.groups.n_groups)
+            left = (self.X.shape[0] - counts[self.groups.group]).astype(np.float64)
+            S2 = self.S.to(torch.float64).cpu() ** 2
+            self._cache["points"] = (self.X.to(torch.float64).cpu(), Z, Vh, S2, left)
+        return self._cache["points"]
+
+    def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
+        """φ_i (per point) of Σ_p c_p Δs_p for the view Y = X B (B None: the reference, Y = X)."""
+        i, j = self._endpoints()
+        N = Y.shape[0]
+        X, Z, Vh, S2, left = self._points()
+        Y = Y.to(torch.float64).cpu()
+        nrm = Y.norm(dim=1).clamp_min(_EPS)
+        U = unit_rows(Y)
+        cs = c * np.asarray(s.detach().cpu().numpy(), dtype=np.float64)
+        mvec = torch.from_numpy(np.bincount(i, weights=cs, minlength=N) + np.bincount(j, weights=cs, minlength=N))
+        cc = self.ccr
+        Bm = None if B is None else B.to(torch.float64).cpu()
+        Vt = Vh[:cc].T  # (d, c)
+        T = U @ (Vt if Bm is None else Bm.T @ Vt)  # (N, c): U Bᵀ v_a
+        cols = torch.cat([T, Z[:, :cc] / nrm[:, None], (1.0 / nrm)[:, None]], dim=1)
+        CV = self._apply(c, cols)
+        back = U.T @ (CV[:, cc:] - mvec[:, None] * cols[:, cc:])  # (k, c + 1)
+        back = back if Bm is None else Bm @ back  # (d, c + 1): Γᵀ Z_a and Γᵀ 1
+        phi = (X @ back[:, cc]).numpy() / left  # centering: x_i · Γᵀ1 / (N − n_g)
+        if cc:
+            gv = (CV[:, :cc] - mvec[:, None] * T) / nrm[:, None]  # Γ v_a, (N, c)
+            Kmat = Z[:, cc:].T @ gv + Vh[cc:] @ back[:, :cc]  # (r − c, c): K_ba
+            with np.errstate(divide="ignore", invalid="ignore"):
+                Kmat = Kmat / (S2[:cc][None, :] - S2[cc:][:, None])
+            psi = ((Z[:, cc:] @ Kmat) * Z[:, :cc]).sum(1)  # the re-estimated directions
+            phi = phi + psi.numpy() * (N / left)
+        return phi
+
+
+_LOCAL = threading.local()
+_CHUNK = 1 << 15
+"""Pairs per chunk of the per-null pass (three float64 vectors of it stay in a core's cache)."""
+
+
+def _buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two float64 work vectors of length m, one pair per thread (the nulls run on a pool)."""
+    buf = getattr(_LOCAL, "buf", None)
+    if buf is None or buf[0].shape[0] != m:
+        buf = (np.empty(m), np.empty(m))
+        _LOCAL.buf = buf
+    return buf
+
+
+def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """f(v)·(w − E[w | v]) at each position j of the sorted values ``vs`` (term 3): the density
+    (hi − lo)/(P (v_hi − v_lo)) and the mean of w over the window [lo, hi] = [j − h, j + h] ∩ [0, P − 1],
+    h = ⌈√P⌉ (0 where the window holds one value). Slices, no gathers."""
+    m = vs.shape[0]
+    h = max(1, math.ceil(math.sqrt(m)))
+    if 2 * h >= m:  # a handful of pairs: gathers
+        j = np.arange(m)
+        lo, hi = np.maximum(j - h, 0), np.minimum(j + h, m - 1)
+        sp = vs[hi] - vs[lo]
+        c0 = np.concatenate([[0.0], np.cumsum(w)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(sp > 0, (hi - lo) / (m * sp), 0.0)
+        return f * (w - (c0[hi + 1] - c0[lo]) / (hi - lo + 1))
+    cw = np.empty(m + 1)
+    cw[0] = 0.0
+    np.cumsum(w, out=cw[1:])
+    span, num, mean = np.empty(m), np.empty(m), np.empty(m)
+    mid = slice(h, m - h)
+    span[mid] = vs[2 * h :]
+    span[mid] -= vs[: m - 2 * h]
+    num[mid] = 2 * h
+    mean[mid] = cw[2 * h + 1 :]
+    mean[mid] -= cw[: m - 2 * h]
+    mean[mid] /= 2 * h + 1
+    e = np.arange(h)  # the edges: windows [0, j + h] and [j − h, m − 1]
+    span[:h] = vs[h : 2 * h] - vs[0]
+    num[:h] = e + h
+    mean[:h] = cw[h + 1 : 2 * h + 1] / (e + h + 1)
+    span[m - h :] = vs[m - 1] - vs[m - 2 * h : m - h]
+    num[m - h :] = 2 * h - 1 - e
+    mean[m - h :] = (cw[m] - cw[m - 2 * h : m - h]) / (2 * h - e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(num, span * m, out=num)
+    num[~(span > 0)] = 0.0
+    np.subtract(w, mean, out=mean)
+    mean *= num
+    return mean
+
+
+def influence_point_se(
+    read: ViewTerms, nulls: list[ViewTerms], ctx: InfluenceContext, null_std: float, z: float
+) -> tuple[float, float]:
+    """(stderr of z, stderr of ρ_read) from the point sample: the jackknife formula on the first-order Δz_g."""
+    groups, n_left = ctx.groups, ctx.n_left
+
+    def d_rho(t: ViewTerms, cells: np.ndarray | None = None) -> np.ndarray:
+        c = t.cells if cells is None else cells
+        return -(c.sum() - groups.leave_out(c)) / n_left
+
+    def d_rho_y(t: ViewTerms) -> np.ndarray:
+        assert t.cells_y is not None
+        return d_rho(t, t.cells_y)
+
+    rho_q = np.array([t.rho for t in nulls])
+    n = rho_q.shape[0]
+    coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - rho_q.mean()) / ((n - 1) * null_std))
+    dr = d_rho(read)
+    if read.b_x is not None and read.extra is not None and read.cells_y is not None:
+        dr = dr + d_rho_y(read) + read.extra + ctx.ref_side(read.b_x, read.rho)
+    dz = dr / null_std
+    for q, t in enumerate(nulls):
+        dz = dz + coef[q] * d_rho(t)
+    full = [(q, t) for q, t in enumerate(nulls) if t.b_x is not None and t.extra is not None and t.cells_y is not None]
+    if full:  # the null terms computed in full: all nulls (their own weights) or a few (the mean shift)
+        w = coef[: len(full)] if len(full) == n else np.full(len(full), -1.0 / (len(full) * null_std))
+        b_x = sum(wq * t.b_x for wq, (_, t) in zip(w, full, strict=True))
+        rho_w = float(sum(wq * t.rho for wq, (_, t) in zip(w, full, strict=True)))
+        own = sum(wq * (t.extra + d_rho_y(t)) for wq, (_, t) in zip(w, full, strict=True))
+        dz = dz + ctx.ref_side(b_x, rho_w) + own
+    G = groups.n_groups
+    return _lin_se(dz, G), _lin_se(dr, G)
+
+
+def _lin_se(d: np.ndarray, G: int) -> float:
+    """√((G − 1)/G · Σ_g (d_g − mean d)²): the delete-a-group jackknife formula on first-order changes."""
+    if not np.isfinite(d).all():
+        return math.nan
+    return float(math.sqrt((G - 1) / G * float(((d - d.mean()) ** 2).sum())))
