@@ -47,6 +47,7 @@ from tl_geometry.io import hub
 from tl_geometry.models.hf_loading import (
     GEMMA_ARCHITECTURES,
     TOKENIZER_FILES,
+    _Owned,
     from_hf,
     load_hf_gguf,
     load_hf_path,
@@ -197,8 +198,9 @@ def _built(files, label, name, dev, dtype, n_ctx, processed):
     [`wrap_hf`][tl_geometry.models.hf_loading.wrap_hf] (the options already checked), its load time logged."""
     t0 = time.perf_counter()
     hf, tok = files()
-    model = wrap_hf(hf, tok, name=name, device=dev, dtype=dtype, n_ctx=n_ctx, processed=processed)
+    owned = _Owned(hf)  # handed over: wrap_hf frees it after the conversion (one copy of the weights)
     del hf
+    model = wrap_hf(owned, tok, name=name, device=dev, dtype=dtype, n_ctx=n_ctx, processed=processed)
     logger.info("loaded %s in %.1fs", label, time.perf_counter() - t0)
     return model
 
