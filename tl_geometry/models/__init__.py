@@ -17,6 +17,8 @@
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
   Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
   hub client's retry warnings, with a message saying so).
+* ``scaled("smollm2" | "gemma-3", n_params)``: a random-init model of that family scaled to about
+  ``n_params`` parameters, built from a config (no download; see [`scaled_config`][tl_geometry.models.scaled_config]).
 * ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
   ``HookedTransformer`` or a ``TransformerBridge``.
 
@@ -56,6 +58,7 @@ from tl_geometry.models.hf_loading import (
 from tl_geometry.models.hf_loading import (
     _gguf_parsed_once as _gguf_parsed_once,
 )
+from tl_geometry.models.scaling import ScaledConfig, scaled, scaled_config
 from tl_geometry.models.shape import ModelShape, estimate_memory_bytes, peek
 from tl_geometry.models.zoo import (
     _WEIGHT_PACKAGES as _WEIGHT_PACKAGES,
@@ -95,6 +98,7 @@ __all__ = [
     "ZOO",
     "ModelNotAvailableError",
     "ModelShape",
+    "ScaledConfig",
     "canonical_name",
     "check_device",
     "display_name",
@@ -113,6 +117,8 @@ __all__ = [
     "processing_of",
     "random_like",
     "resolve",
+    "scaled",
+    "scaled_config",
     "weights_file",
     "weights_name",
     "zoo_file",
