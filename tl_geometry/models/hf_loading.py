@@ -250,8 +250,7 @@ def wrap_hf(
         final_w = None if final_w is None else final_w.detach().float().cpu().clone()
         # a model passed in stays its owner's: none of our parameters may share its memory
         foreign = frozenset() if owned else _storages(hf)
-        hf = None  # owned: the transformers model is freed here; the state dict keeps the tensors it took
-        gc.collect()
+        hf = None  # owned: the transformers model is freed here (by reference count); the state dict keeps the tensors it took
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
