@@ -40,26 +40,70 @@ from tl_geometry.models.zoo import (
 logger = logging.getLogger(__name__)
 
 
+class _GGUFOnce:
+    """What [`_gguf_parsed_once`][tl_geometry.models.hf_loading._gguf_parsed_once] yields: ``hide_tokenizer`` set
+    True, the readers it hands out from then on show no tokenizer arrays (for the config and weight
+    calls, which do not need them)."""
+
+    hide_tokenizer: bool = False
+
+
+class _WithoutTokenizerArrays:
+    """A ``GGUFReader`` whose ``fields`` lack the ``tokenizer.ggml.*`` arrays (the vocabulary, its
+    scores, types and merges; the scalar token ids stay), with ``<arch>.vocab_size`` added from the
+    vocabulary's length where the file has none: what transformers would compute from the decoded
+    vocabulary (``len(tokens)``), without decoding it. Every other attribute is the reader's."""
+
+    def __init__(self, reader: Any):
+        self._reader = reader
+        fields = {k: f for k, f in reader.fields.items() if not (k.startswith("tokenizer.ggml.") and len(f.data) > 1)}
+        arch_field = reader.fields.get("general.architecture")
+        tokens = reader.fields.get("tokenizer.ggml.tokens")
+        if arch_field is not None and tokens is not None:
+            import numpy as np
+            from gguf import GGUFValueType, ReaderField
+
+            arch = bytes(arch_field.parts[arch_field.data[0]]).decode("utf-8")
+            key = f"{arch}.vocab_size"
+            if key not in fields:
+                fields[key] = ReaderField(
+                    0,
+                    key,
+                    parts=[np.array([len(tokens.data)], dtype=np.uint32)],
+                    data=[0],
+                    types=[GGUFValueType.UINT32],
+                )
+        self.fields = fields
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
 @contextlib.contextmanager
-def _gguf_parsed_once() -> Iterator[None]:
+def _gguf_parsed_once() -> Iterator[_GGUFOnce]:
     """Within the block, every ``gguf.GGUFReader(path)`` of one file returns the same reader and
     ``gguf.get_tensor_name_map(arch, n)`` is memoized; both are restored on exit, also on error.
+    Once the yielded state's ``hide_tokenizer`` is True, the reader comes without its tokenizer
+    arrays ([`_WithoutTokenizerArrays`][tl_geometry.models.hf_loading._WithoutTokenizerArrays]).
 
     Our choice, for speed only (no number changes): transformers parses a GGUF file three times to
     build one model (config, tokenizer, weights), and rebuilds gguf's tensor-name map at every
     submodule while matching names. On SmolLM2-135M this takes loading from about 31 s to 17 s.
-    Both names are looked up in ``gguf`` when transformers calls them (imports inside its
-    functions), so patching the module suffices; where gguf lacks them nothing is patched.
+    The config and weight calls also decode every tokenizer array value by value (Gemma-3-270M:
+    262,144 tokens, scores and types, several times the dequantizing); they need only the
+    vocabulary's size. Both names are looked up in ``gguf`` when transformers calls them (imports
+    inside its functions), so patching the module suffices; where gguf lacks them nothing is patched.
     """
+    state = _GGUFOnce()
     try:
         import gguf
     except ImportError:  # transformers will say that gguf is needed
-        yield
+        yield state
         return
     real_reader = getattr(gguf, "GGUFReader", None)
     real_map = getattr(gguf, "get_tensor_name_map", None)
     if real_reader is None or real_map is None:
-        yield
+        yield state
         return
     readers: dict[tuple[str, str], Any] = {}
 
@@ -67,12 +111,12 @@ def _gguf_parsed_once() -> Iterator[None]:
         key = (os.fspath(path), mode)
         if key not in readers:
             readers[key] = real_reader(path, mode)
-        return readers[key]
+        return _WithoutTokenizerArrays(readers[key]) if state.hide_tokenizer else readers[key]
 
     setattr(gguf, "GGUFReader", reader)  # noqa: B010  (setattr: the module's names, typed as a class)
     setattr(gguf, "get_tensor_name_map", functools.lru_cache(maxsize=None)(real_map))  # noqa: B010
     try:
-        yield
+        yield state
     finally:
         setattr(gguf, "GGUFReader", real_reader)  # noqa: B010
         setattr(gguf, "get_tensor_name_map", real_map)  # noqa: B010
@@ -92,8 +136,9 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        with _gguf_parsed_once():
+        with _gguf_parsed_once() as once:
             tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            once.hide_tokenizer = True  # the config and the weights need only the vocabulary's size
             hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         raise ModelNotAvailableError(

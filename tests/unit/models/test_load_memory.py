@@ -205,3 +205,35 @@ def test_a_shape_that_differs_is_refused_as_torch_would():
 
 def test_release_memory_runs_anywhere():
     hf_loading.release_memory()  # glibc: malloc_trim; elsewhere nothing (no error either way)
+
+
+# ------------------------------------------------------------------ a GGUF's tokenizer arrays, decoded once
+def test_config_calls_see_no_tokenizer_arrays_and_the_same_config(tmp_path):
+    """The config (and weight) calls get the reader without the vocabulary arrays, and the config
+    transformers builds is the same: the vocabulary's size comes from the array's length."""
+    pytest.importorskip("gguf")
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from tests.unit.models.test_models_gemma_zoo import write_gguf
+
+    path = write_gguf(tmp_path / "m.gguf", vocab=50)
+    with hf_loading._gguf_parsed_once() as once:
+        full = load_gguf_checkpoint(path, return_tensors=False)
+        once.hide_tokenizer = True
+        hidden = load_gguf_checkpoint(path, return_tensors=False)
+        import gguf
+
+        reader = gguf.GGUFReader(path)
+        assert "tokenizer.ggml.tokens" not in reader.fields and "tokenizer.ggml.tokens" in reader._reader.fields
+        assert reader.tensors is reader._reader.tensors  # everything else is the reader's
+    assert len(full["tokenizer"]["tokens"]) == 50 and "tokens" not in hidden["tokenizer"]
+    assert hidden["config"] == full["config"] and hidden["config"]["vocab_size"] == 50
+
+
+def test_the_reader_is_restored_after_the_block(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    real = gguf.GGUFReader
+    with hf_loading._gguf_parsed_once() as once:
+        once.hide_tokenizer = True
+        assert gguf.GGUFReader is not real
+    assert gguf.GGUFReader is real
