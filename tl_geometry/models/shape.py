@@ -35,9 +35,9 @@ TransformerLens model's weights, besides the process itself: the one-copy loader
 ([`tl_geometry.models.hf_loading.wrap_hf`][tl_geometry.models.hf_loading.wrap_hf]) holds the transformers
 model, then its converted tensors, then the TransformerLens parameters they became, overlapping
 by a layer's tensors and the unembedding's processing. Measured with ``ru_maxrss`` on
-``tg.models.load`` (benchmarks/bench_memory.py, 2026-12-04): SmolLM2-135M 1.54–1.56 GiB peak for
-162,985,152 TransformerLens parameters (0.607 GiB), 1.78 copies beside the 0.47 GiB process;
-rounded up. (Before the one-copy loader: 4.5 copies, 3.27 GiB.)"""
+``tg.models.load`` (benchmarks/bench_memory.py, 2026-12-04): SmolLM2-135M 1.53 GiB peak for
+0.61 GiB of weights, Gemma-3-270M 3.32 GiB for 1.62 GiB: 1.76 copies each beside the 0.47 GiB
+process; rounded up. (Before the one-copy loader: 4.5 copies, 3.27 and 7.50 GiB.)"""
 PROCESS_BYTES = 512 * 2**20
 """The Python process with torch, transformers and TransformerLens imported, before any weight
 (0.47–0.49 GiB measured); counted in every estimate, whose factors were measured without it."""
