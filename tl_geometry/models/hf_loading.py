@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -38,26 +40,70 @@ from tl_geometry.models.zoo import (
 logger = logging.getLogger(__name__)
 
 
+class _GGUFOnce:
+    """What [`_gguf_parsed_once`][tl_geometry.models.hf_loading._gguf_parsed_once] yields: ``hide_tokenizer`` set
+    True, the readers it hands out from then on show no tokenizer arrays (for the config and weight
+    calls, which do not need them)."""
+
+    hide_tokenizer: bool = False
+
+
+class _WithoutTokenizerArrays:
+    """A ``GGUFReader`` whose ``fields`` lack the ``tokenizer.ggml.*`` arrays (the vocabulary, its
+    scores, types and merges; the scalar token ids stay), with ``<arch>.vocab_size`` added from the
+    vocabulary's length where the file has none: what transformers would compute from the decoded
+    vocabulary (``len(tokens)``), without decoding it. Every other attribute is the reader's."""
+
+    def __init__(self, reader: Any):
+        self._reader = reader
+        fields = {k: f for k, f in reader.fields.items() if not (k.startswith("tokenizer.ggml.") and len(f.data) > 1)}
+        arch_field = reader.fields.get("general.architecture")
+        tokens = reader.fields.get("tokenizer.ggml.tokens")
+        if arch_field is not None and tokens is not None:
+            import numpy as np
+            from gguf import GGUFValueType, ReaderField
+
+            arch = bytes(arch_field.parts[arch_field.data[0]]).decode("utf-8")
+            key = f"{arch}.vocab_size"
+            if key not in fields:
+                fields[key] = ReaderField(
+                    0,
+                    key,
+                    parts=[np.array([len(tokens.data)], dtype=np.uint32)],
+                    data=[0],
+                    types=[GGUFValueType.UINT32],
+                )
+        self.fields = fields
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
 @contextlib.contextmanager
-def _gguf_parsed_once() -> Iterator[None]:
+def _gguf_parsed_once() -> Iterator[_GGUFOnce]:
     """Within the block, every ``gguf.GGUFReader(path)`` of one file returns the same reader and
     ``gguf.get_tensor_name_map(arch, n)`` is memoized; both are restored on exit, also on error.
+    Once the yielded state's ``hide_tokenizer`` is True, the reader comes without its tokenizer
+    arrays ([`_WithoutTokenizerArrays`][tl_geometry.models.hf_loading._WithoutTokenizerArrays]).
 
     Our choice, for speed only (no number changes): transformers parses a GGUF file three times to
     build one model (config, tokenizer, weights), and rebuilds gguf's tensor-name map at every
     submodule while matching names. On SmolLM2-135M this takes loading from about 31 s to 17 s.
-    Both names are looked up in ``gguf`` when transformers calls them (imports inside its
-    functions), so patching the module suffices; where gguf lacks them nothing is patched.
+    The config and weight calls also decode every tokenizer array value by value (Gemma-3-270M:
+    262,144 tokens, scores and types); they need only the vocabulary's size (SmolLM2's config call:
+    3.1 s to 0.4 ms; a whole load's time did not change measurably, docs/reliability.md Memory). Both names are looked up in ``gguf`` when transformers calls them (imports
+    inside its functions), so patching the module suffices; where gguf lacks them nothing is patched.
     """
+    state = _GGUFOnce()
     try:
         import gguf
     except ImportError:  # transformers will say that gguf is needed
-        yield
+        yield state
         return
     real_reader = getattr(gguf, "GGUFReader", None)
     real_map = getattr(gguf, "get_tensor_name_map", None)
     if real_reader is None or real_map is None:
-        yield
+        yield state
         return
     readers: dict[tuple[str, str], Any] = {}
 
@@ -65,12 +111,12 @@ def _gguf_parsed_once() -> Iterator[None]:
         key = (os.fspath(path), mode)
         if key not in readers:
             readers[key] = real_reader(path, mode)
-        return readers[key]
+        return _WithoutTokenizerArrays(readers[key]) if state.hide_tokenizer else readers[key]
 
     setattr(gguf, "GGUFReader", reader)  # noqa: B010  (setattr: the module's names, typed as a class)
     setattr(gguf, "get_tensor_name_map", functools.lru_cache(maxsize=None)(real_map))  # noqa: B010
     try:
-        yield
+        yield state
     finally:
         setattr(gguf, "GGUFReader", real_reader)  # noqa: B010
         setattr(gguf, "get_tensor_name_map", real_map)  # noqa: B010
@@ -90,8 +136,9 @@ def load_hf_gguf(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        with _gguf_parsed_once():
+        with _gguf_parsed_once() as once:
             tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            once.hide_tokenizer = True  # the config and the weights need only the vocabulary's size
             hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         raise ModelNotAvailableError(
@@ -221,43 +268,42 @@ def wrap_hf(
     """[`from_hf`][tl_geometry.models.from_hf] once its arguments are checked: ``device`` from
     [`check_device`][tl_geometry.models.check_device], ``processed`` the ``(name, flags)`` of
     [`processing_flags`][tl_geometry.models.processing_flags]. [`load`][tl_geometry.models.load] calls it with the
-    options it already checked."""
-    from transformer_lens import HookedTransformer
-    from transformer_lens.loading_from_pretrained import get_pretrained_model_config, get_pretrained_state_dict
+    options it already checked.
 
+    One copy of the weights: ``hf_model`` given as an ``_Owned`` holder (what ``load`` does with the
+    model it loaded itself) is freed right after the conversion, the tensors the conversion took from
+    it becoming the TransformerLens parameters; a plain model (``from_hf``) stays its caller's,
+    unchanged, and shares no memory with the result. Conversion and processing run under
+    ``no_grad``, TransformerLens's processing without its copies ([`load_processed`][tl_geometry.models.hf_loading.load_processed]),
+    and the freed memory is returned to the OS ([`release_memory`][tl_geometry.models.hf_loading.release_memory])."""
+    from transformer_lens import HookedTransformer
+    from transformer_lens.loading_from_pretrained import get_pretrained_state_dict
+
+    owned = isinstance(hf_model, _Owned)
+    hf = hf_model.take() if owned else hf_model
+    del hf_model  # owned: the holder's reference is gone; ``hf`` is the last one
     pname, flags = processed
-    fold_ln = flags["fold_ln"]
-    dev = device
-    config = hf_model.config
-    if not getattr(config, "architectures", None):
-        arch = type(hf_model).__name__
-        config.architectures = [arch]
-    n_ctx_model = getattr(config, "max_position_embeddings", None)
-    if n_ctx is not None and n_ctx_model is not None:
-        n_ctx = min(int(n_ctx), int(n_ctx_model))
-    _legacy_config_fields(config)
-    # TL branches on the *name* for some families ("llama" → Llama without reading config.json);
-    # a neutral temp-dir name makes it read the config we saved.
-    with tempfile.TemporaryDirectory(prefix="tlg_hf_cfg_") as tmp:
-        config.save_pretrained(tmp)
+    config = hf.config
+    with torch.no_grad(), tempfile.TemporaryDirectory(prefix="tlg_hf_cfg_") as tmp:
+        # no_grad: TL switches autograd off only for HF models it loads itself; with ours every
+        # processed tensor would keep the tensors it was computed from alive (its autograd graph)
+        cfg = _tl_config(hf, config, tmp, name=name, device=device, dtype=dtype, n_ctx=n_ctx, fold_ln=flags["fold_ln"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if config.architectures[0] in GEMMA_ARCHITECTURES:
-                cfg = _gemma_config(config, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
-            else:
-                cfg = get_pretrained_model_config(tmp, fold_ln=fold_ln, device=str(dev), dtype=dtype, n_ctx=n_ctx)
-            _fix_config(cfg, config)
-            cfg.model_name = name or str(getattr(config, "_name_or_path", "") or type(hf_model).__name__)
-            cfg.tokenizer_name = None
-            state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf_model, dtype=dtype)
-            final_w = state_dict.get("ln_final.w")  # before fold_ln moves it into W_U
-            final_w = None if final_w is None else final_w.detach().float().cpu().clone()
+            state_dict = get_pretrained_state_dict(tmp, cfg, hf_model=hf, dtype=dtype)
+        final_w = state_dict.get("ln_final.w")  # before fold_ln moves it into W_U
+        final_w = None if final_w is None else final_w.detach().float().cpu().clone()
+        # a model passed in stays its owner's: none of our parameters may share its memory
+        foreign = frozenset() if owned else _storages(hf)
+        hf = None  # owned: the transformers model is freed here (by reference count); the state dict keeps the tensors it took
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
-    with warnings.catch_warnings():
-        # TL warns that it skips center_writing_weights for RMSNorm models; the flag is recorded as asked.
-        warnings.simplefilter("ignore", UserWarning)
-        model.load_and_process_state_dict(state_dict, **flags)
-    model.to(dev)
+            # TL warns that it skips center_writing_weights for RMSNorm models; the flag is recorded as asked.
+            load_processed(model, state_dict, flags, foreign=foreign)
+        del state_dict
+    release_memory()
+    model.to(device)
     model._tl_geometry_name = name or cfg.model_name  # type: ignore[assignment]  # torch's stub: Module attrs are Tensor | Module
     # whether W_U is W_E in the loaded HF model (what transformers tied): the SAE comparison's shared ratio
     tied = getattr(config, "tie_word_embeddings", None)
@@ -269,6 +315,252 @@ def wrap_hf(
         # W_U: tg.pga's library preset reads its spread (tl_geometry.families.pga.readout_caveat)
         model._tl_geometry_final_norm_w = final_w  # type: ignore[assignment]  # as above
     return model.eval()
+
+
+def _tl_config(
+    hf: Any,
+    config: Any,
+    tmp: str,
+    *,
+    name: str | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    n_ctx: int | None,
+    fold_ln: bool,
+) -> Any:
+    """The ``HookedTransformerConfig`` of a transformers model, by TransformerLens's own config
+    conversion from a copy of its config saved in ``tmp`` (Gemma: `_gemma_config`). TL branches on
+    the *name* for some families ("llama" → Llama without reading config.json); a neutral temp-dir
+    name makes it read the config we saved. ``tmp`` must exist while the weights are converted too."""
+    from transformer_lens.loading_from_pretrained import get_pretrained_model_config
+
+    if not getattr(config, "architectures", None):
+        config.architectures = [type(hf).__name__]
+    n_ctx_model = getattr(config, "max_position_embeddings", None)
+    if n_ctx is not None and n_ctx_model is not None:
+        n_ctx = min(int(n_ctx), int(n_ctx_model))
+    _legacy_config_fields(config)
+    config.save_pretrained(tmp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if config.architectures[0] in GEMMA_ARCHITECTURES:
+            cfg = _gemma_config(config, fold_ln=fold_ln, device=str(device), dtype=dtype, n_ctx=n_ctx)
+        else:
+            cfg = get_pretrained_model_config(tmp, fold_ln=fold_ln, device=str(device), dtype=dtype, n_ctx=n_ctx)
+    _fix_config(cfg, config)
+    cfg.model_name = name or str(getattr(config, "_name_or_path", "") or type(hf).__name__)
+    cfg.tokenizer_name = None
+    return cfg
+
+
+class _Owned:
+    """A transformers model handed over to [`wrap_hf`][tl_geometry.models.hf_loading.wrap_hf], which frees it
+    after the conversion: a one-shot holder (``take`` returns the model once and keeps no reference).
+
+    [`tl_geometry.models.load`][tl_geometry.models.load] hands over the model it loaded itself; a model
+    passed to [`from_hf`][tl_geometry.models.from_hf] is its caller's, never freed nor written."""
+
+    __slots__ = ("_model",)
+
+    def __init__(self, model: Any):
+        self._model = model
+
+    def take(self) -> Any:
+        model, self._model = self._model, None
+        if model is None:
+            raise RuntimeError("this transformers model was already handed over")
+        return model
+
+
+def _storages(module: Any) -> frozenset[int]:
+    """The addresses of the memory behind a module's parameters and buffers."""
+    return frozenset(t.untyped_storage().data_ptr() for t in (*module.parameters(), *module.buffers()))
+
+
+def release_memory() -> None:
+    """Collect garbage, then hand the freed heap back to the OS (glibc's ``malloc_trim(0)``; elsewhere
+    nothing): after a load the process's RSS is the model's, not the peak of the conversion."""
+    gc.collect()
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl, ...): the memory is reused by the process instead
+        pass
+
+
+# ------------------------------------------------ TransformerLens's processing, without its copies
+def load_processed(model: Any, state_dict: dict[str, Any], flags: dict[str, bool], *, foreign=frozenset()) -> None:
+    """What ``HookedTransformer.load_and_process_state_dict(state_dict, **flags)`` does (TransformerLens
+    3.9), with one copy of the weights instead of up to five; the parameters are bit-identical
+    (tests/unit/models/test_load_memory.py checks it on Llama, Gemma 3, GPT-2 and GPT-NeoX).
+
+    TL's processing steps run in TL's order, on ``state_dict`` itself (consumed): TL deep-copies
+    the whole state dict in ``fold_layer_norm``, ``center_unembed`` and ``fold_value_biases`` to
+    leave its argument unchanged, although no step writes into a tensor. Each processed tensor then
+    *becomes* the parameter (made contiguous, in the parameter's dtype: what TL's ``copy_`` into the
+    parameter gives) instead of being copied into one; a tensor whose memory is in ``foreign`` (the
+    caller's transformers model) or already another parameter's is copied. Run under ``no_grad``.
+    """
+    from transformer_lens.components import LayerNormPre, RMSNormPre
+
+    cfg = model.cfg
+    fold_ln = bool(flags.get("fold_ln", True))
+    state_dict = model.fill_missing_keys(state_dict)
+    if fold_ln:  # as load_and_process_state_dict: the norms become their "Pre" forms
+        if cfg.normalization_type not in ("LN", "LNPre", "RMS", "RMSPre"):
+            logger.warning(
+                "You are not using LayerNorm or RMSNorm, so the layer norm weights can't be folded! Skipping"
+            )
+            fold_ln = False
+        elif not any(k.endswith((".ln1.w", ".ln2.w", "ln_final.w")) for k in state_dict):
+            logger.warning("fold_ln=True but no LayerNorm weights found in state_dict. Skipping fold.")
+            fold_ln = False
+        elif cfg.normalization_type in ("LN", "RMS"):
+            pre = LayerNormPre if cfg.normalization_type == "LN" else RMSNormPre
+            cfg.normalization_type += "Pre"
+            model.ln_final = pre(cfg)
+            for layer in model.blocks:
+                layer.ln1 = pre(cfg)
+                layer.ln2 = pre(cfg)
+                if cfg.is_layer_norm_activation():
+                    layer.mlp.ln = pre(cfg)
+    state_dict = process_weights(
+        state_dict,
+        cfg,
+        fold_ln=fold_ln,
+        center_writing_weights=bool(flags.get("center_writing_weights", True)),
+        center_unembed=bool(flags.get("center_unembed", True)),
+        fold_value_biases=bool(flags.get("fold_value_biases", True)),
+    )
+    _assign(model, state_dict, foreign)
+    if fold_ln:
+        model.setup()
+
+
+def process_weights(
+    state_dict: dict[str, Any],
+    cfg: Any,
+    *,
+    fold_ln: bool,
+    center_writing_weights: bool,
+    center_unembed: bool,
+    fold_value_biases: bool,
+) -> dict[str, Any]:
+    """``ProcessWeights.process_weights`` of TransformerLens 3.9 (no adapter, no refactoring of the
+    attention matrices) on ``state_dict`` itself: the same steps in the same order, calling TL's
+    own per-layer functions where TL has them; where it does not (another TL version), TL's public
+    steps, with their copies. Float tensors of another dtype are processed in float32 and cast back,
+    as TL does."""
+    from transformer_lens.weight_processing import ProcessWeights as PW
+
+    original = {k: v.dtype for k, v in state_dict.items() if _is_float(v) and v.dtype != torch.float32}
+    for k in original:
+        state_dict[k] = state_dict[k].float()
+    norm = getattr(cfg, "normalization_type", "LN")
+    layer_norm = norm in ("LN", "LNPre")
+    if fold_ln and norm in ("LN", "LNPre", "RMS", "RMSPre"):
+        fold_biases = center = layer_norm
+        steps = _tl_fold_steps()
+        if steps is not None:
+            fold_layer, fold_final_bias, fold_unembed = steps
+            gqa = "" if getattr(cfg, "n_key_value_heads", None) is None else "_"
+            for layer in range(cfg.n_layers):  # fold_layer_norm without its copy
+                state_dict = fold_layer(state_dict, cfg, layer, fold_biases, center, None, gqa)
+            state_dict = fold_final_bias(state_dict, cfg, fold_biases, None)
+            state_dict = fold_unembed(state_dict, cfg, fold_biases, center, None)
+        else:
+            state_dict = PW.fold_layer_norm(state_dict, cfg, fold_biases=fold_biases, center_weights=center)
+    if center_writing_weights and layer_norm and not getattr(cfg, "final_rms", False):
+        state_dict = PW.center_writing_weights(state_dict, cfg)  # TL's own: it copies nothing
+    if center_unembed:
+        _center_unembed(state_dict, cfg)
+    if fold_value_biases:
+        for layer in range(cfg.n_layers):  # TL's step on one layer's attention at a time: it copies only that
+            prefix = f"blocks.{layer}.attn."
+            part = {k: v for k, v in state_dict.items() if k.startswith(prefix)}
+            state_dict.update(PW.fold_value_biases(part, cfg))
+            b_O = state_dict.get(prefix + "b_O")
+            if center_writing_weights and layer_norm and b_O is not None:
+                state_dict[prefix + "b_O"] = b_O - b_O.mean()
+    for k, dtype in original.items():
+        if k in state_dict and isinstance(state_dict[k], torch.Tensor):
+            state_dict[k] = state_dict[k].to(dtype)
+    return state_dict
+
+
+def _tl_fold_steps() -> tuple[Any, Any, Any] | None:
+    """TransformerLens 3.9's per-layer steps of ``fold_layer_norm`` (private; None where TL lacks them)."""
+    from transformer_lens.weight_processing import ProcessWeights as PW
+
+    names = ("_fold_layer", "_fold_final_rms_bias", "_fold_unembed_layer_norm")
+    if not all(hasattr(PW, n) for n in names):
+        return None
+    return (PW._fold_layer, PW._fold_final_rms_bias, PW._fold_unembed_layer_norm)
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+
+def _center_unembed(state_dict: dict[str, Any], cfg: Any) -> None:
+    """TL's ``center_unembed`` (W_U and b_U minus their means over the vocabulary), in place in the
+    dict: TL's copies the whole state dict first. The vocabulary axis as TL finds it."""
+    W_U = state_dict.get("unembed.W_U")
+    if W_U is None:
+        raise KeyError(
+            f"Expected unembedding weight key 'unembed.W_U' not found in state_dict: {list(state_dict)[:10]}"
+        )
+    vocab_dim = -1  # TL format [d_model, d_vocab]
+    d_vocab, d_model = getattr(cfg, "d_vocab", None), getattr(cfg, "d_model", None)
+    if d_vocab is not None and W_U.shape[0] == d_vocab and W_U.shape[-1] != d_vocab:
+        vocab_dim = 0
+    elif d_model is not None and W_U.shape[-1] == d_model and W_U.shape[0] != d_model:
+        vocab_dim = 0
+    state_dict["unembed.W_U"] = W_U - W_U.mean(vocab_dim, keepdim=True)
+    del W_U
+    b_U = state_dict.get("unembed.b_U")
+    if b_U is not None:
+        state_dict["unembed.b_U"] = b_U - b_U.mean()
+
+
+def _assign(model: Any, state_dict: dict[str, Any], foreign: frozenset[int]) -> None:
+    """Make each tensor of ``state_dict`` (emptied) the model's parameter or buffer of that name:
+    ``load_state_dict(strict=False)`` without the copy (keys the model lacks are skipped, a shape
+    that differs raises). Contiguous and in the parameter's dtype and device, as ``copy_`` makes it;
+    copied when its memory is ``foreign`` or already taken by another parameter."""
+    taken = set(foreign)
+    for key in list(state_dict):
+        t = state_dict.pop(key)
+        module_name, _, leaf = key.rpartition(".")
+        try:
+            module = model.get_submodule(module_name)
+        except AttributeError:
+            continue
+        if module._parameters.get(leaf) is not None:
+            old, is_param = module._parameters[leaf], True
+        elif module._buffers.get(leaf) is not None:
+            old, is_param = module._buffers[leaf], False
+        else:
+            continue
+        if not isinstance(t, torch.Tensor) or t.shape != old.shape:
+            raise RuntimeError(
+                f"size mismatch for {key}: copying a param with shape {getattr(t, 'shape', type(t))} "
+                f"from the converted checkpoint, the shape in the model is {old.shape}"
+            )
+        t = t.detach().to(dtype=old.dtype, device=old.device).contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in taken and t.numel():
+            t = t.clone()
+            ptr = t.untyped_storage().data_ptr()
+        taken.add(ptr)
+        if is_param:
+            module._parameters[leaf] = torch.nn.Parameter(t, requires_grad=old.requires_grad)
+        else:
+            module._buffers[leaf] = t
+        del old, t
 
 
 GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")

@@ -29,15 +29,18 @@ def estimate_memory_bytes(cfg: Any, *, dtype_bytes: int = 4) -> int:
     return int(3 * params * dtype_bytes + masks)
 
 
-GGUF_LOAD_COPIES = 4.5
-"""Peak memory of loading a GGUF file, in float32 copies of the TransformerLens model's weights
-(our measurement, ``/usr/bin/time -v`` on ``tg.models.load``, 2026-12-03: SmolLM2-135M 3.27 GiB
-peak for 162.8 M TransformerLens parameters, Gemma-3-270M 7.50 GiB for 435.9 M: without the
-process's 0.5 GiB and the causal masks, 4.4 and 4.3 copies): transformers' dequantized tensors and
-its model, TransformerLens's converted state dict, its processed copy and the model itself overlap."""
+LOAD_COPIES = 2.0
+"""Peak memory of loading a model (GGUF file or model directory), in float32 copies of the
+TransformerLens model's weights, besides the process itself: the one-copy loader
+([`tl_geometry.models.hf_loading.wrap_hf`][tl_geometry.models.hf_loading.wrap_hf]) holds the transformers
+model, then its converted tensors, then the TransformerLens parameters they became, overlapping
+by a layer's tensors and the unembedding's processing. Measured with ``ru_maxrss`` on
+``tg.models.load`` (benchmarks/bench_memory.py, 2026-12-04): SmolLM2-135M 1.53 GiB peak for
+0.61 GiB of weights, Gemma-3-270M 3.32 GiB for 1.62 GiB: 1.76 copies each beside the 0.47 GiB
+process; rounded up. (Before the one-copy loader: 4.5 copies, 3.27 and 7.50 GiB.)"""
 PROCESS_BYTES = 512 * 2**20
 """The Python process with torch, transformers and TransformerLens imported, before any weight
-(0.49 GiB measured); counted in the GGUF estimate, whose factor was fitted without it."""
+(0.47–0.49 GiB measured); counted in every estimate, whose factors were measured without it."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,11 @@ class ModelShape:
         n_ctx: the context the loaded model will have (capped at [`DEFAULT_N_CTX`][tl_geometry.models.DEFAULT_N_CTX]).
         source: where it was read: ``"gguf"``, ``"hf-dir"`` or ``"config"`` (a hub config).
         n_tied: elements of a tied embedding the file stores once and TransformerLens holds twice
-            (W_E and its own W_U): a GGUF with ``token_embd.weight`` and no ``output.weight``.
+            (W_E and its own W_U): a GGUF with ``token_embd.weight`` and no ``output.weight``, a
+            model directory whose config ties the embedding (transformers' default).
             Counted by the memory estimate, not in ``n_params``.
+        d_vocab, d_mlp: the vocabulary and the MLP width (None when not found): the report's
+            working set grows with them ([`tl_geometry.runs.memory`][tl_geometry.runs.memory]).
     """
 
     n_layers: int | None
@@ -60,18 +66,21 @@ class ModelShape:
     n_ctx: int
     source: str
     n_tied: int = 0
+    d_vocab: int | None = None
+    d_mlp: int | None = None
+
+    @property
+    def tl_params(self) -> int:
+        """The parameters of the TransformerLens model: ``n_params`` plus the tied embedding's second copy."""
+        return self.n_params + self.n_tied
 
     def memory_bytes(self, *, dtype_bytes: int = 4) -> int:
-        """Peak memory estimate, plus one causal mask (n_ctx², bool) per layer. A GGUF file:
-        ``GGUF_LOAD_COPIES`` × the TransformerLens weights (``n_params + n_tied``) at
-        ``dtype_bytes`` each, plus ``PROCESS_BYTES`` (measured on both zoo models:
-        SmolLM2-135M 3.35 GiB estimated for 3.27 GiB measured, Gemma-3-270M 7.88 for 7.50);
-        other sources, as [`estimate_memory_bytes`][tl_geometry.models.estimate_memory_bytes]: weights × 3 (not re-measured). Our
-        estimate, for refusing jobs early."""
+        """Peak memory estimate of loading the model: ``LOAD_COPIES`` × the TransformerLens weights
+        (``tl_params``) at ``dtype_bytes`` each, plus one causal mask (n_ctx², bool) per layer and
+        ``PROCESS_BYTES``. Our estimate, for refusing jobs early; a report adds its working set
+        ([`tl_geometry.runs.memory.estimate`][tl_geometry.runs.memory.estimate])."""
         masks = (self.n_layers or 1) * self.n_ctx * self.n_ctx
-        if self.source == "gguf":
-            return int(GGUF_LOAD_COPIES * (self.n_params + self.n_tied) * dtype_bytes + masks + PROCESS_BYTES)
-        return int(3 * self.n_params * dtype_bytes + masks)
+        return int(LOAD_COPIES * self.tl_params * dtype_bytes + masks + PROCESS_BYTES)
 
 
 def _gguf_shape(path: Path) -> ModelShape:
@@ -88,6 +97,7 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
     path = Path(path_str)
     _, _, tensors = gguf_layout(path, size)
     n_params, blocks, d_model, n_embed, has_output = 0, set(), None, 0, False
+    d_vocab = d_mlp = None
     for name, dims, _, _ in tensors:
         n = 1
         for dim in dims:
@@ -98,10 +108,13 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
             blocks.add(int(m.group(1)))
         if name == "token_embd.weight" and dims:
             d_model = int(dims[0])  # GGUF order: fastest dimension first
+            d_vocab = int(dims[1]) if len(dims) > 1 else None
             n_embed = n
+        if name == "blk.0.ffn_up.weight" and len(dims) > 1:
+            d_mlp = int(dims[1])
         has_output = has_output or name == "output.weight"
     tied = 0 if has_output else n_embed  # no output tensor: the unembedding is the embedding
-    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf", tied)
+    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf", tied, d_vocab, d_mlp)
 
 
 def _safetensors_elements(path: Path) -> int:
@@ -152,12 +165,17 @@ def _hf_dir_shape(path: Path) -> ModelShape | None:
     if not n_params:  # no safetensors (e.g. pytorch_model.bin): the file sizes, at 4 bytes a parameter
         n_params = sum(f.stat().st_size for f in path.glob("*.bin")) // 4
     ctx = first("n_positions", "max_position_embeddings", "n_ctx") or DEFAULT_N_CTX
+    d_model, d_vocab = first("hidden_size", "n_embd", "d_model"), first("vocab_size")
+    tied = bool(cfg.get("tie_word_embeddings", True)) and d_model is not None and d_vocab is not None
     return ModelShape(
         first("num_hidden_layers", "n_layer", "n_layers"),
-        first("hidden_size", "n_embd", "d_model"),
+        d_model,
         n_params,
         min(ctx, DEFAULT_N_CTX),
         "hf-dir",
+        d_model * d_vocab if tied and d_model and d_vocab else 0,
+        d_vocab,
+        first("intermediate_size", "n_inner", "d_mlp"),
     )
 
 

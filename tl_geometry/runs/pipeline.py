@@ -65,29 +65,62 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
     return need
 
 
-def check_model_memory(model: Any, max_memory_gb: float | None) -> int | None:
-    """Refuse a model named by ``model`` whose estimated peak memory exceeds ``max_memory_gb`` GiB
-    (default: the available RAM), before loading it. Every source is estimated: a zoo model or
-    local path from its files' tensor sizes ([`tl_geometry.models.peek`][tl_geometry.models.peek]), a hub name from its
-    TransformerLens config. Returns the estimate in bytes (None: nothing could be read, e.g. a hub
-    name offline; the load then says what is wrong)."""
-    from tl_geometry.models import peek
+def model_memory(
+    model: Any, *, n_seqs: int = 8, seq_len: int = 128, metrics: Any = None, agop_batch: int | None = None
+) -> Any:
+    """The [`tl_geometry.runs.memory.MemoryEstimate`][tl_geometry.runs.memory.MemoryEstimate] of a report on ``model`` (a zoo
+    name or local path: from its files, [`tl_geometry.models.peek`][tl_geometry.models.peek]; a model: from its
+    parameters); None when its shape cannot be read cheaply (a hub name)."""
+    from tl_geometry.models import is_model, peek
+    from tl_geometry.runs import memory
 
+    shape = memory.shape_of_model(model) if is_model(model) else peek(model)
+    if shape is None:
+        return None
+    return memory.estimate(shape, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, agop_batch=agop_batch)
+
+
+def check_model_memory(
+    model: Any,
+    max_memory_gb: float | None,
+    *,
+    n_seqs: int = 8,
+    seq_len: int = 128,
+    metrics: Any = None,
+    agop_batch: int | None = None,
+    ignore: bool = False,
+) -> int | None:
+    """Refuse a model named by ``model`` whose estimated peak memory for a report of ``n_seqs`` ×
+    ``seq_len`` tokens exceeds ``max_memory_gb`` GiB (default: the available RAM), before loading
+    it; ``ignore`` only estimates. Every source is estimated: a zoo model or local path from its
+    files' tensor sizes ([`model_memory`][tl_geometry.runs.pipeline.model_memory]), a hub name from its TransformerLens
+    config. Returns the estimate in bytes (None: nothing could be read, e.g. a hub name offline;
+    the load then says what is wrong)."""
     limit = None if max_memory_gb is None else int(max_memory_gb * 2**30)
-    shape = peek(model)
-    if shape is not None:
-        need = shape.memory_bytes()
+    est = model_memory(model, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, agop_batch=agop_batch)
+    if est is not None:
         avail = limit if limit is not None else available_memory_bytes()
-        if avail is not None and need > avail:
+        if avail is not None and est.peak_bytes > avail and not ignore:
             what = "--max-memory-gb / max_memory_gb" if limit is not None else "the available RAM"
+            gib = 2**30
             raise InputError(
-                f"model {model} needs about {need / 2**30:.2f} GiB (estimated from its files: "
-                f"{shape.n_params:,} parameters) but {what} allows {avail / 2**30:.2f} GiB; "
-                "use a smaller model, raise the limit or use a machine with more memory"
+                f"model {model} needs about {est.peak_gib:.2f} GiB for a report of {n_seqs} x {seq_len} tokens "
+                f"(estimated from its files: {est.file_params:,} parameters, {est.n_params:,} in TransformerLens, "
+                f"{est.weights_bytes / gib:.2f} GiB of weights; loading {est.load_bytes / gib:.2f} GiB, "
+                f"then the model {est.held_bytes / gib:.2f} GiB and the report's working set "
+                f"{est.working_bytes / gib:.2f} GiB, beside the process's {est.process_bytes / gib:.2f} GiB) "
+                f"but {what} allows {avail / gib:.2f} GiB; use a smaller model or fewer / shorter sequences, "
+                "raise the limit, or pass --ignore-memory-check (ignore_memory_check=True) to run it anyway"
             )
-        return need
+        return est.peak_bytes
     cfg = config_for(str(model)) if isinstance(model, str) else None
-    return None if cfg is None else check_memory(cfg, limit_bytes=limit)
+    if cfg is None:
+        return None
+    if ignore:
+        from tl_geometry.models import estimate_memory_bytes
+
+        return estimate_memory_bytes(cfg)
+    return check_memory(cfg, limit_bytes=limit)
 
 
 def config_for(name: str) -> Any:
@@ -157,6 +190,7 @@ def run_report(
     figures: bool = True,
     device: str = "cpu",
     max_memory_gb: float | None = None,
+    ignore_memory_check: bool = False,
     progress: bool = True,
     force_hint: str = "force=True",
     capture: str = "shared",
@@ -181,8 +215,10 @@ def run_report(
         force: replace the report files of an existing ``out`` (only once the new report is
             whole; other files are kept).
         figures: draw the PNG figures (index.html and report.md are written either way).
-        max_memory_gb: refuse a named model whose estimated peak memory (from its config, before
-            loading) exceeds this (default: the available RAM).
+        max_memory_gb: refuse a named model whose estimated peak memory (from its files, before
+            loading: [`tl_geometry.runs.memory.estimate`][tl_geometry.runs.memory.estimate]) exceeds this (default: the available RAM).
+        ignore_memory_check: run even when the estimate exceeds it (the estimate is still recorded in
+            ``provenance["memory"]``, with the measured peak).
         progress: progress bars (False: none, the metrics' own included).
         force_hint: how a refusal spells ``force`` (the CLI passes ``"--force"``).
         capture: ``"shared"`` (default: one forward pass over the corpus feeds pga, spectral and
@@ -213,6 +249,7 @@ def run_report(
         capture=capture,
         device=device,
         max_memory_gb=max_memory_gb,
+        ignore_memory_check=ignore_memory_check,
         out=out,
         force=force,
         force_hint=force_hint,
@@ -225,7 +262,7 @@ def run(req: ReportRequest) -> GeometryReport:
     """Run a checked report request: the checks that need the file system or the model's files
     (its memory estimate, the output directory and its lock) → load → measure → write."""
     if isinstance(req.model, (str, os.PathLike)):
-        check_model_memory(req.model, req.max_memory_gb)
+        check_model_memory(req.model, req.max_memory_gb, ignore=req.ignore_memory_check, **_memory_args(req))
     if req.out is None:
         return _load_measure_write(req, None)
     from tl_geometry.io import outdir
@@ -236,6 +273,17 @@ def run(req: ReportRequest) -> GeometryReport:
     )
     with staging:
         return _load_measure_write(req, staging)
+
+
+def _memory_args(req: ReportRequest) -> dict[str, Any]:
+    """What the memory estimate reads of a request: the text batch, the metrics, AGOP's batch."""
+    batch = (req.request.options.get("agop") or {}).get("batch_size")
+    return {
+        "n_seqs": req.n_seqs,
+        "seq_len": req.seq_len,
+        "metrics": req.metrics,
+        "agop_batch": batch if isinstance(batch, int) else None,
+    }
 
 
 def _load(req: ReportRequest) -> tuple[Any, Any, float]:
@@ -296,6 +344,11 @@ class _Results:
             timings["capture"] = self.capture["_seconds"]
         self.prov["timings_s"] = timings
         self.prov["total_s"] = round(time.perf_counter() - t0, 2)
+        from tl_geometry.runs.memory import peak_rss_bytes
+
+        peak = peak_rss_bytes()
+        if peak is not None and isinstance(self.prov.get("memory"), dict):
+            self.prov["memory"]["measured_peak_gib"] = round(peak / 2**30, 3)  # this process's, loading included
         return self.current("partial" if self.errors else "complete")
 
 
@@ -346,8 +399,19 @@ def _interrupted(results: _Results, staging: Any) -> None:
 def _load_measure_write(req: ReportRequest, staging: Any) -> GeometryReport:
     work = staging.start() if staging is not None else None
     t0 = time.perf_counter()
+    try:
+        estimate = model_memory(req.model, **_memory_args(req))
+    except Exception:  # noqa: BLE001 - the estimate is a record, never a reason to fail
+        estimate = None
     model, tokens, load_s = _load(req)
+    if estimate is None:  # a hub name: estimated from the model now built
+        estimate = model_memory(model, **_memory_args(req))
     results = _Results(req, model, tokens, load_s)
+    results.prov["memory"] = {
+        **(estimate.provenance() if estimate is not None else {}),
+        "checked": not req.ignore_memory_check,
+        "max_memory_gb": req.max_memory_gb,
+    }
     try:
         _measure(req, results, work)
     except KeyboardInterrupt:

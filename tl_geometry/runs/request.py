@@ -413,6 +413,7 @@ class ReportRequest:
     seed: int = 0
     device: str = "cpu"
     max_memory_gb: float | None = None
+    ignore_memory_check: bool = False
     out: Path | None = None
     force: bool = False
     force_hint: str = "force=True"
@@ -478,6 +479,7 @@ def build_report(
     capture: Any = "shared",
     device: Any = "cpu",
     max_memory_gb: Any = None,
+    ignore_memory_check: Any = False,
     out: str | os.PathLike | None = None,
     force: bool = False,
     force_hint: str = "force=True",
@@ -519,6 +521,7 @@ def build_report(
         seed=seed,
         device=device,
         max_memory_gb=max_memory_gb,
+        ignore_memory_check=_checks.flag(ignore_memory_check, spell("ignore_memory_check")),
         out=None if out is None else Path(out),
         force=bool(force),
         force_hint=force_hint,

@@ -26,6 +26,7 @@ TIMING = [
     "bench_contention",
     "bench_epsilon",
     "bench_load",
+    "bench_memory",
     "bench_packing",
     "bench_pga",
     "bench_pga_smollm2",

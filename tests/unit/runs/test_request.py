@@ -38,7 +38,7 @@ def test_max_points_reaches_intrinsic_dimension_through_the_cli(byte_model, tmp_
     from tl_geometry import models
 
     monkeypatch.setattr(models, "load", lambda name, device="cpu": byte_model)
-    monkeypatch.setattr(pipeline, "check_model_memory", lambda model, limit: None)
+    monkeypatch.setattr(pipeline, "check_model_memory", lambda *a, **k: None)
     out = tmp_path / "o"
     argv = ["report", "--metrics", "intrinsic_dimension", "--max-points", "40", "--no-figures", "--out", str(out)]
     assert main([*argv, "--n-seqs", "4", "--seq-len", "32"]) == 0, capsys.readouterr().err
