@@ -45,6 +45,8 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);
 * ``check_pga_stderr_smollm2``: calibration of PGA z's standard error across two seeds;
+* ``check_tl_generations``: one model on TransformerLens 3 and 4 (each in its own venv): logits, the
+  report's rows and PGA z, max differences;
 * ``dtype_agreement``: bf16 / f16 / float64 / numpy input vs float32 input, per pure function;
 * ``pga_profile_smollm2``: subspace PGA profile of SmolLM2 (raw, TL-processed, random init), doc figures;
 * ``gemma_pga_processing``: which weight-processing step flips Gemma-3-270M's PGA z (paper vs library
