@@ -242,7 +242,7 @@ def wrap_bridge(
     tied = getattr(config, "tie_word_embeddings", None)
     if isinstance(tied, bool):
         bridge._tl_geometry_tied = tied
-    if final_w is not None and flags["fold_ln"]:
+    if final_w is not None:  # as on TransformerLens 3: tg.pga's readout caveat reads it when fold_ln folded it
         bridge._tl_geometry_final_norm_w = final_w
     return bridge.eval()
 

@@ -160,9 +160,24 @@ def test_final_norm_weight_is_the_applied_one(arch):
     """Recorded before fold_ln folds it into W_U (what tg.pga's readout caveat reads); Gemma applies 1 + w."""
     hf = _hf(arch)
     w = hf.model.norm.weight.detach().clone()
+    applied = 1 + w if arch == "gemma3" else w
+    for processing in ("tl", "none"):
+        b = _wrap(copy.deepcopy(hf), processing)
+        torch.testing.assert_close(b._tl_geometry_final_norm_w, applied)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_the_pga_readout_caveat_sees_a_folded_bridge(arch, monkeypatch):
+    """A bridge keeps cfg.normalization_type "RMS" when fold_ln folds: the caveat reads the recorded flags."""
+    from tl_geometry.families import pga
+
+    hf = _hf(arch)
     b = _wrap(copy.deepcopy(hf), "tl")
-    torch.testing.assert_close(b._tl_geometry_final_norm_w, 1 + w if arch == "gemma3" else w)
-    assert not hasattr(_wrap(copy.deepcopy(hf), "none"), "_tl_geometry_final_norm_w")  # nothing folded
+    monkeypatch.setattr(pga, "FOLD_LN_SPREAD", 1.0)  # the tiny model's weights spread little: flag any spread
+    assert "fold_ln folded" in pga.readout_caveat(b)
+    assert pga.readout_caveat(_wrap(copy.deepcopy(hf), "none")) is None
+    del b._tl_geometry_final_norm_w  # without the record, Gemma is flagged by its architecture
+    assert (pga.readout_caveat(b) is not None) == (arch == "gemma3")
 
 
 def test_gemma_w_e_is_the_checkpoints_without_the_embedding_scale():
