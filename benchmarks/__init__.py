@@ -54,6 +54,8 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``check_pga_stderr_smollm2``: calibration of PGA z's standard error across two seeds;
 * ``check_verdict_flips_smollm2``: reproduce's PGA verdicts (one verdict rule vs 2·stderr alone) on K
   disjoint pydoc samples, how many samples flip each verdict;
+* ``check_tl_generations``: one model on TransformerLens 3 and 4 (each in its own venv): logits, the
+  report's rows and PGA z, max differences;
 * ``dtype_agreement``: bf16 / f16 / float64 / numpy input vs float32 input, per pure function;
 * ``pga_profile_smollm2``: subspace PGA profile of SmolLM2 (raw, TL-processed, random init), doc figures;
 * ``gemma_pga_processing``: which weight-processing step flips Gemma-3-270M's PGA z (paper vs library

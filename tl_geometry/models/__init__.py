@@ -21,6 +21,10 @@
   ``n_params`` parameters, built from a config (no download; see [`scaled_config`][tl_geometry.models.scaled_config]).
 * ``resolve(model_or_name)``: every entry point that takes a model accepts a name, a
   ``HookedTransformer`` or a ``TransformerBridge``.
+* On TransformerLens 4 (no ``HookedTransformer``; [`tl_generation`][tl_geometry.models.tl_generation])
+  the same names, paths and ``from_hf`` give a ``TransformerBridge`` around the same transformers
+  model, with the same processing by default, recorded the same way
+  ([`tl_geometry.models.bridge`][tl_geometry.models.bridge]).
 
 Weight processing (``processing=``): ``"tl"`` (the default) applies TransformerLens's usual
 processing — ``fold_ln``, ``center_writing_weights``, ``center_unembed``, ``fold_value_biases``,
@@ -46,11 +50,12 @@ import torch
 
 from tl_geometry.errors import InputError
 from tl_geometry.io import hub
+from tl_geometry.models import bridge as _bridge
+from tl_geometry.models.bridge import from_hf, require_hooked, tl_generation
 from tl_geometry.models.hf_loading import (
     GEMMA_ARCHITECTURES,
     TOKENIZER_FILES,
     _Owned,
-    from_hf,
     load_hf_gguf,
     load_hf_path,
     wrap_hf,
@@ -116,9 +121,11 @@ __all__ = [
     "processing_name",
     "processing_of",
     "random_like",
+    "require_hooked",
     "resolve",
     "scaled",
     "scaled_config",
+    "tl_generation",
     "weights_file",
     "weights_name",
     "zoo_file",
@@ -177,6 +184,10 @@ def load(
     )
     if is_model(name):
         return name
+    if _bridge.tl_generation() >= 4:  # no HookedTransformer: the same files wrapped in a TransformerBridge
+        return _bridge.load(
+            name, device=device, dtype=dtype, n_ctx=n_ctx, processed=(pname, flags), **from_pretrained_kwargs
+        )
     if is_path(name):
         dev = check_device(device)
         model = _built(
@@ -247,10 +258,14 @@ def random_like(model: Any, *, seed: int = 0):
 
     TransformerLens's pretrained configs carry ``init_weights=False`` (weights are loaded after
     construction), so ``HookedTransformer(model.cfg)`` would hold uninitialised memory; this
-    copies the config with ``init_weights=True`` and seeds the initialisation.
+    copies the config with ``init_weights=True`` and seeds the initialisation. A
+    ``TransformerBridge`` gets a random-init bridge ([`tl_geometry.models.bridge.random_like`][tl_geometry.models.bridge.random_like]).
     """
     import copy
 
+    if _bridge.is_bridge(model):
+        return _bridge.random_like(model, seed=seed)
+    require_hooked(f"tg.models.random_like of a {type(model).__name__}", instead="pass a TransformerBridge")
     from transformer_lens import HookedTransformer
 
     cfg = copy.deepcopy(model.cfg)

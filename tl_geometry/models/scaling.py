@@ -237,6 +237,9 @@ def scaled(
         >>> import tl_geometry as tg
         >>> tg.models.scaled("smollm2", 5e8).cfg.n_layers  # doctest: +SKIP
     """
+    from tl_geometry.models.bridge import require_hooked
+
+    require_hooked("tg.models.scaled (a random-init HookedTransformer built from a config)")
     from transformer_lens import HookedTransformer
 
     from tl_geometry.base import _checks

@@ -234,7 +234,6 @@ def test_unreachable_hub_fails_fast_and_quietly(monkeypatch, capsys, caplog, tmp
     """HF_HUB_OFFLINE unset and no network: no hub client call (they retry for ~25 s with warnings)."""
     import huggingface_hub
     from huggingface_hub import constants
-    from transformer_lens import loading_from_pretrained
 
     from tl_geometry.cli import main
     from tl_geometry.io import hub
@@ -250,12 +249,16 @@ def test_unreachable_hub_fails_fast_and_quietly(monkeypatch, capsys, caplog, tmp
         calls.append(a)
         raise OSError("the hub client was called although the probe said unreachable")
 
-    for mod, attr in (
-        (loading_from_pretrained, "get_pretrained_model_config"),
+    patched = [
         (huggingface_hub, "hf_hub_download"),
         (huggingface_hub.file_download, "hf_hub_download"),
         (huggingface_hub.file_download, "get_hf_file_metadata"),
-    ):
+    ]
+    if models.tl_generation() < 4:  # TransformerLens 4 has no loading_from_pretrained (the bridge boots instead)
+        from transformer_lens import loading_from_pretrained
+
+        patched.append((loading_from_pretrained, "get_pretrained_model_config"))
+    for mod, attr in patched:
         monkeypatch.setattr(mod, attr, never)
     caplog.set_level("DEBUG")
     code = main(["report", "--model", "gpt2", "--out", str(tmp_path / "r"), "--no-figures"])

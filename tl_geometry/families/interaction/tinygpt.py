@@ -20,6 +20,9 @@ __all__ = ["PRESETS", "tinygpt_config", "build_model", "trainable_params", "para
 
 PRESETS = ("paper", "library")
 """Model presets: "paper" (the authors' TinyGPT) and "library" (ours, a default TL model with biases)."""
+_NEEDS = (
+    "TinyGPT (tl_geometry.families.interaction.tinygpt: the interaction paper's models, built as HookedTransformer)"
+)
 
 
 def _check_preset(preset: str) -> str:
@@ -43,6 +46,9 @@ def tinygpt_config(
     ``preset="paper"`` sets the authors' initialization scale (0.02); use [`build_model`][tl_geometry.families.interaction.tinygpt.build_model],
     which also removes the linear biases and rescales the residual projections.
     """
+    from tl_geometry.models import require_hooked
+
+    require_hooked(_NEEDS)
     from transformer_lens import HookedTransformerConfig
 
     _check_preset(preset)
@@ -83,6 +89,9 @@ def build_model(
     LayerNorms weight 1 / bias 0. Its trainable parameters number ``param_count(L, d, "paper")``.
     ``"library"``: TransformerLens's default initialization, every parameter trainable.
     """
+    from tl_geometry.models import require_hooked
+
+    require_hooked(_NEEDS)
     from transformer_lens import HookedTransformer
 
     cfg = tinygpt_config(n_layers, d_model, d_head=d_head, n_ctx=n_ctx, d_vocab=d_vocab, seed=seed, preset=preset)

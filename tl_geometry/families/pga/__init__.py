@@ -109,12 +109,14 @@ block output; SmolLM2-135M: 3.8, overlap 0.80; docs/gemma_pga.md)."""
 def readout_caveat(model: Any) -> str | None:
     """Why the readout subspace of a model whose final norm was folded into W_U is not the paper's; else None.
 
-    fold_ln is read off the config (TransformerLens turns ``RMS``/``LN`` into ``RMSPre``/``LNPre``
-    when it folds). The final norm's weight is the one `tl_geometry.models` recorded before
-    processing (``model._tl_geometry_final_norm_w``); without it, the Gemma architectures (whose
-    final-norm weights span three orders of magnitude) are flagged.
+    fold_ln is read off the config (TransformerLens 3 turns ``RMS``/``LN`` into ``RMSPre``/``LNPre``
+    when it folds) or, for a TransformerBridge (whose config keeps ``RMS``/``LN``), off the flags
+    `tl_geometry.models` recorded. The final norm's weight is the one `tl_geometry.models` recorded
+    before processing (``model._tl_geometry_final_norm_w``); without it, the Gemma architectures
+    (whose final-norm weights span three orders of magnitude) are flagged.
     """
-    if getattr(model.cfg, "normalization_type", None) not in ("RMSPre", "LNPre"):
+    folded = getattr(model.cfg, "normalization_type", None) in ("RMSPre", "LNPre")
+    if not folded and not (getattr(model, "_tl_geometry_processing", None) or {}).get("fold_ln"):
         return None  # not folded: W_U is the unembedding's own
     w = getattr(model, "_tl_geometry_final_norm_w", None)
     if w is not None:
@@ -123,7 +125,9 @@ def readout_caveat(model: Any) -> str | None:
         if spread <= FOLD_LN_SPREAD:
             return None
         what = f"the final norm's weight (|w| from {float(a.min()):.3g} to {float(a.max()):.3g}, {spread:,.0f}×)"
-    elif getattr(model.cfg, "original_architecture", None) in GEMMA_ARCHITECTURES:
+    elif (
+        getattr(model.cfg, "original_architecture", None) or getattr(model.cfg, "architecture", None)
+    ) in GEMMA_ARCHITECTURES:
         what = "Gemma's final-norm weight (1 + w: 0.19 to 301 on Gemma-3-270M)"
     else:
         return None
