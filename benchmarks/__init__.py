@@ -41,6 +41,7 @@ bench_contention         slowdown beside one busy loop       ``TL_GEOMETRY_THREA
 
 Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers):
 
+* ``check_agop_memory``: AGOP step time and peak RSS on SmolLM2-135M, this tree vs another checkout; graph bound vs held;
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);

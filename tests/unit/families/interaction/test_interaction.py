@@ -153,10 +153,10 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
     """Our one-probe estimate equals g gᵀ with g from torch.autograd.grad on the same activation."""
     tok = tiny_tokens[:2]
     res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=2, seed=5, progress=False, probes="logits")
-    gen = torch.Generator().manual_seed(5)
+    gens = [torch.Generator().manual_seed(tg.capture.probe_seed(5, b)) for b in range(2)]  # one per sequence
     # HOOKS[0] is upstream of HOOKS[1]: capture each in its own forward so each is a leaf
     Gs = {h: 0 for h in HOOKS}
-    us = [torch.randn(2, 16, 101, generator=gen) for _ in range(2)]
+    us = [torch.stack([torch.randn(16, 101, generator=g) for g in gens]) for _ in range(2)]
     for h in HOOKS:
         for u in us:
             logits, leaf = run_with_leaf(tiny_model, tok, h)
@@ -184,8 +184,8 @@ def test_readout_probes_are_logit_probes_mapped_through_W_U(tiny_model, tiny_tok
     C = W @ W.T
     S = tg.capture.readout_factor(tiny_model.W_U)
     torch.testing.assert_close(S @ S.T, C)  # the law: Cov(S z) = W_U W_Uᵀ
-    gen = torch.Generator().manual_seed(7)
-    vs = [torch.randn(2, 16, 32, generator=gen) @ S.float().T for _ in range(3)]
+    gens = [torch.Generator().manual_seed(tg.capture.probe_seed(7, b)) for b in range(2)]  # one per sequence
+    vs = [torch.stack([torch.randn(16, 32, generator=g) for g in gens]) @ S.float().T for _ in range(3)]
     lift = torch.linalg.solve(C, W).float()  # u = vᵀ C⁻¹ W_U: W_U uᵀ = v
     for h in HOOKS:
         G = 0
