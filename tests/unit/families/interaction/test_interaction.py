@@ -460,6 +460,8 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     assert "R_D/W = 3/32" in text and "blocks.2.hook_resid_pre" in text and "nfa.corr_sqrt" in text
     rep = tg.GeometryReport.from_json(out)
     assert {"agop.aofe_ratio", "depth_width.ratio", "wtw.aofe_ratio", "nfa.corr"} <= rep.metrics
+    row = next(r for r in rep.rows if r.metric == "agop.aofe_ratio")
+    assert row.extras["n_text_groups"] == 2 and row.extras["stderr"] >= row.extras["stderr_probes"]
 
 
 @pytest.mark.parametrize(
@@ -467,6 +469,10 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     [
         (["agop", "--hooks", "x", "--layers", "1"], "not both"),
         (["agop", "--n-probes", "1"], "--n-probes must be an integer >= 2"),
+        (["agop", "--memory-mb", "0"], "--memory-mb must be a positive number"),
+        (["agop", "--state-mb", "-1"], "--state-mb must be a positive number"),
+        (["agop", "--text-groups", "1"], "--text-groups must be 0 (none) or an integer >= 2"),
+        (["agop", "--batch-size", "0"], "--batch-size must be an integer >= 1 or None"),
     ],
 )
 def test_cli_agop_bad_args(argv, msg, capsys):
