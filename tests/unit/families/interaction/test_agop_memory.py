@@ -320,3 +320,15 @@ def test_batch_comes_from_the_budget_and_is_recorded():
         assert one_mib[h].ratio == pytest.approx(big[h].ratio, rel=1e-5)
     rep = tg.get_metric("agop")(model, tok, hooks=HOOKS, n_probes=2, progress=False)
     assert rep.provenance["agop_batch_size"] == 6 and rep.provenance["agop_text_groups"] == 6
+
+
+def test_wtw_aofe_in_row_blocks_equals_the_float64_gram():
+    """More rows than one block (ROW_CHUNK): the blocked float64 Gram equals W64ᵀW64 / n."""
+    from tl_geometry.metrics.aofe import ROW_CHUNK, wtw_aofe
+
+    W = torch.randn(2 * ROW_CHUNK + 37, 6, generator=torch.Generator().manual_seed(0)) + 0.3
+    W64 = W.double()
+    want = aofe(W64.T @ W64 / W.shape[0])
+    got = wtw_aofe(W)
+    assert float(got.ratio) == pytest.approx(float(want.ratio), rel=1e-12)
+    assert float(got.aofe) == pytest.approx(float(want.aofe), rel=1e-12)
