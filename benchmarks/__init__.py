@@ -46,6 +46,7 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``calibrate_stderr``: every sampled report metric's standard error against its spread over K
   disjoint pydoc samples on SmolLM2-135M (median and p90 of sd / rms stderr, pairwise 95 %
   coverage), one sample at a time, resumable (docs/reliability.md keeps its last table);
+* ``check_agop_memory``: AGOP step time and peak RSS on SmolLM2-135M, this tree vs another checkout; graph bound vs held;
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);

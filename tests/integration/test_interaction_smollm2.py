@@ -33,11 +33,11 @@ def test_probe_gradients_equal_autograd_on_smollm2(smollm2, tokens):
     h = "blocks.15.hook_resid_pre"
     res = tg.agop(smollm2, tok, hooks=[h], n_probes=2, seed=3, progress=False, probes="logits")
     keep = tg.capture.valid_mask(smollm2, tok)[0]  # BOS dropped
-    gen = torch.Generator().manual_seed(3)
+    gen = torch.Generator().manual_seed(tg.capture.probe_seed(3, 0))  # sequence 0's own generator
     G = torch.zeros(576, 576, dtype=torch.float64)
     for _ in range(2):
         logits, leaf = run_with_leaf(smollm2, tok, h)
-        u = torch.randn(logits.shape, generator=gen)
+        u = torch.randn(logits.shape[1:], generator=gen)[None]
         (g,) = torch.autograd.grad((u * logits).sum(), leaf)
         g = g[0, keep].double()
         G += g.T @ g
@@ -51,9 +51,11 @@ def test_agop_smollm2_report_and_stderr(smollm2, tokens):
     b = tg.agop(smollm2, tokens[:1, :32], hooks=HOOKS, n_probes=4, seed=1, progress=False)
     for h in HOOKS:
         s, t = a[h], b[h]
-        assert 0 < s.ratio < 1 and s.trace > 0 and math.isfinite(s.stderr) and s.ratio_stderr > 0
-        # two independent estimates agree within their reported errors
-        assert abs(s.ratio - t.ratio) < 5 * math.hypot(s.ratio_stderr, t.ratio_stderr) + 1e-3
+        assert 0 < s.ratio < 1 and s.trace > 0 and math.isfinite(s.stderr) and s.ratio_stderr_probes > 0
+        # one sequence: no error over the text (NaN, with the reason)
+        assert math.isnan(s.ratio_stderr) and s.stderr_note and s.n_text_groups == 1
+        # two probe seeds on the same tokens agree within their probe errors
+        assert abs(s.ratio - t.ratio) < 5 * math.hypot(s.ratio_stderr_probes, t.ratio_stderr_probes) + 1e-3
     rep = tg.agop_report(a, smollm2)
     assert {r.metric for r in rep.rows} == {"agop.aofe", "agop.aofe_ratio", "agop.trace"}
     assert sorted({r.layer for r in rep.rows}) == [0, 15, 29]

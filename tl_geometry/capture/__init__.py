@@ -37,6 +37,7 @@ from tl_geometry.capture.backward import (
     check_grad_hooks,
     check_probes,
     float32_model,
+    frozen_parameters,
     grad_capture,
     gradients,
     jacobian_grams,
@@ -44,6 +45,7 @@ from tl_geometry.capture.backward import (
     output_gram,
     output_jvps,
     probe_gradients,
+    probe_seed,
     readout_factor,
 )
 from tl_geometry.capture.hooks import (
@@ -104,6 +106,7 @@ __all__ = [
     "ProbeConsumer",
     "check_grad_hooks",
     "float32_model",
+    "frozen_parameters",
     "grad_capture",
     "gradients",
     "jacobian_grams",
@@ -111,6 +114,7 @@ __all__ = [
     "output_gram",
     "output_jvps",
     "probe_gradients",
+    "probe_seed",
     "check_probes",
     "PROBE_MODES",
     "READOUT_HOOK",

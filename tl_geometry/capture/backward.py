@@ -29,8 +29,9 @@ from tl_geometry.runtime.threads import kernel, per_step
 
 logger = logging.getLogger(__name__)
 
-ProbeConsumer = Callable[[str, int, Tensor], Any]
-"""``consumer(hook, probe_index, g)`` with g of shape (n, d): one probe's gradients at one hook."""
+ProbeConsumer = Callable[..., Any]
+"""``consumer(hook, probe_index, g)`` with g of shape (n, d): one probe's gradients at one hook
+(``consumer(hook, probe_index, g, label)`` where the loop splits the rows by a label per sequence)."""
 
 EXACT_MAX_ENTRIES = 50_000_000
 """exact Jacobians are refused beyond this many entries per sequence."""
@@ -40,7 +41,9 @@ _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
 
 
 @contextlib.contextmanager
-def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]]:
+def grad_capture(
+    model: Any, hooks: Sequence[str], *, cut: bool = False, last: str | None = None
+) -> Iterator[dict[str, Tensor]]:
     """Context manager: during a forward pass inside it, record the activation at each hook as a
     tensor that gradients can be taken with respect to.
 
@@ -53,6 +56,14 @@ def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]
     We take gradients with ``autograd.grad`` on the captured activations instead of TL backward
     hooks: it works the same way on HookedTransformer and TransformerBridge and lets the caller
     run many backward passes (probes) over one forward. Hooks are removed on exit, even on error.
+
+    ``cut=True``: the first hook to fire always hands the model a detached leaf, so no autograd
+    graph is kept below the lowest hook (the activations beneath it are freed as the forward goes
+    on). The gradients at every hook are unchanged: everything above the leaf is the same
+    computation. What a chunk of late hooks needs (the graph of the layers above it only).
+    ``last`` (one of ``hooks``): its activation is recorded in the graph but the model goes on
+    with a detached copy, so nothing after it is recorded (the readout probes need nothing past
+    the unembedding's input: no logits graph, no saved copy of W_U).
 
     Raises:
         InputError: inside ``torch.inference_mode()``, where no gradient exists (``torch.no_grad()``
@@ -68,17 +79,33 @@ def grad_capture(model: Any, hooks: Sequence[str]) -> Iterator[dict[str, Tensor]
 
     def make_hook(name: str):
         def hook_fn(act: Tensor, hook: Any = None):
-            if not act.requires_grad:
+            if not act.requires_grad or (cut and not acts):
                 act = act.detach().requires_grad_(True)
                 acts[name] = act
-                return act
+                return act.detach() if name == last else act
             acts[name] = act
-            return None
+            return act.detach() if name == last else None
 
         return hook_fn
 
     with hooked(model, [(h, make_hook(h)) for h in hooks]):
         yield acts
+
+
+@contextlib.contextmanager
+def frozen_parameters(model: Any) -> Iterator[None]:
+    """Context manager: the model's parameters do not require grad inside it (restored on exit, even
+    on error). Gradients with respect to activations are unchanged; the forward then saves nothing
+    for parameter gradients, and the graph below the lowest captured hook is not kept (the first
+    hook makes a leaf: [`grad_capture`][tl_geometry.capture.backward.grad_capture])."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 def gradients(
@@ -176,11 +203,24 @@ def readout_factor(W_U: Tensor) -> Tensor:
         raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
     if not torch.isfinite(W_U).all():
         raise InputError("W_U contains NaN or inf")
-    W = W_U.detach().to(torch.float64)
-    G = W @ W.T  # torch's setting: the same bits for the same setting
-    with kernel("lapack", W.device):  # one thread: reproducible bits, immune to other work
+    G = _gram64(W_U.detach())
+    with kernel("lapack", W_U.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(G)
     return evecs * evals.clamp_min(0.0).sqrt()
+
+
+VOCAB_CHUNK = 8192
+"""Columns of W_U converted to float64 at a time (no float64 copy of the whole unembedding)."""
+
+
+def _gram64(W: Tensor) -> Tensor:
+    """``W Wᵀ`` in float64 (d × d) for W of shape (d, n), in column chunks of ``VOCAB_CHUNK``:
+    float64 accuracy with 8·d·VOCAB_CHUNK bytes of float64 copies at a time."""
+    G = torch.zeros(W.shape[0], W.shape[0], dtype=torch.float64, device=W.device)
+    for c in range(0, W.shape[1], VOCAB_CHUNK):
+        Wc = W[:, c : c + VOCAB_CHUNK].to(torch.float64)
+        G += Wc @ Wc.T
+    return G
 
 
 def check_probes(probes: str) -> None:
@@ -200,9 +240,36 @@ def _readout_is_linear(x: Tensor, logits: Tensor, W_U: Tensor, m: Tensor, gen_se
     xs = x.detach()[b[pick], t[pick]].double()
     ls = logits.detach()[b[pick], t[pick]].double()
     want = ls[1:] - ls[:1]
-    got = (xs[1:] - xs[:1]) @ W_U.to(xs.device, torch.float64)
+    dx = xs[1:] - xs[:1]
+    got = torch.cat(  # float64 in column chunks: no float64 copy of W_U
+        [dx @ W_U[:, c : c + VOCAB_CHUNK].to(xs.device, torch.float64) for c in range(0, W_U.shape[1], VOCAB_CHUNK)],
+        dim=1,
+    )
     scale = float(want.abs().max()) + float(ls.abs().max()) * 1e-6 + 1e-12
     return bool(((got - want).abs().max() / scale) < 1e-4)
+
+
+def _probe_forward(model: Any, batch: Tensor, names: list[str], last: str | None, device: Any):
+    """One forward of a probe batch: (logits, the activations at ``names``), parameters frozen, the
+    graph cut below the lowest hook and after ``last``."""
+    with frozen_parameters(model), grad_capture(model, names, cut=True, last=last) as acts, torch.enable_grad():
+        with kernel("dense", device):
+            logits = model(batch)
+    return logits, _check_acts(acts, names)
+
+
+def probe_seed(seed: int, sequence: int) -> int:
+    """The seed of sequence ``sequence``'s probe generator: a 32-bit word of
+    ``numpy.random.SeedSequence([seed, sequence])`` (torch's CPU generator keeps 32 bits of a seed,
+    so the pair is hashed into them rather than packed)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed) % 2**63, int(sequence)]).generate_state(1)[0])
+
+
+def _per_sequence_randn(like: Tensor, gens: list[torch.Generator]) -> Tensor:
+    """N(0, 1) of ``like``'s shape (batch, ...), row b drawn from ``gens[b]``."""
+    return torch.stack([torch.randn(like.shape[1:], generator=g, device=like.device, dtype=like.dtype) for g in gens])
 
 
 def probe_gradients(
@@ -217,9 +284,21 @@ def probe_gradients(
     batch_size: int,
     progress: bool = True,
     probes: str = "readout",
+    seq_groups: Tensor | None = None,
+    readout: Tensor | None = None,
 ) -> str:
     """Random logit-space probes: for every batch and probe, ``g = ∂(u·F)/∂a`` at every hook from ONE
     backward pass, handed to ``consumer(hook, p, g[mask])``; returns the probe mode used.
+
+    ``seq_groups`` (one integer label per sequence, e.g. its text group): the rows are handed over
+    by label, ``consumer(hook, p, g[mask & (label == j)], j)`` for each label j of the batch (one
+    call when the batch holds one label, as a one-sequence batch does). ``readout``: a precomputed
+    ``readout_factor(W_U).T`` (float32, on the model's device) to reuse across calls on one model.
+
+    Working set: the autograd graph of one batch above the lowest hook (the graph below it is cut:
+    [`grad_capture`][tl_geometry.capture.backward.grad_capture]'s ``cut``), one gradient per hook
+    of the batch's shape at a time, and one probe of the activations' (readout) or the logits'
+    shape.
 
     ``probes`` ([`PROBE_MODES`][tl_geometry.capture.backward.PROBE_MODES]): "logits" draws u ~ N(0, I) of the logits' shape. "readout"
     (default) uses that ∂(u·F)/∂a = ∂((W_U u)·x)/∂a with x the unembedding's input
@@ -232,19 +311,31 @@ def probe_gradients(
     ([`READOUT_CHECK_POSITIONS`][tl_geometry.capture.backward.READOUT_CHECK_POSITIONS] positions; soft-capped logits fail it); otherwise "logits"
     is used and returned. The two modes draw different random numbers: same law, other values.
 
-    Probes are drawn from one generator seeded with ``seed`` on the model's device, batch by
-    batch, probe by probe (the order fixes the numbers). The threads of every pass are chosen
+    Probes are drawn sequence by sequence: sequence b has its own generator on the model's device,
+    seeded from (``seed``, b) ([`probe_seed`][tl_geometry.capture.backward.probe_seed]) and
+    drawn probe by probe, so the numbers do not depend on ``batch_size`` (a memory budget) nor on
+    which hooks a pass captures. The threads of every pass are chosen
     afresh ([`tl_geometry.runtime.threads.kernel`][tl_geometry.runtime.threads.kernel]), so a long run follows the machine's load.
     """
     from tqdm.auto import tqdm
 
     check_probes(probes)
     device = model_device(model)
-    readout = probes == "readout" and READOUT_HOOK in getattr(model, "hook_dict", {}) and READOUT_HOOK not in hooks
+    use_readout = probes == "readout" and READOUT_HOOK in getattr(model, "hook_dict", {}) and READOUT_HOOK not in hooks
     # readout probes while W_U / S_T are set (None: logit probes)
-    W_U = weight(model, "W_U") if readout else None
-    S_T = None if W_U is None else readout_factor(W_U).T.to(device, torch.float32).contiguous()
-    gen = torch.Generator(device=device).manual_seed(int(seed))
+    W_U = weight(model, "W_U") if use_readout else None
+    if W_U is None:
+        S_T = None
+    elif readout is not None:
+        S_T = readout
+    else:
+        S_T = readout_factor(W_U).T.to(device, torch.float32).contiguous()
+    if seq_groups is not None:
+        seq_groups = torch.as_tensor(seq_groups).long()
+        if seq_groups.shape != (tokens.shape[0],):
+            raise InputError(
+                f"seq_groups must hold one label per sequence, shape ({tokens.shape[0]},), got {tuple(seq_groups.shape)}"
+            )
     starts = range(0, tokens.shape[0], batch_size)
     bar = tqdm(total=len(starts) * n_probes, desc="agop", unit="probe", disable=not progress, leave=False)
     try:
@@ -254,29 +345,35 @@ def probe_gradients(
                 bar.update(n_probes)
                 continue
             names = list(hooks) + ([READOUT_HOOK] if W_U is not None else [])
-            with grad_capture(model, names) as acts, torch.enable_grad():
-                with kernel("dense", device):
-                    logits = model(batch)
-                xs = _check_acts(acts, names)
-                x_out = xs.pop() if W_U is not None else None
-                if (
-                    x_out is not None
-                    and W_U is not None
-                    and not _readout_is_linear(x_out, logits, W_U, m, seed + start)
-                ):
-                    if start > 0:  # the probes of earlier batches were drawn in the readout space
-                        raise InputError(
-                            f"the logits stopped being linear in {READOUT_HOOK!r} at batch {start}; use probes='logits'"
-                        )
-                    logger.info("agop: logits are not x W_U + b_U at %s; drawing probes over the logits", READOUT_HOOK)
-                    W_U = S_T = x_out = None
+            if seq_groups is None:
+                parts: list[tuple[Tensor, int | None]] = [(m, None)]
+            else:
+                lab = seq_groups[start : start + batch_size].to(device)
+                parts = [(m & (lab == j)[:, None], int(j)) for j in torch.unique(lab[m.any(1)]).tolist()]
+            gens = [
+                torch.Generator(device=device).manual_seed(probe_seed(seed, b))
+                for b in range(start, start + batch.shape[0])
+            ]
+            logits, xs = _probe_forward(model, batch, names, READOUT_HOOK if W_U is not None else None, device)
+            x_out = xs.pop() if W_U is not None else None
+            if x_out is not None and W_U is not None and not _readout_is_linear(x_out, logits, W_U, m, seed + start):
+                if start > 0:  # the probes of earlier batches were drawn in the readout space
+                    raise InputError(
+                        f"the logits stopped being linear in {READOUT_HOOK!r} at batch {start}; use probes='logits'"
+                    )
+                logger.info("agop: logits are not x W_U + b_U at %s; drawing probes over the logits", READOUT_HOOK)
+                W_U = S_T = x_out = None
+                del logits, xs  # the forward again, with the logits in the graph
+                names = list(hooks)
+                logits, xs = _probe_forward(model, batch, names, None, device)
+            with torch.enable_grad():
                 for p in range(n_probes):
                     with kernel("dense", device):  # chosen per probe: one batch can take minutes
                         if x_out is not None and S_T is not None:  # readout probes
-                            z = torch.randn(x_out.shape, generator=gen, device=device, dtype=x_out.dtype)
+                            z = _per_sequence_randn(x_out, gens)
                             out = ((z @ S_T.to(x_out.dtype)) * x_out).sum()
                         else:
-                            u = torch.randn(logits.shape, generator=gen, device=device, dtype=logits.dtype)
+                            u = _per_sequence_randn(logits, gens)
                             out = (u * logits).sum()
                         grads = torch.autograd.grad(out, xs, retain_graph=p < n_probes - 1, allow_unused=True)
                         for h, g in zip(hooks, grads):
@@ -285,7 +382,11 @@ def probe_gradients(
                                     f"the logits do not depend on the activation at {h!r}; "
                                     "choose a hook before the unembedding"
                                 )
-                            consumer(h, p, g[m])
+                            for sel, j in parts:
+                                if j is None:
+                                    consumer(h, p, g[sel])
+                                else:
+                                    consumer(h, p, g[sel], j)
                     bar.update(1)
     finally:
         bar.close()

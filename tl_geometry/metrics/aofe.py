@@ -24,6 +24,9 @@ from tl_geometry.errors import InputError
 
 __all__ = ["AOFE", "aofe", "wtw_aofe", "weighted_mean_cos2"]
 
+ROW_CHUNK = 8192
+"""Rows of W converted to float64 at a time in [`wtw_aofe`][tl_geometry.metrics.aofe.wtw_aofe]."""
+
 
 @dataclass(frozen=True)
 class AOFE(Tabular):
@@ -91,10 +94,15 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     """AOFE of the Gram ``WᵀW / n`` of a matrix whose rows are vectors (e.g. W_E, vocab × d).
 
     The paper's weight-side companion of the AGOP: how much the embedding's second moment
-    couples different coordinates.
+    couples different coordinates. The Gram is summed in float64 over blocks of ``ROW_CHUNK`` rows
+    (working set: d² float64 plus one block, never a float64 copy of W).
     """
-    W = _checks.float_matrix(W, "W", shape="(n, d): rows are vectors").to(torch.float64)
-    return aofe(W.T @ W / W.shape[0])
+    W = _checks.float_matrix(W, "W", shape="(n, d): rows are vectors")
+    G = torch.zeros(W.shape[1], W.shape[1], dtype=torch.float64, device=W.device)
+    for i in range(0, W.shape[0], ROW_CHUNK):  # float64 Gram without a float64 copy of W
+        Wi = W[i : i + ROW_CHUNK].to(torch.float64)
+        G += Wi.T @ Wi
+    return aofe(G / W.shape[0])
 
 
 def weighted_mean_cos2(G: Float[Tensor, "d d"]) -> Float[Tensor, ""]:

@@ -24,6 +24,7 @@ is the math only: pure functions on tensors (it never imports a model, a hook or
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -47,6 +48,9 @@ __all__ = [
     "AGOPResult",
     "HookAGOP",
     "AGOPAccumulator",
+    "ONE_TEXT_GROUP_NOTE",
+    "agop_compute_bytes",
+    "agop_state_bytes",
     "wtw_aofe",
     "projection_matrix",
     "NFACorrelation",
@@ -101,13 +105,23 @@ class HookAGOP(Tabular):
         stderr: probe-estimator standard error of G in Frobenius norm,
             sqrt(E‖Ĝ − G‖_F²) estimated from the per-probe-group estimates (0 when exact).
         rel_stderr: stderr / ‖Ĝ‖_F.
-        aofe_stderr, ratio_stderr, trace_stderr: delete-a-group jackknife standard errors.
+        aofe_stderr, ratio_stderr, trace_stderr: the standard errors the rows carry: the
+            delete-a-group jackknife over text groups and the one over probe groups combined in
+            quadrature, ``√(se_text² + se_probes²)``, when text groups were accumulated; the probe
+            jackknife alone when they were not (``n_text_groups == 0``); NaN when text groups were
+            asked for but the text held a single group (one sequence: see ``stderr_note``).
         n_probes: probes used (0 when exact). n_positions: positions averaged over.
-        aofe_debiased, ratio_debiased: delete-a-group jackknife bias-corrected AOFE and ratio.
-            Probe noise adds mostly off-diagonal energy, so the plug-in ``ratio`` of a few-probe
-            estimate is biased upwards; for large n_probes the two agree. Equal to the plug-in
-            values when exact.
+        aofe_debiased, ratio_debiased: delete-a-group jackknife (over the probe groups)
+            bias-corrected AOFE and ratio. Probe noise adds mostly off-diagonal energy, so the
+            plug-in ``ratio`` of a few-probe estimate is biased upwards; for large n_probes the two
+            agree. Equal to the plug-in values when exact.
         n_groups: probe groups of the jackknife (0 when exact).
+        aofe_stderr_probes, ratio_stderr_probes, trace_stderr_probes: the jackknife over probe
+            groups alone (the estimator's noise for these tokens); NaN when exact.
+        aofe_stderr_text, ratio_stderr_text, trace_stderr_text: the jackknife over text groups
+            (groups of whole sequences) alone; NaN without text groups or with a single one.
+        n_text_groups: text groups that held positions (0: none accumulated).
+        stderr_note: why a standard error is NaN or partial ("" when nothing is missing).
     """
 
     aofe: float
@@ -124,9 +138,25 @@ class HookAGOP(Tabular):
     aofe_debiased: float = float("nan")
     ratio_debiased: float = float("nan")
     n_groups: int = 0
+    aofe_stderr_probes: float = float("nan")
+    ratio_stderr_probes: float = float("nan")
+    trace_stderr_probes: float = float("nan")
+    aofe_stderr_text: float = float("nan")
+    ratio_stderr_text: float = float("nan")
+    trace_stderr_text: float = float("nan")
+    n_text_groups: int = 0
+    stderr_note: str = ""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+ONE_TEXT_GROUP_NOTE = (
+    "one text group (a single sequence): the error over the text is undefined (positions of one sequence "
+    "share their context, so they are not split); stderr_text and the combined stderr are NaN, stderr_probes "
+    "is the probe noise for this text only"
+)
+"""``HookAGOP.stderr_note`` when text groups were asked for but the text held only one."""
 
 
 def _scalars(G: Tensor) -> tuple[float, float, float]:
@@ -134,19 +164,68 @@ def _scalars(G: Tensor) -> tuple[float, float, float]:
     return float(a.aofe), float(a.ratio), float(torch.trace(G.double()))
 
 
+def _jackknife(reps: list[tuple[float, float, float]]) -> list[float]:
+    jt = torch.tensor(reps, dtype=torch.float64)
+    K = jt.shape[0]
+    return ((K - 1) / K * ((jt - jt.mean(0)) ** 2).sum(0)).sqrt().tolist()
+
+
+def agop_state_bytes(d: int, n_hooks: int = 1, *, n_groups: int = 8, text_groups: int | None = 8) -> int:
+    """Bytes of [`AGOPAccumulator`][tl_geometry.metrics.interaction.AGOPAccumulator]'s sums for
+    ``n_hooks`` hooks of width d: ``(n_groups + text_groups) · d² · 4`` per hook (float32).
+
+    Examples:
+        >>> agop_state_bytes(576, 31) / 2**30  # SmolLM2-135M, every resid_pre and unembed.hook_in
+        0.6...
+    """
+    k = int(n_groups) + (int(text_groups) if text_groups else 0)
+    return k * int(d) ** 2 * 4 * int(n_hooks)
+
+
+def agop_compute_bytes(d: int) -> int:
+    """Bytes of [`AGOPAccumulator.compute`][tl_geometry.metrics.interaction.AGOPAccumulator.compute]'s
+    temporaries for one hook: bytes = 4 · d² · 8, four float64 d × d matrices (the total, one
+    replicate, its symmetrized copy and one square), whatever the number of groups."""
+    return 4 * int(d) ** 2 * 8
+
+
 class AGOPAccumulator:
-    """Streaming accumulator of per-probe-group sums of g gᵀ (pure tensors, no model).
+    """Streaming accumulator of per-probe-group (and per-text-group) sums of g gᵀ (pure tensors, no model).
 
     Probe p goes to group ``p % n_groups``; ``update(g, probe=p, key=hook)`` adds ``gᵀ g`` for the
     rows g (n, d) of one probe's gradients at one hook (``key``; one accumulator serves several
     hooks). ``compute(key)`` divides by probes × positions: G = Σ_p Σ_i g_pi g_piᵀ / (P·N). The
     positions N are counted from probe 0's rows.
 
+    Text groups (``text_groups`` set): every update also names the text group of its rows
+    (``text_group=j``, 0 ≤ j < text_groups; groups of whole sequences, chosen by the caller, e.g.
+    with [`tl_geometry.metrics.jackknife.group_labels`][tl_geometry.metrics.jackknife.group_labels]),
+    and ``compute`` adds a delete-a-group jackknife over them: ``G_(−j) = (Σ − T_j) / (P·(N − N_j))``
+    with T_j the sum of g gᵀ of group j over every probe and N_j its positions. The probe jackknife
+    measures the estimator's noise for *these* tokens; the text jackknife, the spread of a fresh
+    draw of text (our choice of unit: the sequence, since positions of one sequence share a
+    context). The rows' standard error combines the two in quadrature
+    (``HookAGOP.aofe_stderr`` …). Probes are drawn afresh for every batch, so each text group's
+    replicate also carries its own probe noise: the quadrature counts that noise twice, and is
+    conservative by at most √2 where probe noise dominates (with report settings text noise
+    dominates: the probe-only error was 2–4× too small across fresh text samples).
+
+    The Gram ``gᵀg`` of one update is computed once and added to its probe group and its text
+    group (one GEMM per probe and hook, as without text groups).
+
+    Working set: ``(n_groups + text_groups) · d² · 4`` bytes per hook
+    ([`agop_state_bytes`][tl_geometry.metrics.interaction.agop_state_bytes]), plus
+    ``compute``'s four float64 d × d temporaries
+    ([`agop_compute_bytes`][tl_geometry.metrics.interaction.agop_compute_bytes]; no float64 copy
+    of the group sums). Callers that hold many wide hooks process them in chunks
+    ([`tl_geometry.families.interaction.agop`][tl_geometry.families.interaction.agop]'s ``state_mb``).
+
     An [`Accumulator`][tl_geometry.metrics.accumulator.Accumulator]: the rows may come in any split
     and from several accumulators ``merge``d (shards of positions, or of probes), in any order.
     The sums are float32 (as before this protocol), so splits agree to float32 rounding (1e-5).
     The older call ``update(key, probe, g)`` (what the probe loops of
-    [`tl_geometry.capture.backward`][tl_geometry.capture.backward] call) is the same update.
+    [`tl_geometry.capture.backward`][tl_geometry.capture.backward] call; ``update(key, probe, g, j)``
+    with a text group) is the same update.
 
     Our choice: the estimator's error is measured over groups of probes (batch means) rather than
     per probe, which bounds memory at ``n_groups × d²`` per hook whatever ``n_probes``; with
@@ -156,62 +235,93 @@ class AGOPAccumulator:
     DEFAULT_KEY = "agop"
     """The key of ``update(g, probe=p)`` when none is given."""
 
-    def __init__(self, n_probes: int, n_groups: int | None = None):
+    def __init__(self, n_probes: int, n_groups: int | None = None, *, text_groups: int | None = None):
         if int(n_probes) < 2:
             raise InputError(f"n_probes must be >= 2 to estimate a standard error, got {n_probes}")
         self.n_probes = int(n_probes)
         self.n_groups = min(self.n_probes, 8 if n_groups is None else int(n_groups))
         if self.n_groups < 2:
             raise InputError(f"n_groups must be >= 2, got {n_groups}")
+        if text_groups is not None and (isinstance(text_groups, bool) or int(text_groups) < 1):
+            raise InputError(f"text_groups must be None (no text jackknife) or an integer >= 1, got {text_groups!r}")
+        self.text_groups = None if text_groups is None else int(text_groups)
         self.reset()
 
     def reset(self) -> None:
-        """Forget every gradient (``n_probes`` and ``n_groups`` stay)."""
+        """Forget every gradient (``n_probes``, ``n_groups`` and ``text_groups`` stay)."""
         self.sums: dict[str, Tensor] = {}
         self.n_positions: dict[str, int] = {}
+        self.text_sums: dict[str, Tensor] = {}
+        self.text_positions: dict[str, list[int]] = {}
 
     @overload
-    def update(self, g: Float[Tensor, "n d"], /, *, probe: int, key: str = DEFAULT_KEY) -> None: ...
+    def update(
+        self, g: Float[Tensor, "n d"], /, *, probe: int, key: str = DEFAULT_KEY, text_group: int | None = None
+    ) -> None: ...
 
     @overload
     def update(self, key: str, probe: int, g: Float[Tensor, "n d"], /) -> None: ...
 
-    def update(self, *args: Any, probe: int | None = None, key: str | None = None) -> None:
-        """Add the rows g (n, d) of probe ``probe``'s gradients at ``key``: ``update(g, probe=p, key=h)``.
+    @overload
+    def update(self, key: str, probe: int, g: Float[Tensor, "n d"], text_group: int, /) -> None: ...
 
-        The older positional form ``update(h, p, g)`` is the same call.
+    def update(
+        self, *args: Any, probe: int | None = None, key: str | None = None, text_group: int | None = None
+    ) -> None:
+        """Add the rows g (n, d) of probe ``probe``'s gradients at ``key``: ``update(g, probe=p, key=h)``
+        (``text_group=j`` too when the accumulator has text groups).
+
+        The older positional form ``update(h, p, g)`` (``update(h, p, g, j)``) is the same call.
         """
-        if args and isinstance(args[0], str):  # update(key, probe, g): the probe loops' consumer form
-            if len(args) != 3 or probe is not None or key is not None:
-                raise _checks.ArgumentError("the positional form is update(key, probe, g), three arguments")
-            key, probe, g = args
+        if args and isinstance(args[0], str):  # update(key, probe, g[, j]): the probe loops' consumer form
+            if len(args) not in (3, 4) or probe is not None or key is not None or text_group is not None:
+                raise _checks.ArgumentError("the positional form is update(key, probe, g) or update(key, probe, g, j)")
+            key, probe, g = args[:3]
+            text_group = args[3] if len(args) == 4 else None
         else:
             if len(args) != 1 or probe is None:
                 raise _checks.ArgumentError("update takes the gradients and a probe: update(g, probe=p, key=hook)")
             g = args[0]
         key = self.DEFAULT_KEY if key is None else key
         probe = int(probe)
+        J = self.text_groups
+        if J is None and text_group is not None:
+            raise InputError("this accumulator has no text groups (text_groups=None); drop text_group")
+        if J is not None:
+            if text_group is None or isinstance(text_group, bool) or not 0 <= int(text_group) < J:
+                raise InputError(f"text_group must be an integer in [0, {J}) (text_groups={J}), got {text_group!r}")
+            text_group = int(text_group)
         if not torch.isfinite(g).all():
             raise InputError(f"non-finite gradient at {key!r}")
         g = g.detach().float()
+        d = g.shape[1]
         if key not in self.sums:
-            self.sums[key] = torch.zeros(self.n_groups, g.shape[1], g.shape[1], dtype=torch.float32, device=g.device)
+            self.sums[key] = torch.zeros(self.n_groups, d, d, dtype=torch.float32, device=g.device)
             self.n_positions[key] = 0
-        self.sums[key][probe % self.n_groups] += g.T @ g
+            if J is not None:
+                self.text_sums[key] = torch.zeros(J, d, d, dtype=torch.float32, device=g.device)
+                self.text_positions[key] = [0] * J
+        M = g.T @ g  # one Gram, added to the probe group and the text group
+        self.sums[key][probe % self.n_groups] += M
+        if J is not None and text_group is not None:
+            self.text_sums[key][text_group] += M
         if probe == 0:
             self.n_positions[key] += g.shape[0]
+            if J is not None and text_group is not None:
+                self.text_positions[key][text_group] += g.shape[0]
 
     def merge(self, other: AGOPAccumulator) -> AGOPAccumulator:
         """Add another accumulator's sums and position counts (``other`` is left unchanged); returns ``self``.
 
         Shards may split the positions (each shard sees every probe of its rows) or the probes
         (probe p's rows in one shard): sums of g gᵀ add, and the positions add because only
-        probe 0's rows count them. An accumulator with no key yet is the identity.
+        probe 0's rows count them; the text groups' sums add group by group. An accumulator with
+        no key yet is the identity.
 
         Raises:
             InputTypeError: ``other`` is not an ``AGOPAccumulator``.
-            InputError: different ``n_probes`` or ``n_groups``, different keys (hooks), a key's
-                sums of a different d or on a different device, or ``other is self``.
+            InputError: different ``n_probes``, ``n_groups`` or ``text_groups``, different keys
+                (hooks), a key's sums of a different d or on a different device, or ``other is self``.
         """
         from tl_geometry.errors import InputTypeError
 
@@ -219,10 +329,11 @@ class AGOPAccumulator:
             raise InputTypeError(f"can only merge another AGOPAccumulator, got {type(other).__name__}")
         if other is self:
             raise InputError("cannot merge an AGOPAccumulator into itself")
-        if (other.n_probes, other.n_groups) != (self.n_probes, self.n_groups):
+        if (other.n_probes, other.n_groups, other.text_groups) != (self.n_probes, self.n_groups, self.text_groups):
             raise InputError(
-                f"cannot merge AGOP accumulators of different n_probes/n_groups: "
-                f"{self.n_probes}/{self.n_groups} and {other.n_probes}/{other.n_groups}"
+                f"cannot merge AGOP accumulators of different n_probes/n_groups/text_groups: "
+                f"{self.n_probes}/{self.n_groups}/{self.text_groups} and "
+                f"{other.n_probes}/{other.n_groups}/{other.text_groups}"
             )
         if not other.sums:
             return self
@@ -246,9 +357,17 @@ class AGOPAccumulator:
             if key in self.sums:
                 self.sums[key] += S
                 self.n_positions[key] += other.n_positions[key]
+                if self.text_groups is not None:
+                    self.text_sums[key] += other.text_sums[key]
+                    self.text_positions[key] = [
+                        a + b for a, b in zip(self.text_positions[key], other.text_positions[key])
+                    ]
             else:
                 self.sums[key] = S.clone()
                 self.n_positions[key] = other.n_positions[key]
+                if self.text_groups is not None:
+                    self.text_sums[key] = other.text_sums[key].clone()
+                    self.text_positions[key] = list(other.text_positions[key])
         return self
 
     def group_counts(self) -> list[int]:
@@ -259,7 +378,8 @@ class AGOPAccumulator:
         """(G, its [`HookAGOP`][tl_geometry.metrics.interaction.HookAGOP] statistics) at ``key``.
 
         G = Σ_k S_k / (P·N) with S_k the sum of g gᵀ of probe group k; ``key`` None: the only key
-        accumulated (an error when there are several).
+        accumulated (an error when there are several). Every replicate is formed in float64 one at
+        a time (``agop_compute_bytes``), never a float64 copy of all the group sums.
         """
         if key is None:
             if len(self.sums) != 1:
@@ -267,23 +387,42 @@ class AGOPAccumulator:
             key = next(iter(self.sums))
         if key not in self.sums:
             raise InputError(f"nothing accumulated at {key!r}; keys: {sorted(self.sums)}")
-        S, N, P, K = self.sums[key].double(), self.n_positions[key], self.n_probes, self.n_groups
+        S, N, P, K = self.sums[key], self.n_positions[key], self.n_probes, self.n_groups
         if N == 0:
             raise InputError(f"no positions accumulated at {key!r}")
-        n_k = torch.tensor([len(range(k, P, K)) for k in range(K)], dtype=torch.float64, device=S.device)
-        G = S.sum(0) / (P * N)
-        G_k = S / (n_k[:, None, None] * N)
-        var1 = (n_k * ((G_k - G) ** 2).sum((1, 2))).sum() / (K - 1)  # per-probe Frobenius variance
-        stderr = float((var1 / P).sqrt())
-        # delete-a-group jackknife for the non-linear scalars
-        jack = [_scalars((S.sum(0) - S[k]) / ((P - n_k[k]) * N)) for k in range(K)]
-        jt = torch.tensor(jack, dtype=torch.float64)
-        jse = ((K - 1) / K * ((jt - jt.mean(0)) ** 2).sum(0)).sqrt().tolist()
+        n_k = self.group_counts()
+        total = torch.zeros(S.shape[1:], dtype=torch.float64, device=S.device)
+        for k in range(K):
+            total += S[k]
+        G = total / (P * N)
+        var1 = 0.0  # per-probe Frobenius variance from the group means
+        jack = []  # delete-a-group jackknife over the probe groups, for the non-linear scalars
+        for k in range(K):
+            Sk = S[k].double()
+            var1 += n_k[k] * float(((Sk / (n_k[k] * N) - G) ** 2).sum())
+            jack.append(_scalars((total - Sk) / ((P - n_k[k]) * N)))
+            del Sk
+        var1 /= K - 1
+        stderr = float(math.sqrt(var1 / P))
+        jse = _jackknife(jack)
         a, r, tr = _scalars(G)
         fro = float(G.norm())
         # jackknife bias correction: the plug-in AOFE/ratio of a noisy Ĝ are biased upwards
         # (probe noise is mostly off-diagonal); for quadratic statistics this is the U-statistic
-        a_bc, r_bc, _ = (K * torch.tensor([a, r, tr], dtype=torch.float64) - (K - 1) * jt.mean(0)).tolist()
+        jmean = torch.tensor(jack, dtype=torch.float64).mean(0)
+        a_bc, r_bc, _ = (K * torch.tensor([a, r, tr], dtype=torch.float64) - (K - 1) * jmean).tolist()
+        nan3 = [float("nan")] * 3
+        tse, combined, n_text, note = nan3, list(jse), 0, ""
+        if self.text_groups is not None:
+            T, Nj = self.text_sums[key], self.text_positions[key]
+            present = [j for j, c in enumerate(Nj) if c > 0]
+            n_text = len(present)
+            if n_text >= 2:
+                tjack = [_scalars((total - T[j].double()) / (P * (N - Nj[j]))) for j in present]
+                tse = _jackknife(tjack)
+                combined = [math.sqrt(x * x + y * y) for x, y in zip(jse, tse)]
+            else:
+                combined, note = nan3, ONE_TEXT_GROUP_NOTE
         stats = HookAGOP(
             a,
             r,
@@ -291,14 +430,22 @@ class AGOPAccumulator:
             fro,
             stderr,
             stderr / fro if fro > 0 else float("nan"),
-            jse[0],
-            jse[1],
-            jse[2],
+            combined[0],
+            combined[1],
+            combined[2],
             P,
             N,
             a_bc,
             r_bc,
             K,
+            jse[0],
+            jse[1],
+            jse[2],
+            tse[0],
+            tse[1],
+            tse[2],
+            n_text,
+            note,
         )
         return G.float(), stats
 

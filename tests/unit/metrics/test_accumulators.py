@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import math
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -189,10 +190,18 @@ def _agop_data(seed: int) -> dict[str, torch.Tensor]:
     return out
 
 
+AGOP_J, AGOP_ROWS_PER_TEXT = 4, 60  # the text-group case: rows 60·j … 60·j + 59 are text group j
+
+
 def _agop_feed(acc: AGOPAccumulator, data: dict[str, torch.Tensor], a: int, b: int) -> None:
     for key, g in data.items():
         for p in range(AGOP_P):
-            acc.update(g[p, a:b], probe=p, key=key)
+            if acc.text_groups is None:
+                acc.update(g[p, a:b], probe=p, key=key)
+                continue
+            for j in range(a // AGOP_ROWS_PER_TEXT, (b - 1) // AGOP_ROWS_PER_TEXT + 1) if b > a else []:
+                lo, hi = max(a, j * AGOP_ROWS_PER_TEXT), min(b, (j + 1) * AGOP_ROWS_PER_TEXT)
+                acc.update(g[p, lo:hi], probe=p, key=key, text_group=j)
 
 
 def _agop_result(acc: AGOPAccumulator) -> dict[str, Any]:
@@ -201,6 +210,31 @@ def _agop_result(acc: AGOPAccumulator) -> dict[str, Any]:
         G, s = acc.compute(key)
         out[f"{key}/G"] = G
         out.update({f"{key}/{k}": v for k, v in s.to_dict().items()})
+    return out
+
+
+def _agop_one_shot_text(data: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The probe-only one-shot plus the jackknife over the text groups (rows 60·j … 60·j + 59),
+    from the definition: G_(−j) from the rows outside group j, every probe; combined errors
+    √(se_text² + se_probes²)."""
+    out = _agop_one_shot(data)
+    for key, g in data.items():
+        g64 = g.double()
+        P, N = g64.shape[0], g64.shape[1]
+        reps = []
+        for j in range(AGOP_J):
+            keep = torch.ones(N, dtype=torch.bool)
+            keep[j * AGOP_ROWS_PER_TEXT : (j + 1) * AGOP_ROWS_PER_TEXT] = False
+            gk = g64[:, keep]
+            R = torch.einsum("pni,pnj->ij", gk, gk) / (P * int(keep.sum()))
+            reps.append([float(aofe(R).aofe), float(aofe(R).ratio), float(torch.trace(R))])
+        jt = torch.tensor(reps, dtype=torch.float64)
+        tse = ((AGOP_J - 1) / AGOP_J * ((jt - jt.mean(0)) ** 2).sum(0)).sqrt().tolist()
+        for i, name in enumerate(("aofe", "ratio", "trace")):
+            pse = out[f"{key}/{name}_stderr_probes"]
+            out[f"{key}/{name}_stderr_text"] = tse[i]
+            out[f"{key}/{name}_stderr"] = math.sqrt(pse**2 + tse[i] ** 2)
+        out[f"{key}/n_text_groups"] = AGOP_J
     return out
 
 
@@ -245,6 +279,14 @@ def _agop_one_shot(data: dict[str, torch.Tensor]) -> dict[str, Any]:
                 f"{key}/aofe_debiased": debiased[0],
                 f"{key}/ratio_debiased": debiased[1],
                 f"{key}/n_groups": K,
+                f"{key}/aofe_stderr_probes": jse[0],
+                f"{key}/ratio_stderr_probes": jse[1],
+                f"{key}/trace_stderr_probes": jse[2],
+                f"{key}/aofe_stderr_text": float("nan"),
+                f"{key}/ratio_stderr_text": float("nan"),
+                f"{key}/trace_stderr_text": float("nan"),
+                f"{key}/n_text_groups": 0,
+                f"{key}/stderr_note": "",
             }
         )
     return out
@@ -254,6 +296,8 @@ def _agop_scale_of(field: str) -> str | None:
     key, _, name = field.rpartition("/")
     if name == "stderr":
         return f"{key}/frobenius"  # the Frobenius error of G
+    if name.endswith(("_stderr_probes", "_stderr_text")):
+        return f"{key}/{name.split('_', 1)[0]}"  # ratio_stderr_text → ratio, …
     if name.endswith(("_stderr", "_debiased")) and name != "rel_stderr":
         return f"{key}/{name.rsplit('_', 1)[0]}"  # aofe_stderr → aofe, ratio_debiased → ratio, …
     return None
@@ -272,6 +316,19 @@ AGOP_CASE = Case(
     scale_of=_agop_scale_of,
 )
 
+AGOP_TEXT_CASE = Case(
+    name="agop-text-groups",
+    cls=AGOPAccumulator,
+    make=lambda first_row: AGOPAccumulator(AGOP_P, AGOP_K, text_groups=AGOP_J),
+    data=_agop_data,
+    n_rows=lambda data: next(iter(data.values())).shape[1],
+    feed=_agop_feed,
+    result=_agop_result,
+    one_shot=_agop_one_shot_text,
+    rtol=TOLERANCES["float32"],
+    scale_of=_agop_scale_of,
+)
+
 CASES = [
     _sim_case("similarity-float64", "float64", 600, 16, torch.float64, TOLERANCES["float64"], 1),
     # "auto" on float32 blocks of >= 1024 rows: the mixed path (float32 block Grams)
@@ -281,6 +338,7 @@ CASES = [
     _cov_case(grouped=False),
     _cov_case(grouped=True),
     AGOP_CASE,
+    AGOP_TEXT_CASE,
 ]
 TESTED_CLASSES = {c.cls for c in CASES}
 
@@ -576,10 +634,12 @@ def test_agop_merge_refuses() -> None:
     b.update(g, probe=0, key="h1")
     with pytest.raises(InputError, match=r"different keys: only in this one \['h0'\], only in the other \['h1'\]"):
         a.merge(b)
-    with pytest.raises(InputError, match="different n_probes/n_groups: 4/2 and 4/4"):
+    with pytest.raises(InputError, match="different n_probes/n_groups/text_groups: 4/2/None and 4/4/None"):
         a.merge(AGOPAccumulator(4, 4))
-    with pytest.raises(InputError, match="different n_probes/n_groups: 4/2 and 6/2"):
+    with pytest.raises(InputError, match="different n_probes/n_groups/text_groups: 4/2/None and 6/2/None"):
         a.merge(AGOPAccumulator(6, 2))
+    with pytest.raises(InputError, match="different n_probes/n_groups/text_groups: 4/2/None and 4/2/3"):
+        a.merge(AGOPAccumulator(4, 2, text_groups=3))
     c = AGOPAccumulator(4, 2)
     c.update(torch.randn(5, 4), probe=0, key="h0")
     with pytest.raises(InputError, match="different d at 'h0': 3 and 4"):

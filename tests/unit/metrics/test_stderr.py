@@ -363,7 +363,8 @@ def test_nfa_rows_carry_probe_jackknife_and_exact_says_exact(tiny_model, one_thr
 @pytest.mark.needs_hooked
 def test_agop_stderrs_are_calibrated_over_probe_seeds(tiny_model, one_thread):
     """Probe noise only (the tokens are fixed): AOFE, the reported (bias-corrected) ratio and the
-    trace, over 50 independent pairs of probe seeds."""
+    trace, over 50 independent pairs of probe seeds: the probe part of the error (``stderr_probes``)
+    is calibrated; the rows' ``stderr`` adds the text part in quadrature, so it is larger."""
     from tl_geometry.families.interaction import agop, agop_report
 
     toks = torch.randint(0, tiny_model.cfg.d_vocab, (4, 12), generator=torch.Generator().manual_seed(0))
@@ -371,10 +372,14 @@ def test_agop_stderrs_are_calibrated_over_probe_seeds(tiny_model, one_thread):
     for seed in range(100):
         rep = agop_report(agop(tiny_model, toks, n_probes=16, seed=seed, progress=False))
         for r in rep.rows:
-            assert r.extras["stderr_method"] == "jackknife over 8 probe groups"
+            assert (
+                r.extras["stderr_method"]
+                == "jackknife over 4 text groups (whole sequences) and 8 probe groups, in quadrature"
+            )
+            assert r.extras["stderr"] >= r.extras["stderr_probes"] > 0 and r.extras["stderr_text"] > 0
             box = vals.setdefault((r.metric, r.hook), ([], []))
             box[0].append(r.value)
-            box[1].append(r.extras["stderr"])
+            box[1].append(r.extras["stderr_probes"])
     stds = {k: _std_of_standardized(*v) for k, v in vals.items()}
     assert all(BAND[0] <= s <= BAND[1] for s in stds.values()), stds
 
@@ -455,11 +460,18 @@ def test_epsilon_and_aofe_figures_draw_one_standard_error():
     assert lengths == [0.02, 0.02, 0.02]  # ±1 se
     fig2 = interaction_figures.plot_aofe(rep)
     labels = [t.get_text() for t in fig2.axes[0].get_legend().get_texts()]
-    assert "± 1 standard error (jackknife over probes)" in labels
+    assert "± 1 standard error over the probes only (these tokens; none over the text)" in labels
+    text_rows = _layer_rows("agop.aofe_ratio", [0.5, 0.55, 0.6], 0.02, "jackknife over 8 text groups …")
+    for r in text_rows:
+        r["extras"].update(n_text_groups=8, stderr_probes=0.01, stderr_text=0.017)
+    fig3 = interaction_figures.plot_aofe(GeometryReport.from_rows(text_rows, model="m"))
+    labels = [t.get_text() for t in fig3.axes[0].get_legend().get_texts()]
+    assert "± 1 standard error over the text (8 groups of sequences) and the probes" in labels
     import matplotlib.pyplot as plt
 
     plt.close(fig)
     plt.close(fig2)
+    plt.close(fig3)
 
 
 def test_epsilon_above_one_is_explained_where_it_is_shown():

@@ -11,16 +11,28 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.families.interaction.memory import (
+    AGOPPlan,
+    agop_graph_bytes,
+    agop_plan,
+    agop_plan_for,
+    agop_working_set_bytes,
+    hook_chunks,
+    hook_width,
+)
 from tl_geometry.metrics.interaction import (
     EFFICIENT_INTERVAL,
     AGOPAccumulator,
     AGOPResult,
     HookAGOP,
     NFACorrelation,
+    agop_compute_bytes,
+    agop_state_bytes,
     depth_width_ratio,
     exact_stats,
     in_efficient_interval,
@@ -30,11 +42,21 @@ from tl_geometry.metrics.interaction import (
     projection_matrix,
     wtw_aofe,
 )
+from tl_geometry.metrics.jackknife import group_labels
 from tl_geometry.registry import FamilySpec, FigureSpec, RowSpec, register_family, register_metric
 from tl_geometry.report import GeometryReport
 from tl_geometry.runtime.threads import choose as choose_threads
 
-__all__ = ["SPACES", "agop", "agop_report", "nfa"]
+__all__ = [
+    "SPACES",
+    "AGOPPlan",
+    "agop",
+    "agop_graph_bytes",
+    "agop_plan",
+    "agop_report",
+    "agop_working_set_bytes",
+    "nfa",
+]
 
 SPACES: dict[str, str] = {
     "input": "E[JᵀJ] over every logit w.r.t. the activation at each hook (d × d; ours, the NFA convention)",
@@ -55,13 +77,17 @@ def agop(
     space: str = "input",
     seed: int = 0,
     exact: bool = False,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     n_groups: int | None = None,
     projection_dim: int = 64,
     projection_seed: int | None = None,
     progress: bool = True,
     probes: str = "readout",
     keep_groups: bool = False,
+    text_groups: int | None = 8,
+    memory_mb: float = 512,
+    state_mb: float = 1024,
+    keep_matrices: bool = True,
 ) -> AGOPResult:
     """AGOP at hook points in one of three conventions (``space``, see [`SPACES`][tl_geometry.families.interaction.SPACES]).
 
@@ -93,8 +119,23 @@ def agop(
         space: "input", "output" or "loss" ([`SPACES`][tl_geometry.families.interaction.SPACES]).
         seed: probe seed (and the projection's seed in output space unless ``projection_seed``).
         exact: exact Jacobians via ``torch.func`` (tiny models only): the reference.
-        batch_size: sequences per forward pass (bounds memory).
+        batch_size: sequences per forward pass; None (default): from ``memory_mb`` in input space
+            with probes (8 elsewhere). Recorded as ``provenance["agop_batch_size"]``.
         n_groups: probe groups for the standard error (default min(n_probes, 8)).
+        text_groups: input space with probes: the delete-a-group jackknife over the text, in
+            this many groups of whole sequences (``tl_geometry.metrics.jackknife.group_labels``;
+            at most one per sequence), combined in quadrature with the one over probe groups
+            (``HookAGOP.aofe_stderr`` …; each part kept). None: the probe jackknife alone (the error
+            for these tokens only). With one sequence the error over the text is undefined: the
+            combined errors are NaN and ``stderr_note`` says why.
+        memory_mb: the budget (MiB) of one pass's autograd graph: the batch is the most sequences
+            whose graph bound fits ([`tl_geometry.families.interaction.memory.agop_plan`][tl_geometry.families.interaction.memory.agop_plan]), at least one.
+        state_mb: the budget (MiB) of the accumulators: hooks are processed in consecutive chunks
+            whose sums, ``(n_groups + text_groups) · d² · 4`` bytes per hook, fit; each chunk runs
+            the passes again with the same probes, so the numbers do not depend on it
+            (``provenance["agop_hook_chunks"]``).
+        keep_matrices: keep every hook's G in ``AGOPResult.matrices`` (d² floats per hook); False
+            keeps the statistics only (what the "agop" metric does; ``matrices`` is then empty).
         projection_dim: rows of P in output space (64 in the paper).
         projection_seed: draw P as the authors do (``torch.manual_seed(s); randn(k, d_vocab) / √k``
             on the model's device; they used 42); None: our seeded P (derived from ``seed``).
@@ -107,6 +148,14 @@ def agop(
         keep_groups: input space with probes: also return the AGOP without each probe group
             (``AGOPResult.group_replicates``, n_groups × d² floats per hook) for a jackknife of
             other functions of G (what [`nfa`][tl_geometry.families.interaction.nfa] does).
+
+    Working set (input space with probes), beyond the model: the graph of one batch, at most
+    ``memory_mb`` (or one sequence's), plus the sums of one hook chunk, at most ``state_mb`` (or one
+    hook's), plus four float64 d × d temporaries while a hook's statistics are computed, plus the
+    kept results (d² floats per hook with ``keep_matrices``, n_groups × d² more with
+    ``keep_groups``). [`agop_working_set_bytes`][tl_geometry.families.interaction.memory.agop_working_set_bytes] gives it from the
+    model's shape. Each extra chunk costs one more pass over the text, whose backward reaches down
+    to the chunk's lowest hook only.
 
     Returns:
         [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult] (matrices, per-hook AOFE / ratio / trace / standard errors).
@@ -121,8 +170,13 @@ def agop(
     capture.check_probes(probes)  # before any work, in every space
     if space != "loss" and not exact and (isinstance(n_probes, bool) or int(n_probes) < 2):
         raise InputError(f"n_probes must be >= 2 (the standard error needs two probes), got {n_probes}")
-    if int(batch_size) < 1:
-        raise InputError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
+        raise InputError(f"batch_size must be None (from memory_mb) or >= 1, got {batch_size}")
+    if text_groups is not None and (isinstance(text_groups, bool) or int(text_groups) < 2):
+        raise InputError(f"text_groups must be None (probe jackknife only) or an integer >= 2, got {text_groups!r}")
+    for name, v in (("memory_mb", memory_mb), ("state_mb", state_mb)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"{name} must be a positive number of MiB, got {v!r}")
     tokens = capture.check_tokens(model, tokens)
     if projection_seed is not None and space != "output":
         raise InputError(f"projection_seed applies to space='output' only, got space={space!r}")
@@ -143,6 +197,8 @@ def agop(
     work = capture.float32_model(model)
     probes_used = None
     replicates = None
+    plan_prov: dict[str, Any] = {}
+    fixed_batch = 8 if batch_size is None else int(batch_size)
     with capture.eval_mode(work):
         if space == "output":
             mats, stats = _output_space(
@@ -152,16 +208,14 @@ def agop(
                 int(n_probes),
                 n_groups,
                 seed,
-                int(batch_size),
+                fixed_batch,
                 exact,
                 int(projection_dim),
                 progress,
                 projection_seed,
             )
         elif space == "loss":
-            sums, n = capture.loss_gradient_grams(
-                work, tokens, hooks, mask, batch_size=int(batch_size), progress=progress
-            )
+            sums, n = capture.loss_gradient_grams(work, tokens, hooks, mask, batch_size=fixed_batch, progress=progress)
             mats, stats = _from_sums(sums, n)
         elif exact:
             grams = capture.jacobian_grams(work, tokens, hooks, mask, progress=progress)
@@ -170,26 +224,24 @@ def agop(
                 G = G / n
                 mats[h], stats[h] = G.float(), exact_stats(G, n)
         else:
-            acc = AGOPAccumulator(int(n_probes), n_groups)
-            probes_used = capture.probe_gradients(
+            mats, stats, replicates, probes_used, plan_prov = _input_probes(
                 work,
                 tokens,
                 hooks,
                 mask,
-                acc.update,
                 n_probes=int(n_probes),
+                n_groups=n_groups,
                 seed=seed,
-                batch_size=int(batch_size),
+                batch_size=batch_size,
                 progress=progress,
                 probes=probes,
+                keep_groups=keep_groups,
+                text_groups=text_groups,
+                memory_mb=memory_mb,
+                state_mb=state_mb,
             )
-            out = {h: acc.compute(h) for h in hooks}
-            mats, stats = {h: v[0] for h, v in out.items()}, {h: v[1] for h, v in out.items()}
-            if keep_groups:
-                replicates = {
-                    h: [R.float() for R in leave_group_out(acc.sums[h], acc.group_counts(), acc.n_positions[h])]
-                    for h in hooks
-                }
+    if not keep_matrices:
+        mats = {}
     exact = bool(exact) or space == "loss"
     prov = {
         "agop_space": space,
@@ -199,6 +251,7 @@ def agop(
     }
     if probes_used is not None:
         prov["agop_probes"] = probes_used
+    prov.update(plan_prov or {"agop_batch_size": fixed_batch})
     if space == "output":
         prov["agop_projection"] = {
             "dim": int(projection_dim),
@@ -270,6 +323,97 @@ def nfa(
     return out
 
 
+def _input_probes(
+    work,
+    tokens,
+    hooks,
+    mask,
+    *,
+    n_probes,
+    n_groups,
+    seed,
+    batch_size,
+    progress,
+    probes,
+    keep_groups,
+    text_groups,
+    memory_mb,
+    state_mb,
+):
+    """Input space with probes, hook chunk by hook chunk under ``state_mb`` (same probes in every chunk)."""
+    acc0 = AGOPAccumulator(n_probes, n_groups)  # resolves n_groups
+    K = acc0.n_groups
+    seq_groups, J = None, None
+    if text_groups is not None:
+        valid = mask.any(1)
+        owners = torch.arange(tokens.shape[0])[:, None].expand_as(mask)[mask]
+        if int(valid.sum()) >= 2:
+            row_lab = group_labels(owners, int(text_groups))
+            seq_groups = torch.zeros(tokens.shape[0], dtype=torch.long)
+            seq_groups[owners] = row_lab  # whole sequences share a label
+            J = int(row_lab.max()) + 1
+        else:  # one sequence: the text jackknife is undefined (HookAGOP.stderr_note says so)
+            seq_groups, J = torch.zeros(tokens.shape[0], dtype=torch.long), 1
+    budget = dict(n_groups=K, text_groups=J if J is None else int(text_groups), memory_mb=memory_mb, state_mb=state_mb)
+    plan = agop_plan_for(work, tuple(tokens.shape), len(hooks), batch_size=batch_size, **budget)
+    widths = [hook_width(work.cfg, h) for h in hooks]
+    chunks = hook_chunks(widths, state_mb, n_groups=K, text_groups=budget["text_groups"])
+    readout = None
+    if len(chunks) > 1 and probes == "readout" and capture.READOUT_HOOK in getattr(work, "hook_dict", {}):
+        device = capture.model_device(work)
+        readout = capture.readout_factor(capture.weight(work, "W_U")).T.to(device, torch.float32).contiguous()
+    mats, stats, replicates = {}, {}, {} if keep_groups else None
+    probes_used = None
+    for run in chunks:
+        chunk = [hooks[i] for i in run]
+        acc = AGOPAccumulator(n_probes, n_groups, text_groups=J)
+        probes_used = capture.probe_gradients(
+            work,
+            tokens,
+            chunk,
+            mask,
+            acc.update,
+            n_probes=n_probes,
+            seed=seed,
+            batch_size=plan.batch_size,
+            progress=progress,
+            probes=probes,
+            seq_groups=seq_groups,
+            readout=readout,
+        )
+        for h in chunk:
+            mats[h], stats[h] = acc.compute(h)
+            if replicates is not None:
+                replicates[h] = [
+                    R.float() for R in leave_group_out(acc.sums[h], acc.group_counts(), acc.n_positions[h])
+                ]
+            del acc.sums[h]  # free each hook's sums as soon as its statistics are out
+            acc.text_sums.pop(h, None)
+        del acc
+    prov = {
+        "agop_batch_size": plan.batch_size,
+        "agop_hook_chunks": len(chunks),
+        "agop_memory_mb": float(memory_mb),
+        "agop_state_mb": float(state_mb),
+        "agop_text_groups": J or 0,
+        "agop_working_set_mb": round(
+            (
+                plan.graph_bytes
+                + max(
+                    sum(agop_state_bytes(widths[i], 1, n_groups=K, text_groups=budget["text_groups"]) for i in run)
+                    for run in chunks
+                )
+                + agop_compute_bytes(max(widths))
+            )
+            / 2**20,
+            1,
+        ),
+    }
+    if plan.over_budget:
+        prov["agop_over_budget"] = plan.over_budget
+    return mats, stats, replicates, probes_used, prov
+
+
 def _from_sums(sums: dict[str, Tensor], n: int) -> tuple[dict[str, Tensor], dict[str, HookAGOP]]:
     mats = {h: (G / n) for h, G in sums.items()}
     return {h: G.float() for h, G in mats.items()}, {h: exact_stats(G, n) for h, G in mats.items()}
@@ -295,6 +439,16 @@ def _output_space(
     return {hook: G}, {hook: s}
 
 
+def stderr_method(s: HookAGOP) -> str:
+    """The words of a probe-estimated row's ``stderr_method``: which jackknifes its ``stderr`` combines."""
+    probes = f"{s.n_groups or 'the'} probe groups"
+    if s.n_text_groups >= 2:
+        return f"jackknife over {s.n_text_groups} text groups (whole sequences) and {probes}, in quadrature"
+    if s.stderr_note:
+        return f"undefined over the text (one sequence); stderr_probes: jackknife over {probes}"
+    return f"jackknife over {probes} (these tokens only: no error over the text)"
+
+
 def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
     """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook of an [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult].
 
@@ -304,6 +458,12 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
     ``extras["ratio_plugin"]`` keeps the plug-in ratio of Ĝ (biased upwards with few probes:
     4 probes read 0.77–0.94 on SmolLM2 where 64 read 0.35–0.55). ``agop.aofe`` stays the
     plug-in AOFE (``extras["aofe_debiased"]`` has the corrected one).
+
+    Standard errors (probe-estimated rows): ``extras["stderr"]`` is the jackknife over text groups
+    and the one over probe groups in quadrature (``stderr_text``, ``stderr_probes``,
+    ``n_text_groups`` keep the parts; ``stderr_method`` says which; with one sequence ``stderr``
+    and ``stderr_text`` are NaN and ``stderr_note`` says why; with ``text_groups=None`` ``stderr``
+    is the probe part alone, the error for these tokens only).
     """
     rows = []
     for h, s in result.stats.items():
@@ -322,17 +482,41 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
             "rel_stderr": s.rel_stderr,
             "aofe_debiased": s.aofe_debiased,
             "ratio_debiased": s.ratio_debiased,
-            "stderr_method": "exact" if exact else f"jackknife over {s.n_groups or 'the'} probe groups",
+            "stderr_method": "exact" if exact else stderr_method(s),
+            "n_text_groups": 0 if exact else s.n_text_groups,
         }
+        if s.stderr_note:
+            ex["stderr_note"] = s.stderr_note
+
+        def se(total: float, probes: float, text: float, exact: bool = exact) -> dict[str, float]:
+            if exact:
+                return {"stderr": total}
+            return {"stderr": total, "stderr_probes": probes, "stderr_text": text}
+
         rows += [
-            {"metric": "agop.aofe", "value": s.aofe, "hook": h, "extras": {**ex, "stderr": s.aofe_stderr}},
+            {
+                "metric": "agop.aofe",
+                "value": s.aofe,
+                "hook": h,
+                "extras": {**ex, **se(s.aofe_stderr, s.aofe_stderr_probes, s.aofe_stderr_text)},
+            },
             {
                 "metric": "agop.aofe_ratio",
                 "value": ratio,
                 "hook": h,
-                "extras": {**ex, "stderr": s.ratio_stderr, "ratio_plugin": s.ratio, "estimator": est},
+                "extras": {
+                    **ex,
+                    **se(s.ratio_stderr, s.ratio_stderr_probes, s.ratio_stderr_text),
+                    "ratio_plugin": s.ratio,
+                    "estimator": est,
+                },
             },
-            {"metric": "agop.trace", "value": s.trace, "hook": h, "extras": {**ex, "stderr": s.trace_stderr}},
+            {
+                "metric": "agop.trace",
+                "value": s.trace,
+                "hook": h,
+                "extras": {**ex, **se(s.trace_stderr, s.trace_stderr_probes, s.trace_stderr_text)},
+            },
         ]
     return GeometryReport.from_rows(rows, model=model, seed=result.seed, **dict(result.provenance))
 
@@ -341,7 +525,9 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
     "agop", needs="gradients", description="AGOP at hooks: AOFE, AOFE ratio, trace (arXiv 2605.27989)", options_of=agop
 )
 def agop_metric(model, tokens, *, hooks=None, **options) -> GeometryReport:
-    """AGOP at hooks (default every resid_pre): agop.aofe, agop.aofe_ratio, agop.trace."""
+    """AGOP at hooks (default every resid_pre): agop.aofe, agop.aofe_ratio, agop.trace (the d × d
+    matrices are not kept: ``keep_matrices=False`` unless asked)."""
+    options.setdefault("keep_matrices", False)
     return agop_report(agop(model, tokens, hooks=hooks, **options), model)
 
 
@@ -427,7 +613,9 @@ _AGOP = (
     "ratio_debiased",
     "stderr",
     "stderr_method",
+    "n_text_groups",
 )
+_AGOP_OPTIONAL = ("stderr_probes", "stderr_text", "stderr_note")  # probe-estimated rows; the note where NaN
 _SE = ("stderr", "stderr_method")
 
 register_family(
@@ -437,15 +625,30 @@ register_family(
         paper="Sun, Yang, Zhang, Du, arXiv 2605.27989",
         metrics=("agop", "wtw_aofe", "depth_width", "nfa"),
         rows=(
-            RowSpec("agop.aofe", per="hook", by="agop", extras=_AGOP, description="plug-in AOFE of the AGOP"),
+            RowSpec(
+                "agop.aofe",
+                per="hook",
+                by="agop",
+                extras=_AGOP,
+                optional=_AGOP_OPTIONAL,
+                description="plug-in AOFE of the AGOP",
+            ),
             RowSpec(
                 "agop.aofe_ratio",
                 per="hook",
                 by="agop",
                 extras=_AGOP + ("ratio_plugin", "estimator"),
+                optional=_AGOP_OPTIONAL,
                 description="AOFE ratio (bias-corrected with probes, exact otherwise)",
             ),
-            RowSpec("agop.trace", per="hook", by="agop", extras=_AGOP, description="trace of the AGOP"),
+            RowSpec(
+                "agop.trace",
+                per="hook",
+                by="agop",
+                extras=_AGOP,
+                optional=_AGOP_OPTIONAL,
+                description="trace of the AGOP",
+            ),
             RowSpec(
                 "wtw.aofe_ratio",
                 per="model",

@@ -40,16 +40,41 @@ def add_parser(subparsers) -> None:
     p.add_argument("--exact", action="store_true", help="exact Jacobians (tiny models only)")
     p.add_argument("--nfa", action="store_true", help="also the NFA correlation per layer (W_in W_inᵀ vs AGOP)")
     cli_args.add_batch_seed(p)
+    p.set_defaults(batch_size=None)  # input space with probes: from --memory-mb
+    for action in p._actions:
+        if action.dest == "batch_size":
+            action.help = "sequences per forward pass (default: from --memory-mb in input space with probes, else 8)"
+    p.add_argument(
+        "--memory-mb", type=float, default=512, help="budget of one pass's autograd graph, MiB (default 512)"
+    )
+    p.add_argument(
+        "--state-mb",
+        type=float,
+        default=1024,
+        help="budget of the per-hook sums, MiB: hooks run in chunks that fit (default 1024)",
+    )
+    p.add_argument(
+        "--text-groups",
+        type=int,
+        default=8,
+        help="groups of whole sequences for the error over the text (default 8; 0: probe error only)",
+    )
     cli_args.add_device_threads(p)
     cli_args.add_outputs(p)
     p.set_defaults(func=run)
 
 
-FLAG_CHECKS = cli_args.model_flag_checks(
-    projection_seed=_checks.Check(
-        "a non-negative integer or None", lambda v: v is None or _checks.SEED.problem(v) is None
+FLAG_CHECKS = {
+    **cli_args.model_flag_checks(
+        projection_seed=_checks.Check(
+            "a non-negative integer or None", lambda v: v is None or _checks.SEED.problem(v) is None
+        ),
     ),
-)
+    "batch_size": _checks.int_at_least(1, none_ok=True),
+    "memory_mb": _checks.Check("a positive number", lambda v: isinstance(v, (int, float)) and v > 0),
+    "state_mb": _checks.Check("a positive number", lambda v: isinstance(v, (int, float)) and v > 0),
+    "text_groups": _checks.Check("0 (none) or an integer >= 2", lambda v: isinstance(v, int) and (v == 0 or v >= 2)),
+}
 """What each numeric flag accepts (the one validation layer, `tl_geometry.base._checks`); ``--n-probes``
 as `n_probes_check` says."""
 
@@ -83,6 +108,9 @@ def run(args) -> int:
         exact=args.exact,
         batch_size=args.batch_size,
         projection_seed=args.projection_seed,
+        memory_mb=args.memory_mb,
+        state_mb=args.state_mb,
+        text_groups=args.text_groups or None,
     )
     reports = [tg.agop_report(res, model), tg.get_metric("depth_width")(model), tg.get_metric("wtw_aofe")(model)]
     r = tg.depth_width_ratio(model)

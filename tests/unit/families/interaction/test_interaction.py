@@ -153,10 +153,10 @@ def test_captured_gradient_equals_autograd(tiny_model, tiny_tokens):
     """Our one-probe estimate equals g gᵀ with g from torch.autograd.grad on the same activation."""
     tok = tiny_tokens[:2]
     res = tg.agop(tiny_model, tok, hooks=HOOKS, n_probes=2, seed=5, progress=False, probes="logits")
-    gen = torch.Generator().manual_seed(5)
+    gens = [torch.Generator().manual_seed(tg.capture.probe_seed(5, b)) for b in range(2)]  # one per sequence
     # HOOKS[0] is upstream of HOOKS[1]: capture each in its own forward so each is a leaf
     Gs = {h: 0 for h in HOOKS}
-    us = [torch.randn(2, 16, 101, generator=gen) for _ in range(2)]
+    us = [torch.stack([torch.randn(16, 101, generator=g) for g in gens]) for _ in range(2)]
     for h in HOOKS:
         for u in us:
             logits, leaf = run_with_leaf(tiny_model, tok, h)
@@ -184,8 +184,8 @@ def test_readout_probes_are_logit_probes_mapped_through_W_U(tiny_model, tiny_tok
     C = W @ W.T
     S = tg.capture.readout_factor(tiny_model.W_U)
     torch.testing.assert_close(S @ S.T, C)  # the law: Cov(S z) = W_U W_Uᵀ
-    gen = torch.Generator().manual_seed(7)
-    vs = [torch.randn(2, 16, 32, generator=gen) @ S.float().T for _ in range(3)]
+    gens = [torch.Generator().manual_seed(tg.capture.probe_seed(7, b)) for b in range(2)]  # one per sequence
+    vs = [torch.stack([torch.randn(16, 32, generator=g) for g in gens]) @ S.float().T for _ in range(3)]
     lift = torch.linalg.solve(C, W).float()  # u = vᵀ C⁻¹ W_U: W_U uᵀ = v
     for h in HOOKS:
         G = 0
@@ -460,6 +460,8 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     assert "R_D/W = 3/32" in text and "blocks.2.hook_resid_pre" in text and "nfa.corr_sqrt" in text
     rep = tg.GeometryReport.from_json(out)
     assert {"agop.aofe_ratio", "depth_width.ratio", "wtw.aofe_ratio", "nfa.corr"} <= rep.metrics
+    row = next(r for r in rep.rows if r.metric == "agop.aofe_ratio")
+    assert row.extras["n_text_groups"] == 2 and row.extras["stderr"] >= row.extras["stderr_probes"]
 
 
 @pytest.mark.parametrize(
@@ -467,6 +469,10 @@ def test_cli_agop_on_tiny_model(tiny_model, tiny_tokens, monkeypatch, tmp_path, 
     [
         (["agop", "--hooks", "x", "--layers", "1"], "not both"),
         (["agop", "--n-probes", "1"], "--n-probes must be an integer >= 2"),
+        (["agop", "--memory-mb", "0"], "--memory-mb must be a positive number"),
+        (["agop", "--state-mb", "-1"], "--state-mb must be a positive number"),
+        (["agop", "--text-groups", "1"], "--text-groups must be 0 (none) or an integer >= 2"),
+        (["agop", "--batch-size", "0"], "--batch-size must be an integer >= 1 or None"),
     ],
 )
 def test_cli_agop_bad_args(argv, msg, capsys):

@@ -1,0 +1,336 @@
+"""AGOP's working set from the model's shape: the batch of the gradient pass and the hook chunks.
+
+[`agop`][tl_geometry.families.interaction.agop] (input space, with probes) holds two large things
+at once besides the model:
+
+* the **autograd graph** of one batch, from the unembedding's input down to the lowest hook of
+  the pass: [`agop_graph_bytes`][tl_geometry.families.interaction.memory.agop_graph_bytes] per
+  sequence, an upper bound from the shape (below);
+* the **accumulators** of the hooks of one chunk: ``(n_groups + text_groups) · d_model² · 4``
+  bytes per hook ([`tl_geometry.metrics.interaction.agop_state_bytes`][tl_geometry.metrics.interaction.agop_state_bytes]).
+
+[`agop_plan`][tl_geometry.families.interaction.memory.agop_plan] sizes both: the batch so that its
+graph fits ``memory_mb`` (at least one sequence), and the hooks per chunk so that their sums fit
+``state_mb`` (at least one hook). Each chunk runs every forward and backward pass again with the
+same probes (the same seed, the same draws), so the numbers do not depend on the chunking; the
+cost is one more pass over the text per extra chunk (its backward reaches only down to the
+chunk's lowest hook). [`agop_working_set_bytes`][tl_geometry.families.interaction.memory.agop_working_set_bytes]
+is the peak of that plan, for a memory estimate made before the model is loaded.
+
+The graph bound (our choice, an upper bound measured on TransformerLens models, not a paper's):
+the weight copies one forward saves (TransformerLens multiplies by fresh ``W.T.contiguous()`` /
+rearranged attention weights, which autograd keeps: about the blocks' weights once per pass,
+whatever the batch), plus per token ``n_layers · (16·d_model + 8·d_mlp + 3·n_heads·seq_len) +
+d_vocab`` float32 numbers, plus 4 MiB. The passes run with the parameters frozen (nothing saved for
+parameter gradients), the graph cut below the lowest hook and after the unembedding's input
+(no logits graph: [`tl_geometry.capture.grad_capture`][tl_geometry.capture.backward.grad_capture]).
+The per-token part held by tiny GPT-2- and Llama-shaped models (bytes saved for backward and
+still alive after the forward, counted with ``torch.autograd.graph.saved_tensors_hooks``,
+parameters excluded) is at most 0.6× of its bound; ``benchmarks/check_agop_memory.py`` measures
+SmolLM2 (``tests/unit/families/interaction/test_agop_memory.py`` checks the bound on two shapes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tl_geometry.base import _checks
+from tl_geometry.base.tables import Tabular
+from tl_geometry.errors import InputError
+from tl_geometry.metrics.interaction import agop_compute_bytes, agop_state_bytes
+
+__all__ = [
+    "AGOPPlan",
+    "GRAPH_FLOATS",
+    "agop_graph_bytes",
+    "agop_plan",
+    "agop_plan_for",
+    "agop_working_set_bytes",
+    "hook_chunks",
+    "hook_width",
+    "weight_copy_floats",
+]
+
+GRAPH_FLOATS: dict[str, float] = {"d_model": 16, "d_mlp": 8, "attention": 3, "d_vocab": 1, "fixed_bytes": 4 * 2**20}
+"""The graph bound's coefficients: float32 numbers per token and layer per d_model, per d_mlp and
+per head × key position; per token for the vocabulary (the logits, held beside the graph); bytes
+per pass."""
+
+MiB = 2**20
+
+
+def weight_copy_floats(
+    *, n_layers: int, d_model: int, d_mlp: int, n_heads: int, d_head: int, n_kv_heads: int, gated_mlp: bool
+) -> int:
+    """Float32 numbers of the weight copies one forward saves for backward: TransformerLens
+    multiplies by ``W.T.contiguous()`` (MLP) and rearranged Q/K/V/O weights (attention), fresh copies
+    that autograd keeps, ``n_layers · (d_model · d_head · (2·n_heads + 2·n_kv_heads) + m · d_model · d_mlp)``
+    with m = 3 matrices in a gated MLP, 2 otherwise: about the blocks' weights, once per pass
+    whatever the batch."""
+    m = 3 if gated_mlp else 2
+    return n_layers * (d_model * d_head * (2 * n_heads + 2 * n_kv_heads) + m * d_model * d_mlp)
+
+
+def agop_graph_bytes(
+    *,
+    n_layers: int,
+    d_model: int,
+    d_mlp: int,
+    n_heads: int,
+    seq_len: int,
+    d_vocab: int,
+    batch: int = 1,
+    d_head: int | None = None,
+    n_kv_heads: int | None = None,
+    gated_mlp: bool = True,
+) -> int:
+    """Upper bound on the memory of one gradient pass over ``batch`` sequences of ``seq_len`` tokens.
+
+    ``4 · (W + batch · seq_len · (n_layers · (16·d_model + 8·d_mlp + 3·n_heads·seq_len) + d_vocab)) + 4 MiB``
+    with W the weight copies the forward saves
+    ([`weight_copy_floats`][tl_geometry.families.interaction.memory.weight_copy_floats]; d_head
+    defaults to d_model / n_heads, n_kv_heads to n_heads); coefficients in
+    [`GRAPH_FLOATS`][tl_geometry.families.interaction.memory.GRAPH_FLOATS], see the module.
+
+    Examples:
+        >>> shape = dict(n_layers=30, d_model=576, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
+        >>> round(agop_graph_bytes(**shape) / 2**20)  # SmolLM2-135M, one sequence
+        799
+    """
+    n_layers, d_model, d_mlp, n_heads, seq_len, d_vocab, batch = (
+        _checks.integer(v, k, lo=1)
+        for k, v in (
+            ("n_layers", n_layers),
+            ("d_model", d_model),
+            ("d_mlp", d_mlp),
+            ("n_heads", n_heads),
+            ("seq_len", seq_len),
+            ("d_vocab", d_vocab),
+            ("batch", batch),
+        )
+    )
+    d_head = d_model // n_heads if d_head is None else _checks.integer(d_head, "d_head", lo=1)
+    n_kv = n_heads if n_kv_heads is None else _checks.integer(n_kv_heads, "n_kv_heads", lo=1)
+    c = GRAPH_FLOATS
+    per_token = n_layers * (c["d_model"] * d_model + c["d_mlp"] * d_mlp + c["attention"] * n_heads * seq_len)
+    per_token += c["d_vocab"] * d_vocab
+    W = weight_copy_floats(
+        n_layers=n_layers,
+        d_model=d_model,
+        d_mlp=d_mlp,
+        n_heads=n_heads,
+        d_head=d_head,
+        n_kv_heads=n_kv,
+        gated_mlp=bool(gated_mlp),
+    )
+    return int(4 * (W + batch * seq_len * per_token) + c["fixed_bytes"])
+
+
+@dataclass(frozen=True)
+class AGOPPlan(Tabular):
+    """How [`agop`][tl_geometry.families.interaction.agop] splits its work under a memory budget.
+
+    Attributes:
+        batch_size: sequences per gradient pass (recorded as ``agop_batch_size``).
+        hooks_per_chunk: hooks accumulated in one pass over the text.
+        n_chunks: passes over the text (``ceil(n_hooks / hooks_per_chunk)``).
+        graph_bytes: the graph bound of one batch.
+        state_bytes: the accumulators of one chunk.
+        compute_bytes: the temporaries of computing one hook's statistics.
+        working_set_bytes: graph + state + compute: AGOP's peak beyond the model.
+        memory_mb, state_mb: the budgets asked for.
+        over_budget: which minimum (one sequence, one hook) exceeded its budget, "" if none.
+    """
+
+    batch_size: int
+    hooks_per_chunk: int
+    n_chunks: int
+    graph_bytes: int
+    state_bytes: int
+    compute_bytes: int
+    working_set_bytes: int
+    memory_mb: float
+    state_mb: float
+    over_budget: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def hook_width(cfg: Any, hook: str) -> int:
+    """The last dimension of a (batch, pos, ·) hook by its name: d_mlp for the MLP's hidden hooks
+    (``mlp.hook_pre``, ``mlp.hook_post``, ``mlp.hook_pre_linear``), d_model otherwise."""
+    if any(k in hook for k in ("mlp.hook_pre", "mlp.hook_post")):
+        return int(getattr(cfg, "d_mlp", None) or 4 * cfg.d_model)
+    return int(cfg.d_model)
+
+
+def hook_chunks(
+    widths: list[int], state_mb: float, *, n_groups: int = 8, text_groups: int | None = 8
+) -> list[list[int]]:
+    """Consecutive runs of hook indices whose accumulators (``agop_state_bytes`` of each width) fit
+    ``state_mb``; a hook larger than the budget gets a run of its own. Hooks are kept in their order
+    (a run of late hooks needs the graph of the layers above its lowest hook only)."""
+    runs: list[list[int]] = []
+    used = 0.0
+    for i, w in enumerate(widths):
+        b = agop_state_bytes(w, 1, n_groups=n_groups, text_groups=text_groups)
+        if runs and used + b <= state_mb * MiB:
+            runs[-1].append(i)
+            used += b
+        else:
+            runs.append([i])
+            used = b
+    return runs
+
+
+def agop_plan(
+    *,
+    d_model: int,
+    n_hooks: int,
+    n_layers: int,
+    d_mlp: int,
+    n_heads: int,
+    seq_len: int,
+    d_vocab: int,
+    n_seqs: int | None = None,
+    n_groups: int = 8,
+    text_groups: int | None = 8,
+    memory_mb: float = 512,
+    state_mb: float = 1024,
+    batch_size: int | None = None,
+    d_head: int | None = None,
+    n_kv_heads: int | None = None,
+    gated_mlp: bool = True,
+) -> AGOPPlan:
+    """The batch and the hook chunks of an AGOP run from the model's shape and the two budgets.
+
+    batch_size = the most sequences (≤ ``n_seqs``) whose graph bound
+    ([`agop_graph_bytes`][tl_geometry.families.interaction.memory.agop_graph_bytes]) fits
+    ``memory_mb``, at least 1 (or ``batch_size`` when given); hooks_per_chunk = the most hooks whose
+    accumulators (``agop_state_bytes``) fit ``state_mb``, at least 1.
+
+    Raises:
+        InputError: a shape or budget that is not a positive number.
+    """
+    d_model = _checks.integer(d_model, "d_model", lo=1)
+    n_hooks = _checks.integer(n_hooks, "n_hooks", lo=1)
+    for name, v in (("memory_mb", memory_mb), ("state_mb", state_mb)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"{name} must be a positive number of MiB, got {v!r}")
+    shape: dict[str, Any] = dict(
+        n_layers=n_layers,
+        d_model=d_model,
+        d_mlp=d_mlp,
+        n_heads=n_heads,
+        seq_len=seq_len,
+        d_vocab=d_vocab,
+        d_head=d_head,
+        n_kv_heads=n_kv_heads,
+        gated_mlp=gated_mlp,
+    )
+    one = agop_graph_bytes(**shape)
+    over = []
+    if batch_size is None:
+        per_seq = agop_graph_bytes(**shape, batch=2) - one
+        fit = int((memory_mb * MiB - (one - per_seq)) // per_seq)
+        if fit < 1:
+            over.append(f"one sequence's graph ({one / MiB:.0f} MiB) exceeds memory_mb={memory_mb:g}")
+        batch = max(1, fit)
+        if n_seqs is not None:
+            batch = max(1, min(batch, int(n_seqs)))
+    else:
+        batch = _checks.integer(batch_size, "batch_size", lo=1)
+    per_hook = agop_state_bytes(d_model, 1, n_groups=n_groups, text_groups=text_groups)
+    per_chunk = int(state_mb * MiB // per_hook)
+    if per_chunk < 1:
+        over.append(f"one hook's sums ({per_hook / MiB:.0f} MiB) exceed state_mb={state_mb:g}")
+    per_chunk = max(1, min(per_chunk, n_hooks))
+    n_chunks = math.ceil(n_hooks / per_chunk)
+    graph = agop_graph_bytes(**shape, batch=batch)
+    state = per_hook * per_chunk
+    comp = agop_compute_bytes(d_model)
+    return AGOPPlan(
+        batch_size=batch,
+        hooks_per_chunk=per_chunk,
+        n_chunks=n_chunks,
+        graph_bytes=graph,
+        state_bytes=state,
+        compute_bytes=comp,
+        working_set_bytes=graph + state + comp,
+        memory_mb=float(memory_mb),
+        state_mb=float(state_mb),
+        over_budget="; ".join(over),
+    )
+
+
+def agop_working_set_bytes(
+    d_model: int,
+    n_hooks: int,
+    *,
+    n_layers: int,
+    d_mlp: int,
+    n_heads: int,
+    seq_len: int,
+    d_vocab: int,
+    n_seqs: int | None = None,
+    n_groups: int = 8,
+    text_groups: int | None = 8,
+    memory_mb: float = 512,
+    state_mb: float = 1024,
+    batch_size: int | None = None,
+    d_head: int | None = None,
+    n_kv_heads: int | None = None,
+    gated_mlp: bool = True,
+) -> int:
+    """AGOP's peak memory beyond the model, in bytes: ``agop_plan(...).working_set_bytes``.
+
+    The graph of one batch + the accumulators of one hook chunk + one hook's compute temporaries
+    ([`agop_plan`][tl_geometry.families.interaction.memory.agop_plan]), for an estimate made from
+    the model's shape before anything is loaded (e.g. a report's up-front memory check).
+
+    Examples:
+        >>> shape = dict(n_layers=30, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
+        >>> round(agop_working_set_bytes(576, 30, **shape) / 2**20)  # SmolLM2-135M, report settings
+        1416
+    """
+    return agop_plan(
+        d_model=d_model,
+        n_hooks=n_hooks,
+        n_layers=n_layers,
+        d_mlp=d_mlp,
+        n_heads=n_heads,
+        seq_len=seq_len,
+        d_vocab=d_vocab,
+        n_seqs=n_seqs,
+        n_groups=n_groups,
+        text_groups=text_groups,
+        memory_mb=memory_mb,
+        state_mb=state_mb,
+        batch_size=batch_size,
+        d_head=d_head,
+        n_kv_heads=n_kv_heads,
+        gated_mlp=gated_mlp,
+    ).working_set_bytes
+
+
+def agop_plan_for(model: Any, tokens_shape: tuple[int, int], n_hooks: int, **budget: Any) -> AGOPPlan:
+    """[`agop_plan`][tl_geometry.families.interaction.memory.agop_plan] from a model's ``cfg`` and the tokens' (batch, pos)."""
+    cfg = model.cfg
+    d_mlp = getattr(cfg, "d_mlp", None) or 4 * cfg.d_model
+    return agop_plan(
+        d_model=cfg.d_model,
+        n_hooks=n_hooks,
+        n_layers=cfg.n_layers,
+        d_mlp=int(d_mlp),
+        n_heads=int(getattr(cfg, "n_heads", 1) or 1),
+        seq_len=int(tokens_shape[1]),
+        d_vocab=int(cfg.d_vocab),
+        n_seqs=int(tokens_shape[0]),
+        d_head=int(getattr(cfg, "d_head", 0) or cfg.d_model // max(1, int(getattr(cfg, "n_heads", 1) or 1))),
+        n_kv_heads=int(getattr(cfg, "n_key_value_heads", None) or getattr(cfg, "n_heads", 1) or 1),
+        gated_mlp=bool(getattr(cfg, "gated_mlp", True)),
+        **budget,
+    )
