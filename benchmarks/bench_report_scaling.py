@@ -5,9 +5,9 @@
 
 Each grid point (size × text batch) is ``run_report`` on ``tg.models.scaled(family, size)`` (a
 random-init model of that family, built from a config: no download) over ``n_seqs × seq_len``
-tokens of real text (``pydoc``; the scaled models carry no tokenizer, so the text goes in as
-``_util.ByteTokenizer`` bytes — our choice: on random weights the token ids do not change the
-work), ``figures=False``, the report's ``--fast`` options unless ``--full``.
+tokens of real text (``pydoc``; the scaled models carry no tokenizer, so the text goes in through
+``WordTokenizer``, words hashed to ids — our choice: on random weights the ids do not change the
+work, only how often tokens repeat), ``figures=False``, the report's ``--fast`` options unless ``--full``.
 
 * ours: the report's wall time (the model passed built; its build is timed apart), one fresh
   process per run (``_util.run_isolated_args``: its peak RSS, ``ru_maxrss``, is the run's own);
@@ -74,11 +74,32 @@ def _parse_tokens(spec: str) -> tuple[int, int]:
     return n, s
 
 
+class WordTokenizer:
+    """Words, runs of spaces and single symbols, each hashed (CRC-32) to an id in 1 … d_vocab − 1 (0
+    is BOS): text for a random-init model without its tokenizer. Our choice over bytes: a word-level
+    split repeats tokens about as often as the family's BPE does, whereas ~60 distinct bytes make
+    most embeddings exact duplicates (``blocks.0.hook_resid_pre`` has no position), and the
+    intrinsic dimension refuses such a point cloud (more than half the neighbour ratios tied)."""
+
+    bos_token_id = 0
+    padding_side = "right"
+
+    def __init__(self, d_vocab: int):
+        self.d_vocab = int(d_vocab)
+
+    def encode(self, text, add_special_tokens=False):
+        import re
+        import zlib
+
+        pieces = re.findall(r"\w+|\s+|[^\w\s]", text)
+        return [1 + zlib.crc32(p.encode("utf-8")) % (self.d_vocab - 1) for p in pieces]
+
+
 def _model(a: dict):
     import tl_geometry as tg
 
     model = tg.models.scaled(a["family"], a["n_params"], **a["kw"])
-    model.tokenizer = _util.ByteTokenizer()  # TransformerLens accepts only transformers tokenizers at build
+    model.tokenizer = WordTokenizer(model.cfg.d_vocab)  # TL accepts only transformers tokenizers at build
     return model
 
 
