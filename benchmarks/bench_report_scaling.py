@@ -296,7 +296,8 @@ def main(argv=None) -> int:
             print(
                 f"  round {r + 1} {g['label']}: wall {res['wall']:.2f} s, cpu {res['cpu']:.2f} s, "
                 f"build {res['build']:.1f} s, peak RSS {res['peak'] / 2**30:.2f} GiB "
-                f"(load {_util.load_average().split(' (')[0]}){bad}",
+                f"(load {_util.load_average().split(' (')[0]}){bad}; metrics (s): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in sorted(res["timings_s"].items(), key=lambda kv: -kv[1])[:5]),
                 flush=True,
             )
 
