@@ -32,6 +32,9 @@ bench_load               ``tg.models.load("smollm2-135m")``  transformers' GGUF 
 bench_memory             peak RSS and time of ``load`` /     TransformerLens's own loader (what    the float32 weights; one read of
                          ``scaled`` (SmolLM2, Gemma, 0.5/1 B) ``load`` did before)                 the file
 bench_report             ``run_report`` (one shared capture) ``capture="separate"``                load + one forward pass
+bench_report_scaling     ``run_report`` on ``tg.models.      none simpler: the log-log slope of    AGOP: forward + backward passes;
+                         scaled`` models, time and peak RSS  time against parameters × tokens     PGA: one sort per null; one
+                         against parameters × tokens         (1: time grows as the work)           forward; the memory estimate
 bench_report_render      ``write_outputs``                   each figure + savefig, JSON, markdown plain JSON + markdown dump
 bench_sweep              fsynced line per job; one-read      dump at the end; ``done()`` per job;  bare write + fsync; file read;
                          resume scan; Ray executor           local executor                        load + analyze per job

@@ -33,6 +33,7 @@ TIMING = [
     "bench_ray",
     "bench_report",
     "bench_report_render",
+    "bench_report_scaling",
     "bench_sae",
     "bench_sweep",
 ]
@@ -113,3 +114,29 @@ def test_help_of_every_script():
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).strip(os.pathsep)
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_report_scaling_small_follows_the_conventions(capsys):
+    """``bench_report_scaling --small`` (in this process, seconds): the environment header, a warm-up,
+    ``--repeats`` rounds over the grid, the slope against parameters × tokens, each metric against its
+    floor, the memory estimate against the measured peak, the load average at the end."""
+    import math
+    import re
+
+    from benchmarks import bench_report_scaling as brs
+
+    assert brs.main(["--small", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("date (UTC)", "torch        : BLAS", "BLAS env", "load average at start", "warm-up run"):
+        assert needle in out, f"missing {needle!r}"
+    rounds = re.findall(r"^  round (\d) ", out, flags=re.M)
+    assert sorted(rounds) == ["1", "1", "2", "2", "3", "3"], rounds  # 2 grid points x 3 rounds
+    assert "status partial" not in out, "a metric failed in --small"
+    slope = re.search(r"log-log slope of the best report wall time against parameters × tokens: (\S+) over 2", out)
+    assert slope and math.isfinite(float(slope.group(1)))
+    for metric in ("agop", "pga"):
+        assert len(re.findall(rf"^{metric}: ours / .*: best [0-9.]+, median [0-9.]+", out, flags=re.M)) == 2
+    assert len(re.findall(r"^report: ours / the sum of the floors", out, flags=re.M)) == 2
+    ratios = [float(x) for x in re.findall(r"measured / estimate ([0-9.]+)", out)]
+    assert len(ratios) == 2 and all(0.2 < r < 5 for r in ratios), ratios
+    assert "load average at end" in out
