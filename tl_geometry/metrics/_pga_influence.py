@@ -70,11 +70,26 @@ from tl_geometry.metrics._spearman import (
     pair_endpoints,
     unit_rows,
 )
+from tl_geometry.metrics.thread_choice import limit_threads
 
 __all__: list[str] = []
 
 DENSE_MAX_POINTS = 4096
 """Up to this many points the pair weights are summed into a dense N × N matrix (128 MiB at the limit); above it, in chunks of pairs."""
+
+
+def _one_thread(fn):
+    """Run ``fn``'s products on one torch thread: their float64 reductions (C V, (H − μ)Vᵀ, the
+    direction terms) would otherwise differ in the last bits between thread counts, and the error
+    must not depend on the machine's load (the same rule as the factorizations). They are small
+    next to the sorts; inside a pooled null task the count is already one (no change)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with limit_threads(1):
+            return fn(*args, **kwargs)
+
+    return wrapped
 
 
 @functools.lru_cache(maxsize=2)
@@ -249,6 +264,7 @@ class InfluenceContext:
         phi = self._value_gradient(c_x, self.x, self.X, None)
         return out + np.bincount(self.groups.group, weights=phi, minlength=G)
 
+    @_one_thread
     def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
         """C V with C the symmetric N × N matrix of the pair weights c (zero diagonal)."""
         i, j = self._endpoints()
@@ -267,6 +283,7 @@ class InfluenceContext:
             out.index_add_(0, jj, cc * V.index_select(0, ii))
         return out
 
+    @_one_thread
     def _points(self) -> tuple[Tensor, Tensor, Tensor, Tensor, np.ndarray]:
         """float64 CPU copies of X, the principal scores Z = (H − μ)Vᵀ, Vh, s², and N − n_g per point."""
         if "points" not in self._cache:
@@ -278,6 +295,7 @@ class InfluenceContext:
             self._cache["points"] = (self.X.to(torch.float64).cpu(), Z, Vh, S2, left)
         return self._cache["points"]
 
+    @_one_thread
     def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
         """φ_i (per point) of Σ_p c_p Δs_p for the view Y = X B (B None: the reference, Y = X)."""
         i, j = self._endpoints()
