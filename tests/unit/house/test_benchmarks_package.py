@@ -138,5 +138,7 @@ def test_report_scaling_small_follows_the_conventions(capsys):
         assert len(re.findall(rf"^{metric}: ours / .*: best [0-9.]+, median [0-9.]+", out, flags=re.M)) == 2
     assert len(re.findall(r"^report: ours / the sum of the floors", out, flags=re.M)) == 2
     ratios = [float(x) for x in re.findall(r"measured / estimate ([0-9.]+)", out)]
-    assert len(ratios) == 2 and all(0.2 < r < 5 for r in ratios), ratios
+    # --small runs in this process, so its "peak" is the test process's high-water mark (1–2 GiB after
+    # the rest of the suite) against a tiny model's estimate: only its presence and sign are checked here
+    assert len(ratios) == 2 and all(r > 0 for r in ratios), ratios
     assert "load average at end" in out
