@@ -90,7 +90,9 @@ rep = json.loads((out / "report" / "report.json").read_text())
 prov = rep["provenance"]
 eps = {r["metric"]: r["value"] for r in rep["rows"] if r["metric"].startswith("epsilon.")}
 assert prov["model_class"] == "TransformerBridge", f"report loaded a {prov['model_class']}, not a TransformerBridge"
-assert prov["processing"] == "tl" and all(prov["weight_processing"].values()), (prov["processing"], prov["weight_processing"])
+# what was done: fold_ln and center_unembed; center_writing_weights is skipped after an RMSNorm (SmolLM2)
+want = {"fold_ln": True, "center_writing_weights": False, "center_unembed": True}
+assert prov["processing"] == "tl" and prov["weight_processing"] == want, (prov["processing"], prov["weight_processing"])
 assert prov["transformer_lens_version"].startswith("4."), prov["transformer_lens_version"]
 assert (cap["kind"], cap["tensor"], cap["d_model"], cap["vocab"]) == ("model", "W_E", 576, 49152), cap
 assert cap["epsilon"] == eps["epsilon.W_E"], f"capacity eps(W_E) {cap['epsilon']} != report {eps['epsilon.W_E']}"
