@@ -49,7 +49,6 @@ from typing import Any
 import torch
 
 from tl_geometry.errors import InputError
-from tl_geometry.io import hub
 from tl_geometry.models import bridge as _bridge
 from tl_geometry.models.bridge import from_hf, require_hooked, tl_generation
 from tl_geometry.models.hf_loading import (
@@ -80,9 +79,11 @@ from tl_geometry.models.zoo import (
     canonical_name,
     check_device,
     display_name,
+    hub_probe,
     is_model,
     is_path,
     known_model,
+    loading_from_hub,
     model_name_of,
     processing_flags,
     processing_name,
@@ -223,27 +224,11 @@ def _built(files, label, name, dev, dtype, n_ctx, processed):
 
 
 def _from_hub(name, dev, dtype, pname, flags, **kwargs):
-    how = (
-        f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
-        "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
-        "and pass tg.models.from_hf(hf_model, tokenizer), or pass a HookedTransformer/TransformerBridge "
-        f"you built; the offline zoo has: {sorted(ZOO)}."
-    )
-    if not hub.offline() and not hub.reachable(3.0):
-        raise ModelNotAvailableError(
-            f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}"
-        )
+    how = hub_probe(name, "HookedTransformer/TransformerBridge")
     from transformer_lens import HookedTransformer  # after the probe: importing it takes seconds
 
-    try:
-        with warnings.catch_warnings(), hub.quiet():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            model = HookedTransformer.from_pretrained(name, device=str(dev), dtype=dtype, **flags, **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
-        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
-        raise ModelNotAvailableError(
-            f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}"
-        ) from exc
+    with loading_from_hub(name, how, DeprecationWarning):
+        model = HookedTransformer.from_pretrained(name, device=str(dev), dtype=dtype, **flags, **kwargs)
     _record_processing(model, pname, flags)
     return model.eval()
 

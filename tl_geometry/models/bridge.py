@@ -48,12 +48,13 @@ from tl_geometry.models.zoo import (
     DEFAULT_N_CTX,
     PROCESSING,
     ZOO,
-    ModelNotAvailableError,
     _record_processing,
     canonical_name,
     check_device,
     display_name,
+    hub_probe,
     is_path,
+    loading_from_hub,
     model_name_of,
     processing_flags,
     processing_name,
@@ -365,27 +366,11 @@ def _wrapped(files, name, dev, dtype, n_ctx, processed):
 
 
 def _from_hub(name: str, dev: torch.device, dtype: torch.dtype, processed, **kwargs: Any):
-    how = (
-        f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
-        "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
-        "and pass tg.models.from_hf(hf_model, tokenizer), or pass a TransformerBridge you built; "
-        f"the offline zoo has: {sorted(ZOO)}."
-    )
-    if not hub.offline() and not hub.reachable(3.0):
-        raise ModelNotAvailableError(
-            f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}"
-        )
+    how = hub_probe(name, "TransformerBridge")
     from transformer_lens.model_bridge import TransformerBridge
 
-    try:
-        with warnings.catch_warnings(), hub.quiet():
-            warnings.simplefilter("ignore")
-            bridge = TransformerBridge.boot_transformers(name, device=str(dev), dtype=dtype, **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
-        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
-        raise ModelNotAvailableError(
-            f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}"
-        ) from exc
+    with loading_from_hub(name, how):
+        bridge = TransformerBridge.boot_transformers(name, device=str(dev), dtype=dtype, **kwargs)
     _process(bridge, *processed)
     bridge._tl_geometry_name = name
     return bridge.eval()

@@ -17,16 +17,19 @@ Nothing here loads a model; [`tl_geometry.models`][tl_geometry.models] does, wit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tl_geometry.errors import InputError, TLGeometryError
+from tl_geometry.io import hub
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +190,39 @@ def processing_name(model: Any) -> str:
 
 class ModelNotAvailableError(RuntimeError, TLGeometryError):
     """A model cannot be loaded here (hub unreachable, offline package missing, ...)."""
+
+
+def hub_probe(name: str, built: str) -> str:
+    """Before a load from the Hugging Face hub: raise at once when the hub is unreachable (not offline,
+    no connection within 3 s); return the help text the load's errors end with (``built``: the model
+    classes a user may pass instead). Shared by the TransformerLens-3 and -4 loaders."""
+    how = (
+        f"tl_geometry can only load {name!r} from the Hugging Face hub. Offline, load the weights "
+        "yourself (e.g. transformers' AutoModelForCausalLM.from_pretrained(local_dir) or gguf_file=...) "
+        f"and pass tg.models.from_hf(hf_model, tokenizer), or pass a {built} you built; "
+        f"the offline zoo has: {sorted(ZOO)}."
+    )
+    if not hub.offline() and not hub.reachable(3.0):
+        raise ModelNotAvailableError(
+            f"the Hugging Face hub is unreachable (no connection to huggingface.co within 3 s). {how}"
+        )
+    return how
+
+
+@contextlib.contextmanager
+def loading_from_hub(name: str, how: str, ignore: type[Warning] = Warning):
+    """``with loading_from_hub(name, how):`` around a hub load: the hub client's retry noise and the
+    ``ignore`` warnings silenced; OSError / ValueError / KeyError become one ModelNotAvailableError
+    naming the model, whether HF_HUB_OFFLINE is set, the cause and ``how``."""
+    try:
+        with warnings.catch_warnings(), hub.quiet():
+            warnings.simplefilter("ignore", ignore)
+            yield
+    except (OSError, ValueError, KeyError) as exc:
+        offline = " (HF_HUB_OFFLINE is set and the model is not in the local cache)" if hub.offline() else ""
+        raise ModelNotAvailableError(
+            f"could not load {name!r}{offline}: {type(exc).__name__}: {str(exc)[:300]}. {how}"
+        ) from exc
 
 
 def canonical_name(name: str) -> str:
