@@ -266,29 +266,12 @@ def agop_plan(
     )
 
 
-def agop_working_set_bytes(
-    d_model: int,
-    n_hooks: int,
-    *,
-    n_layers: int,
-    d_mlp: int,
-    n_heads: int,
-    seq_len: int,
-    d_vocab: int,
-    n_seqs: int | None = None,
-    n_groups: int = 8,
-    text_groups: int | None = 8,
-    memory_mb: float = 512,
-    state_mb: float = 1024,
-    batch_size: int | None = None,
-    d_head: int | None = None,
-    n_kv_heads: int | None = None,
-    gated_mlp: bool = True,
-) -> int:
+def agop_working_set_bytes(d_model: int, n_hooks: int, **shape: Any) -> int:
     """AGOP's peak memory beyond the model, in bytes: ``agop_plan(...).working_set_bytes``.
 
     The graph of one batch + the accumulators of one hook chunk + one hook's compute temporaries
-    ([`agop_plan`][tl_geometry.families.interaction.memory.agop_plan]), for an estimate made from
+    ([`agop_plan`][tl_geometry.families.interaction.memory.agop_plan], whose keywords ``shape``
+    takes: n_layers, d_mlp, n_heads, seq_len, d_vocab and the budgets), for an estimate made from
     the model's shape before anything is loaded (e.g. a report's up-front memory check).
 
     Examples:
@@ -296,24 +279,7 @@ def agop_working_set_bytes(
         >>> round(agop_working_set_bytes(576, 30, **shape) / 2**20)  # SmolLM2-135M, report settings
         1416
     """
-    return agop_plan(
-        d_model=d_model,
-        n_hooks=n_hooks,
-        n_layers=n_layers,
-        d_mlp=d_mlp,
-        n_heads=n_heads,
-        seq_len=seq_len,
-        d_vocab=d_vocab,
-        n_seqs=n_seqs,
-        n_groups=n_groups,
-        text_groups=text_groups,
-        memory_mb=memory_mb,
-        state_mb=state_mb,
-        batch_size=batch_size,
-        d_head=d_head,
-        n_kv_heads=n_kv_heads,
-        gated_mlp=gated_mlp,
-    ).working_set_bytes
+    return agop_plan(d_model=d_model, n_hooks=n_hooks, **shape).working_set_bytes
 
 
 def agop_plan_for(model: Any, tokens_shape: tuple[int, int], n_hooks: int, **budget: Any) -> AGOPPlan:
