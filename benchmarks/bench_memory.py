@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import _util
+from benchmarks.bench_load import tiny_llama  # the same random 2-layer Llama --small loads
 
 SCALED = {
     "smollm2-0.5b": ("smollm2", 5e8, {}),
@@ -111,25 +112,6 @@ def measure(spec: str, loader: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"{loader} load of {spec} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def tiny_llama(directory: Path) -> Path:
-    """A random 2-layer Llama (d 64, vocab 512) written with ``save_pretrained`` (config + safetensors)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=128,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(directory)
-    return directory
 
 
 def _file(spec: str) -> Path | None:
