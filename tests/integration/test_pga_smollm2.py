@@ -73,7 +73,14 @@ def test_processing_changes_only_the_readout_on_an_rmsnorm_model(smollm2, smollm
     h = ["blocks.6.hook_resid_post"]
     a = tg.capture.collect(smollm2_raw, pydoc_tokens[:2], h, max_points=None, progress=False).acts[h[0]]
     b = tg.capture.collect(smollm2, pydoc_tokens[:2], h, max_points=None, progress=False).acts[h[0]]
-    torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
+    # equal up to float32 rounding of the folded weights, which grows with SmolLM2's massive
+    # activations (|a| up to ~800) and with the CPU's kernels (a 0.05 element difference on
+    # one CI machine, 2e-4 on another): compare each token's vector relative to its norm
+    rel = (a - b).norm(dim=-1) / a.norm(dim=-1)
+    assert float(rel.max()) < 1e-3, float(rel.max())
+    # what centering the writing weights would have done is far outside that tolerance
+    centered = a - a.mean(-1, keepdim=True)
+    assert float(((centered - a).norm(dim=-1) / a.norm(dim=-1)).median()) > 1e-2
 
 
 def test_paper_preset_on_smollm2(smollm2, smollm2_raw, pydoc_tokens):
