@@ -58,6 +58,11 @@ class ModelShape:
             Counted by the memory estimate, not in ``n_params``.
         d_vocab, d_mlp: the vocabulary and the MLP width (None when not found): the report's
             working set grows with them ([`tl_geometry.runs.memory`][tl_geometry.runs.memory]).
+        n_heads: attention heads (a model directory's config; None from a GGUF, whose header
+            values are not decoded: estimates then take ``d_q / 64``).
+        d_q, d_kv: the widths of the query and key projections (n_heads · d_head and
+            n_kv_heads · d_head; None when not found).
+        gated_mlp: whether the MLP has a gate projection (None when not known).
     """
 
     n_layers: int | None
@@ -68,6 +73,10 @@ class ModelShape:
     n_tied: int = 0
     d_vocab: int | None = None
     d_mlp: int | None = None
+    n_heads: int | None = None
+    d_q: int | None = None
+    d_kv: int | None = None
+    gated_mlp: bool | None = None
 
     @property
     def tl_params(self) -> int:
@@ -97,7 +106,8 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
     path = Path(path_str)
     _, _, tensors = gguf_layout(path, size)
     n_params, blocks, d_model, n_embed, has_output = 0, set(), None, 0, False
-    d_vocab = d_mlp = None
+    d_vocab = d_mlp = d_q = d_kv = None
+    gated = False
     for name, dims, _, _ in tensors:
         n = 1
         for dim in dims:
@@ -112,26 +122,54 @@ def _gguf_shape_cached(path_str: str, size: int, mtime: float) -> ModelShape:
             n_embed = n
         if name == "blk.0.ffn_up.weight" and len(dims) > 1:
             d_mlp = int(dims[1])
+        if name == "blk.0.attn_q.weight" and len(dims) > 1:
+            d_q = int(dims[1])
+        if name == "blk.0.attn_k.weight" and len(dims) > 1:
+            d_kv = int(dims[1])
+        gated = gated or name == "blk.0.ffn_gate.weight"
         has_output = has_output or name == "output.weight"
     tied = 0 if has_output else n_embed  # no output tensor: the unembedding is the embedding
-    return ModelShape(len(blocks) or None, d_model, n_params, DEFAULT_N_CTX, "gguf", tied, d_vocab, d_mlp)
+    return ModelShape(
+        len(blocks) or None,
+        d_model,
+        n_params,
+        DEFAULT_N_CTX,
+        "gguf",
+        tied,
+        d_vocab,
+        d_mlp,
+        d_q=d_q,
+        d_kv=d_kv,
+        gated_mlp=gated if blocks else None,
+    )
 
 
-def _safetensors_elements(path: Path) -> int:
+def _safetensors_header(path: Path) -> dict:
+    """A safetensors file's JSON header ({} when it cannot be read cheaply; the load reports why)."""
     import json
     import struct
 
     with open(path, "rb") as fh:
         head = fh.read(8)
         if len(head) < 8:
-            return 0
+            return {}
         (length,) = struct.unpack("<Q", head)
         if length > min(path.stat().st_size, 100 * 2**20):
-            return 0  # not a header we can read cheaply; check_weights_file reports it at load
+            return {}  # not a header we can read cheaply; check_weights_file reports it at load
         try:
             header = json.loads(fh.read(length))
         except ValueError:
-            return 0
+            return {}
+    return header if isinstance(header, dict) else {}
+
+
+def _safetensors_has(path: Path, part: str) -> bool:
+    """Whether a tensor name of the file contains ``part`` (``"gate_proj"``: a gated MLP)."""
+    return any(part in key for key in _safetensors_header(path))
+
+
+def _safetensors_elements(path: Path) -> int:
+    header = _safetensors_header(path)
     total = 0
     for key, info in header.items():
         if key == "__metadata__" or not isinstance(info, dict):
@@ -161,12 +199,17 @@ def _hf_dir_shape(path: Path) -> ModelShape | None:
                 return v
         return None
 
-    n_params = sum(_safetensors_elements(f) for f in sorted(path.glob("*.safetensors")))
+    files = sorted(path.glob("*.safetensors"))
+    n_params = sum(_safetensors_elements(f) for f in files)
+    gated = any(_safetensors_has(f, "gate_proj") for f in files) if files else None
     if not n_params:  # no safetensors (e.g. pytorch_model.bin): the file sizes, at 4 bytes a parameter
         n_params = sum(f.stat().st_size for f in path.glob("*.bin")) // 4
     ctx = first("n_positions", "max_position_embeddings", "n_ctx") or DEFAULT_N_CTX
     d_model, d_vocab = first("hidden_size", "n_embd", "d_model"), first("vocab_size")
     tied = bool(cfg.get("tie_word_embeddings", True)) and d_model is not None and d_vocab is not None
+    n_heads = first("num_attention_heads", "n_head", "n_heads")
+    d_head = first("head_dim") or (d_model // n_heads if d_model and n_heads else None)
+    n_kv = first("num_key_value_heads", "n_key_value_heads") or n_heads
     return ModelShape(
         first("num_hidden_layers", "n_layer", "n_layers"),
         d_model,
@@ -176,6 +219,10 @@ def _hf_dir_shape(path: Path) -> ModelShape | None:
         d_model * d_vocab if tied and d_model and d_vocab else 0,
         d_vocab,
         first("intermediate_size", "n_inner", "d_mlp"),
+        n_heads=n_heads,
+        d_q=n_heads * d_head if n_heads and d_head else None,
+        d_kv=n_kv * d_head if n_kv and d_head else None,
+        gated_mlp=gated,
     )
 
 

@@ -147,6 +147,14 @@ class FamilySpec:
         fast_options: the same for ``report --fast``.
         not_in_default_report: ``{metric: why}`` for the family's metrics the report runs only
             when named in ``--metrics``.
+        memory: ``memory(shape, *, n_seqs, seq_len, options) -> int``: the peak working set, in
+            bytes beyond the loaded model and the report's captured activations, of the family's
+            metrics in one report (``shape`` a [`tl_geometry.models.ModelShape`][tl_geometry.models.ModelShape] read before
+            the load; ``options`` ``{metric: options}`` for those of its metrics the report runs,
+            the family's report options merged with the user's), or a ``"module:function"``
+            string. [`tl_geometry.runs.memory.estimate`][tl_geometry.runs.memory.estimate] takes the
+            largest over the families being run (the metrics run one after another); a family
+            without it adds nothing to the estimate.
         builtin, source: filled in by [`register_family`][tl_geometry.registry.register_family].
 
     The accumulator side of the contract is the metrics' own: an activation metric registered
@@ -171,6 +179,7 @@ class FamilySpec:
     report_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     fast_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     not_in_default_report: Mapping[str, str] = field(default_factory=dict, hash=False)
+    memory: Callable[..., int] | str | None = None  # a str becomes a Lazy in __post_init__
     builtin: bool = False
     source: str = ""
 
@@ -201,7 +210,7 @@ class FamilySpec:
         object.__setattr__(self, "figures", figures)
         if self.read is not None:
             object.__setattr__(self, "read", _callable(self.read, f"family {self.name!r}: read"))
-        for what in ("explain", "note"):
+        for what in ("explain", "note", "memory"):
             if getattr(self, what) is not None:
                 object.__setattr__(self, what, _callable(getattr(self, what), f"family {self.name!r}: {what}"))
         for what in ("checks", "command"):

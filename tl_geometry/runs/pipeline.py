@@ -66,7 +66,13 @@ def check_memory(cfg: Any, *, limit_bytes: int | None = None) -> int:
 
 
 def model_memory(
-    model: Any, *, n_seqs: int = 8, seq_len: int = 128, metrics: Any = None, agop_batch: int | None = None
+    model: Any,
+    *,
+    n_seqs: int = 8,
+    seq_len: int = 128,
+    metrics: Any = None,
+    options: Any = None,
+    agop_batch: int | None = None,
 ) -> Any:
     """The [`tl_geometry.runs.memory.MemoryEstimate`][tl_geometry.runs.memory.MemoryEstimate] of a report on ``model`` (a zoo
     name or local path: from its files, [`tl_geometry.models.peek`][tl_geometry.models.peek]; a model: from its
@@ -77,7 +83,9 @@ def model_memory(
     shape = memory.shape_of_model(model) if is_model(model) else peek(model)
     if shape is None:
         return None
-    return memory.estimate(shape, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, agop_batch=agop_batch)
+    return memory.estimate(
+        shape, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, options=options, agop_batch=agop_batch
+    )
 
 
 def check_model_memory(
@@ -87,6 +95,7 @@ def check_model_memory(
     n_seqs: int = 8,
     seq_len: int = 128,
     metrics: Any = None,
+    options: Any = None,
     agop_batch: int | None = None,
     ignore: bool = False,
 ) -> int | None:
@@ -97,7 +106,7 @@ def check_model_memory(
     config. Returns the estimate in bytes (None: nothing could be read, e.g. a hub name offline;
     the load then says what is wrong)."""
     limit = None if max_memory_gb is None else int(max_memory_gb * 2**30)
-    est = model_memory(model, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, agop_batch=agop_batch)
+    est = model_memory(model, n_seqs=n_seqs, seq_len=seq_len, metrics=metrics, options=options, agop_batch=agop_batch)
     if est is not None:
         avail = limit if limit is not None else available_memory_bytes()
         if avail is not None and est.peak_bytes > avail and not ignore:
@@ -276,13 +285,12 @@ def run(req: ReportRequest) -> GeometryReport:
 
 
 def _memory_args(req: ReportRequest) -> dict[str, Any]:
-    """What the memory estimate reads of a request: the text batch, the metrics, AGOP's batch."""
-    batch = (req.request.options.get("agop") or {}).get("batch_size")
+    """What the memory estimate reads of a request: the text batch, the metrics and their options."""
     return {
         "n_seqs": req.n_seqs,
         "seq_len": req.seq_len,
         "metrics": req.metrics,
-        "agop_batch": batch if isinstance(batch, int) else None,
+        "options": {m: dict(o) for m, o in req.request.options.items()},
     }
 
 

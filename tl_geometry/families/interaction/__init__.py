@@ -690,6 +690,7 @@ register_family(
         checks="tl_geometry.families.interaction.checks",
         command="tl_geometry.families.interaction.cli",
         report_options={"agop": {"n_probes": 16}, "nfa": {"n_probes": 8}},
+        memory="tl_geometry.families.interaction.memory:report_working_set_bytes",
         fast_options={"agop": {"n_probes": 4}, "nfa": {"n_probes": 2}},
         # NFA: no reading, figure or published language-model value to set it against (the authors
         # check it on their toy model only), its correlations at report-sized probe counts are

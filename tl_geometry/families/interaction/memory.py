@@ -49,6 +49,7 @@ __all__ = [
     "agop_plan_for",
     "agop_working_set_bytes",
     "hook_chunks",
+    "report_working_set_bytes",
     "hook_width",
     "weight_copy_floats",
 ]
@@ -300,3 +301,96 @@ def agop_plan_for(model: Any, tokens_shape: tuple[int, int], n_hooks: int, **bud
         gated_mlp=bool(getattr(cfg, "gated_mlp", True)),
         **budget,
     )
+
+
+def _shape_keywords(shape: Any, seq_len: int) -> dict[str, Any]:
+    """``agop_plan``'s shape keywords from a [`tl_geometry.models.ModelShape`][tl_geometry.models.ModelShape] (read
+    before the load): missing widths as the estimate states them (d_mlp 4·d_model, d_vocab
+    50,257, heads d_q / 64, a gated MLP: the larger bound)."""
+    d = int(shape.d_model or 768)
+    d_q = int(getattr(shape, "d_q", None) or d)
+    n_heads = int(getattr(shape, "n_heads", None) or max(1, d_q // 64))
+    d_head = max(1, d_q // n_heads)
+    d_kv = int(getattr(shape, "d_kv", None) or d_q)
+    gated = getattr(shape, "gated_mlp", None)
+    return dict(
+        n_layers=int(shape.n_layers or 12),
+        d_mlp=int(shape.d_mlp or 4 * d),
+        n_heads=n_heads,
+        seq_len=int(seq_len),
+        d_vocab=int(shape.d_vocab or 50257),
+        d_head=d_head,
+        n_kv_heads=max(1, d_kv // d_head),
+        gated_mlp=True if gated is None else bool(gated),
+    )
+
+
+def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: Any) -> int:
+    """The interaction family's memory declaration (``FamilySpec.memory``): the largest plan of
+    the family's gradient metrics a report runs, from the model's shape before the load.
+
+    * ``agop`` (input space with probes, the report's): [`agop_plan`][tl_geometry.families.interaction.memory.agop_plan]
+      on every ``hook_resid_pre`` (n_layers hooks) with the run's ``memory_mb``, ``state_mb``,
+      ``batch_size``, ``n_groups`` (default min(n_probes, 8)) and ``text_groups``;
+    * ``nfa``: the same on the n_layers MLP inputs at its fixed ``batch_size`` (8), plus the
+      matrices and probe-group replicates it keeps for every hook (``(n_groups + 1) · d²`` floats).
+
+    ``options`` is ``{metric: options}`` for the metrics being run; a metric absent from it does
+    not run. Our estimate: checked against measured peaks in docs/reliability.md (Memory).
+
+    Examples:
+        >>> from tl_geometry.models import ModelShape
+        >>> smollm2 = ModelShape(30, 576, 134_515_008, 2048, "gguf", 28_311_552, 49152, 1536, d_q=576, d_kv=192, gated_mlp=True)
+        >>> round(report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"agop": {"n_probes": 16}}) / 2**20)
+        1416
+        >>> report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"pga": {}})
+        0
+    """
+    d_model = int(shape.d_model or 768)
+    kw = _shape_keywords(shape, seq_len)
+    hooks = kw["n_layers"]
+    out = 0
+    if "agop" in options:
+        o = dict(options["agop"] or {})
+        if o.get("space", "input") == "input" and not o.get("exact", False):
+            n_probes = int(o.get("n_probes", 64))
+            tg = o.get("text_groups", 8)
+            plan = agop_plan(
+                d_model=d_model,
+                n_hooks=len(o["hooks"]) if o.get("hooks") else hooks,
+                n_seqs=n_seqs,
+                n_groups=int(o.get("n_groups") or min(n_probes, 8)),
+                text_groups=None if tg is None or n_seqs < 2 else min(int(tg), n_seqs),
+                memory_mb=o.get("memory_mb", 512),
+                state_mb=o.get("state_mb", 1024),
+                batch_size=o.get("batch_size"),
+                **kw,
+            )
+        else:  # exact, output or loss space: a fixed batch (8), every hook's sums
+            plan = agop_plan(
+                d_model=d_model,
+                n_hooks=hooks,
+                n_seqs=n_seqs,
+                text_groups=None,
+                batch_size=min(n_seqs, int(o.get("batch_size") or 8)),
+                state_mb=2**30,
+                **kw,
+            )
+        out = max(out, plan.working_set_bytes)
+    if "nfa" in options:
+        o = dict(options["nfa"] or {})
+        n_probes = int(o.get("n_probes", 64))
+        n_hooks = len(o["layers"]) if o.get("layers") else hooks
+        groups = min(n_probes, 8)
+        plan = agop_plan(
+            d_model=d_model,
+            n_hooks=n_hooks,
+            n_seqs=n_seqs,
+            n_groups=groups,
+            text_groups=None if n_seqs < 2 else min(8, n_seqs),
+            batch_size=min(n_seqs, int(o.get("batch_size", 8))),
+            **kw,
+        )
+        kept = 4 * n_hooks * (groups + 1) * d_model * d_model  # every matrix and its group replicates
+        out = max(out, plan.working_set_bytes + kept)
+    return int(out)
