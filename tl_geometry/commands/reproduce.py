@@ -77,7 +77,7 @@ def run(args) -> int:
     print(f"{len(res.rows)} rows — {res.headline()}")
     print(
         "  independent: our simulation/training/measurement gives the paper's number; recomputed: a formula on "
-        "the paper's printed inputs; consistency: cannot fail; measured: ours, nothing to compare"
+        "the paper's printed inputs; consistency: follows from printed numbers or other rows; measured: ours, nothing to compare"
     )
     for r in res.rows:
         if r.status in ("differs", "error"):

@@ -22,8 +22,10 @@ Evidence classes ([`EVIDENCE`][tl_geometry.runs.reproduction_rows.EVIDENCE]; eve
 * ``recomputed`` — a closed formula re-evaluated on the paper's printed inputs (Table 1 counts
   from the printed ε, fits of the authors' own packing JSON, bounds from printed (d, ε), a
   parameter count);
-* ``consistency`` — cannot fail unless our code is wrong: a rule or arithmetic applied to printed
-  numbers (the "indeterminate" Table 1 rows, α* = depth/width of printed shapes);
+* ``consistency`` — cannot fail unless our code is wrong or the rows it follows differ: a rule or
+  arithmetic applied to printed numbers (the "indeterminate" Table 1 rows, α* = depth/width of
+  printed shapes), or a fit to the same cells other rows compare (the packing subset fits: their
+  verdict follows the cell rows'; the headline calls such a miss "follow a difference");
 * ``measured`` — ours, with no paper value for this model (``paper`` is None; a value the papers
   give for other models may be shown as ``reference``).
 

@@ -43,7 +43,7 @@ EVIDENCE_MEANING = {
     "exploratory": "a probe tuned after a published setting missed: what could produce the paper's number, not a "
     "reproduction",
     "recomputed": "a closed formula re-evaluated on the paper's printed inputs (or a fit of the authors' data)",
-    "consistency": "a rule or arithmetic applied to printed numbers: cannot fail unless our code is wrong",
+    "consistency": "a rule or arithmetic applied to printed numbers, or a fit to the same cells other rows compare: cannot fail unless our code is wrong or those rows differ",
     "measured": "ours, with no paper value to compare (a reference for other models in parentheses)",
 }
 """One line per evidence class for the tables' legend."""

@@ -65,8 +65,9 @@ class ReproRow:
             a target chosen after seeing it), "exploratory" (a probe tuned after a published setting
             missed: it shows what could produce the paper's number, not that we reproduce it),
             "recomputed" (a closed formula
-            re-evaluated on the paper's printed inputs), "consistency" (cannot fail: a rule or
-            arithmetic applied to printed numbers), "measured" (ours; no paper value to compare,
+            re-evaluated on the paper's printed inputs), "consistency" (cannot fail unless the code is
+            wrong or the rows it follows differ: a rule or arithmetic applied to printed numbers, or
+            a fit to the same cells other rows compare), "measured" (ours; no paper value to compare,
             so ``paper`` is None).
         note: why it differs / what was run.
         preset: the protocol our value used ("paper", "library", ...).
@@ -328,10 +329,10 @@ def families_with_checks() -> tuple[str, ...]:
 _HEADLINE_WORDS = {
     "exploratory": {"reproduced": "match (tuned: not counted)", "differs": "miss"},
     "recomputed": {"reproduced": "match", "differs": "differ"},
-    "consistency": {"reproduced": "hold", "differs": "fail"},
+    "consistency": {"reproduced": "hold", "differs": "follow a difference"},
     "measured": {"measured": "shown"},
 }
-"""How a status reads in the headline of each evidence class: only "independent" rows are called reproduced ("consistency" rows cannot fail: they hold or, if the code is wrong, fail)."""
+"""How a status reads in the headline of each evidence class: only "independent" rows are called reproduced ("consistency" rows hold, or miss only where the code is wrong or where the rows they follow differ: "follow a difference", the note says which)."""
 
 
 def evidence_counts(rows: Iterable[ReproRow]) -> dict[str, dict[str, int]]:
@@ -352,7 +353,7 @@ def headline(rows: Iterable[ReproRow]) -> str:
 
     Each evidence class is counted apart and only ``independent`` rows count as reproduced: a
     recomputed row that matches re-evaluates the paper's own inputs, an exploratory one was tuned
-    after seeing the paper's number, a "consistency" row that holds cannot fail, and a "measured"
+    after seeing the paper's number, a "consistency" row follows from others, and a "measured"
     row compares nothing.
     """
     rows = list(rows)

@@ -156,6 +156,9 @@ def test_headline_counts_each_class_apart():
     text = headline(rows)
     assert text.startswith("reproduced (independent rows only): 1 of 2 compared")
     assert "exploratory: 1 match (tuned: not counted)" in text
+    # a consistency row that misses follows other rows' difference (the packing subset fits)
+    rows.append(_r("capacity.i", "differs", "consistency"))
+    assert "consistency: 2 hold, 1 follow a difference" in headline(rows)
 
 
 # ----------------------------------------------------------------------------- the tiny run
