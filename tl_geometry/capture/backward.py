@@ -24,6 +24,7 @@ from torch import Tensor
 
 from tl_geometry.capture.activations import _to_float, eval_mode
 from tl_geometry.capture.hooks import check_tokens, hooked, model_device, validate_hooks, weight
+from tl_geometry.capture.saved_weights import weights_by_reference
 from tl_geometry.errors import InputError
 from tl_geometry.runtime.threads import kernel, per_step
 
@@ -38,6 +39,11 @@ EXACT_MAX_ENTRIES = 50_000_000
 JVP_CHUNK = 32
 """JVP probes evaluated together (vmap chunk) in output space."""
 _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
+SAVE_WEIGHTS_BY_REFERENCE = True
+"""The probe passes save TransformerLens's per-forward weight copies by reference
+([`tl_geometry.capture.saved_weights`][tl_geometry.capture.saved_weights]): one copy of the blocks'
+weights less while a batch's graph is held, the same gradients bit for bit. False: autograd's own
+saving (for a measurement of the difference)."""
 
 
 @contextlib.contextmanager
@@ -253,7 +259,7 @@ def _probe_forward(model: Any, batch: Tensor, names: list[str], last: str | None
     """One forward of a probe batch: (logits, the activations at ``names``), parameters frozen, the
     graph cut below the lowest hook and after ``last``."""
     with frozen_parameters(model), grad_capture(model, names, cut=True, last=last) as acts, torch.enable_grad():
-        with kernel("dense", device):
+        with kernel("dense", device), weights_by_reference(model, enabled=SAVE_WEIGHTS_BY_REFERENCE):
             logits = model(batch)
     return logits, _check_acts(acts, names)
 

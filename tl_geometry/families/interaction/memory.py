@@ -18,9 +18,11 @@ chunk's lowest hook). [`agop_working_set_bytes`][tl_geometry.families.interactio
 is the peak of that plan, for a memory estimate made before the model is loaded.
 
 The graph bound (our choice, an upper bound measured on TransformerLens models, not a paper's):
-the weight copies one forward saves (TransformerLens multiplies by fresh ``W.T.contiguous()`` /
-rearranged attention weights, which autograd keeps: about the blocks' weights once per pass,
-whatever the batch), plus per token ``n_layers · (16·d_model + 8·d_mlp + 3·n_heads·seq_len) +
+the weight copies held (TransformerLens multiplies by fresh ``W.T.contiguous()`` / rearranged
+attention weights, which autograd would keep: about the blocks' weights once per pass, whatever
+the batch; the probe passes save them by reference instead,
+[`tl_geometry.capture.saved_weights`][tl_geometry.capture.saved_weights], so one matrix's copy at a
+time), plus per token ``n_layers · (16·d_model + 8·d_mlp + 3·n_heads·seq_len) +
 d_vocab`` float32 numbers, plus 4 MiB. The passes run with the parameters frozen (nothing saved for
 parameter gradients), the graph cut below the lowest hook and after the unembedding's input
 (no logits graph: [`tl_geometry.capture.grad_capture`][tl_geometry.capture.backward.grad_capture]).
@@ -86,20 +88,31 @@ def agop_graph_bytes(
     d_head: int | None = None,
     n_kv_heads: int | None = None,
     gated_mlp: bool = True,
+    weights_by_reference: bool | None = None,
 ) -> int:
     """Upper bound on the memory of one gradient pass over ``batch`` sequences of ``seq_len`` tokens.
 
     ``4 · (W + batch · seq_len · (n_layers · (16·d_model + 8·d_mlp + 3·n_heads·seq_len) + d_vocab)) + 4 MiB``
-    with W the weight copies the forward saves
-    ([`weight_copy_floats`][tl_geometry.families.interaction.memory.weight_copy_floats]; d_head
-    defaults to d_model / n_heads, n_kv_heads to n_heads); coefficients in
+    with W the weight copies held: with ``weights_by_reference`` (None: the probe passes' own
+    setting, [`SAVE_WEIGHTS_BY_REFERENCE`][tl_geometry.capture.backward.SAVE_WEIGHTS_BY_REFERENCE],
+    on by default) one weight matrix, d_model · max(d_mlp, n_heads · d_head), since the per-forward
+    copies are saved by reference ([`tl_geometry.capture.saved_weights`][tl_geometry.capture.saved_weights]);
+    without it every copy the forward saves
+    ([`weight_copy_floats`][tl_geometry.families.interaction.memory.weight_copy_floats]). d_head
+    defaults to d_model / n_heads, n_kv_heads to n_heads; coefficients in
     [`GRAPH_FLOATS`][tl_geometry.families.interaction.memory.GRAPH_FLOATS], see the module.
 
     Examples:
         >>> shape = dict(n_layers=30, d_model=576, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
         >>> round(agop_graph_bytes(**shape) / 2**20)  # SmolLM2-135M, one sequence
+        397
+        >>> round(agop_graph_bytes(**shape, weights_by_reference=False) / 2**20)  # every copy kept
         799
     """
+    if weights_by_reference is None:
+        from tl_geometry.capture import backward
+
+        weights_by_reference = backward.SAVE_WEIGHTS_BY_REFERENCE
     n_layers, d_model, d_mlp, n_heads, seq_len, d_vocab, batch = (
         _checks.integer(v, k, lo=1)
         for k, v in (
@@ -117,15 +130,18 @@ def agop_graph_bytes(
     c = GRAPH_FLOATS
     per_token = n_layers * (c["d_model"] * d_model + c["d_mlp"] * d_mlp + c["attention"] * n_heads * seq_len)
     per_token += c["d_vocab"] * d_vocab
-    W = weight_copy_floats(
-        n_layers=n_layers,
-        d_model=d_model,
-        d_mlp=d_mlp,
-        n_heads=n_heads,
-        d_head=d_head,
-        n_kv_heads=n_kv,
-        gated_mlp=bool(gated_mlp),
-    )
+    if weights_by_reference:  # one weight's copy at a time (rebuilt at backward, or TL's own in the forward)
+        W = d_model * max(d_mlp, n_heads * d_head)
+    else:
+        W = weight_copy_floats(
+            n_layers=n_layers,
+            d_model=d_model,
+            d_mlp=d_mlp,
+            n_heads=n_heads,
+            d_head=d_head,
+            n_kv_heads=n_kv,
+            gated_mlp=bool(gated_mlp),
+        )
     return int(4 * (W + batch * seq_len * per_token) + c["fixed_bytes"])
 
 
@@ -278,7 +294,7 @@ def agop_working_set_bytes(d_model: int, n_hooks: int, **shape: Any) -> int:
     Examples:
         >>> shape = dict(n_layers=30, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
         >>> round(agop_working_set_bytes(576, 30, **shape) / 2**20)  # SmolLM2-135M, report settings
-        1416
+        1015
     """
     return agop_plan(d_model=d_model, n_hooks=n_hooks, **shape).working_set_bytes
 
@@ -342,7 +358,7 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
         >>> from tl_geometry.models import ModelShape
         >>> smollm2 = ModelShape(30, 576, 134_515_008, 2048, "gguf", 28_311_552, 49152, 1536, d_q=576, d_kv=192, gated_mlp=True)
         >>> round(report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"agop": {"n_probes": 16}}) / 2**20)
-        1416
+        1015
         >>> report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"pga": {}})
         0
     """

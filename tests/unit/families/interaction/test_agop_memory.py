@@ -212,11 +212,13 @@ def test_plan_known_answers_and_the_working_set():
     shape = dict(n_layers=30, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
     one = agop_graph_bytes(d_model=576, **shape)
     per_token = 30 * (16 * 576 + 8 * 1536 + 3 * 9 * 128) + 49152
+    assert one == 4 * (576 * 1536 + 128 * per_token) + GRAPH_FLOATS["fixed_bytes"]  # one weight's copy at a time
+    kept = agop_graph_bytes(d_model=576, **shape, weights_by_reference=False)
     copies = 30 * (576 * 64 * (2 * 9 + 2 * 3) + 3 * 576 * 1536)  # Q, O, K, V and the gated MLP's 3
-    assert one == 4 * (copies + 128 * per_token) + GRAPH_FLOATS["fixed_bytes"]
+    assert kept == 4 * (copies + 128 * per_token) + GRAPH_FLOATS["fixed_bytes"]
     assert agop_graph_bytes(d_model=576, **shape, batch=3) - one == 2 * 4 * 128 * per_token
     plan = agop_plan(d_model=576, n_hooks=30, n_seqs=8, **shape)  # SmolLM2-135M, report settings
-    assert plan.batch_size == 1 and plan.n_chunks == 1 and "one sequence's graph" in plan.over_budget
+    assert plan.batch_size == 1 and plan.n_chunks == 1 and plan.over_budget == ""  # one sequence fits 512 MiB
     assert plan.state_bytes == 16 * 576**2 * 4 * 30
     assert plan.working_set_bytes == plan.graph_bytes + plan.state_bytes + 4 * 576**2 * 8
     assert agop_working_set_bytes(576, 30, n_seqs=8, **shape) == plan.working_set_bytes
@@ -231,22 +233,30 @@ def test_plan_known_answers_and_the_working_set():
         agop_plan(d_model=64, n_hooks=0, **shape)
 
 
-def _saved_bytes(model, tokens, hooks):
+def _saved_bytes(model, tokens, hooks, by_reference=False):
     """Bytes autograd holds for backward after one AGOP forward (parameters and buffers excluded):
     the tensors saved for backward that are still alive while the logits are (a graph cut off below
-    the lowest hook is freed during the forward)."""
+    the lowest hook is freed during the forward). ``by_reference``: the weight copies go through
+    the probe passes' matcher first (`tl_geometry.capture.saved_weights`), as in `agop`."""
     import gc
     import weakref
 
+    from tl_geometry.capture import saved_weights
+
     own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     refs = []
+    matcher = saved_weights._Matcher(model, saved_weights.MIN_NUMEL) if by_reference else None
 
     def pack(t):
-        if t.untyped_storage().data_ptr() not in own:
-            refs.append(weakref.ref(t))
-        return t
+        r = matcher.pack(t) if matcher is not None else t
+        if isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() not in own:
+            refs.append(weakref.ref(r))
+        return r
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tg.capture.frozen_parameters(model):
+    def unpack(r):
+        return matcher.unpack(r) if matcher is not None else r
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack), tg.capture.frozen_parameters(model):
         with (
             tg.capture.grad_capture(model, [*hooks, "unembed.hook_in"], cut=True, last="unembed.hook_in"),
             torch.enable_grad(),
@@ -279,13 +289,14 @@ def _saved_bytes(model, tokens, hooks):
         ),
     ],
 )
-def test_graph_bound_covers_what_autograd_saves(shape):
+@pytest.mark.parametrize("by_reference", [True, False])
+def test_graph_bound_covers_what_autograd_saves(shape, by_reference):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = make_tiny_model(**shape)
     for seq_len in (8, 48):
         tok = torch.randint(0, 101, (2, seq_len), generator=torch.Generator().manual_seed(0))
-        saved = _saved_bytes(model, tok, tg.capture.resid_hooks(model, "pre"))
+        saved = _saved_bytes(model, tok, tg.capture.resid_hooks(model, "pre"), by_reference)
         c = model.cfg
         bound = agop_graph_bytes(
             n_layers=c.n_layers,
@@ -295,6 +306,7 @@ def test_graph_bound_covers_what_autograd_saves(shape):
             seq_len=seq_len,
             d_vocab=c.d_vocab,
             batch=2,
+            weights_by_reference=by_reference,
         )
         assert saved <= bound, (seq_len, saved, bound)
 

@@ -1,0 +1,118 @@
+"""Weight copies saved by reference: the same gradients, the copies not kept, refusals."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tl_geometry.capture import backward
+from tl_geometry.capture.saved_weights import weights_by_reference
+
+
+class _Lin(torch.nn.Module):
+    """tanh(x W) through a fresh rearranged copy of W, as TransformerLens multiplies (``F.linear(x, W.T.contiguous())``)."""
+
+    def __init__(self, copy: str = "transpose"):
+        super().__init__()
+        torch.manual_seed(0)
+        self.W = torch.nn.Parameter(torch.randn(160, 192), requires_grad=False)  # d_model, d_mlp
+        self.W3 = torch.nn.Parameter(torch.randn(4, 160, 48), requires_grad=False)  # head, d_model, d_head
+        self.copy = copy
+
+    def forward(self, x):
+        if self.copy == "transpose":
+            h = F.linear(x, self.W.T.contiguous())  # (.., 160) -> (.., 192)
+        elif self.copy == "itself":
+            h = F.linear(x, self.W.T)  # a view of the parameter, no copy
+        else:  # attention-like: (head d_head) d_model
+            h = F.linear(x, self.W3.permute(0, 2, 1).reshape(192, 160))
+        return torch.tanh(h)
+
+
+def _grad(module, x, enabled):
+    x = x.clone().requires_grad_(True)
+    with weights_by_reference(module, enabled=enabled) as m:
+        y = module(x)
+    (g,) = torch.autograd.grad((y * y).sum(), x)
+    return g, (m.matched if m is not None else None)
+
+
+@pytest.mark.parametrize("copy", ["transpose", "rearranged"])
+def test_a_rearranged_copy_is_saved_by_reference_with_the_same_gradient(copy):
+    mod, x = _Lin(copy), torch.randn(3, 5, 160)
+    g0, _ = _grad(mod, x, enabled=False)
+    g1, matched = _grad(mod, x, enabled=True)
+    assert matched == 1
+    if copy == "rearranged":  # rebuilt as a copy with the saved strides: the same bits
+        assert torch.equal(g0, g1)
+    else:  # the parameter itself as a view: the same values, the product may sum in another order
+        torch.testing.assert_close(g0, g1, rtol=1e-6, atol=1e-6)
+
+
+def test_the_copy_is_not_kept_by_the_graph():
+    import weakref
+
+    mod = _Lin("transpose")
+    for enabled in (False, True):
+        x = torch.randn(2, 160, requires_grad=True)
+        with weights_by_reference(mod, enabled=enabled):
+            c = mod.W.T.contiguous()
+            ref = weakref.ref(c)
+            y = F.linear(x, c)
+            del c
+        assert (ref() is None) == enabled  # autograd's own saving keeps the copy alive with the graph
+        (g,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(g, torch.ones(2, 192) @ mod.W.T)
+
+
+def test_a_tensor_that_is_not_a_parameter_is_saved_as_usual():
+    mod, x = _Lin("transpose"), torch.randn(4, 160)
+    other = torch.randn(160, 192)  # W's shape and element count, other values
+    xx = x.clone().requires_grad_(True)
+    with weights_by_reference(mod) as m:
+        y = F.linear(xx, other.T.contiguous())
+    assert m.matched == 0
+    (g,) = torch.autograd.grad(y.sum(), xx)
+    torch.testing.assert_close(g, torch.ones(4, 192) @ other.T)
+
+
+def test_a_parameter_saved_as_itself_is_left_alone():
+    _, matched = _grad(_Lin("itself"), torch.randn(2, 160), enabled=True)
+    assert matched == 0
+
+
+def test_a_parameter_changed_before_the_backward_is_refused():
+    mod = _Lin("transpose")
+    x = torch.randn(2, 160, requires_grad=True)
+    with weights_by_reference(mod):
+        y = mod(x)
+    with torch.no_grad():
+        mod.W.mul_(2.0)
+    with pytest.raises(RuntimeError, match="changed in place between the forward pass and its backward"):
+        torch.autograd.grad(y.sum(), x)
+
+
+@pytest.mark.needs_hooked
+def test_agop_is_the_same_with_and_without(monkeypatch):
+    import tl_geometry as tg
+
+    model = tg.models.scaled("smollm2", 2e6, vocab_size=300, n_layers=1)
+    tokens = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    out, matched = {}, []
+    from tl_geometry.capture import saved_weights
+
+    pack = saved_weights._Matcher.pack
+
+    def counting(self, t):
+        r = pack(self, t)
+        matched.append(isinstance(r, saved_weights._Ref))
+        return r
+
+    monkeypatch.setattr(saved_weights._Matcher, "pack", counting)
+    for flag in (False, True):
+        monkeypatch.setattr(backward, "SAVE_WEIGHTS_BY_REFERENCE", flag)
+        out[flag] = tg.agop(model, tokens, n_probes=3, progress=False)
+    assert sum(matched) >= 7  # one layer's Q, K, V, O, gate, in, out at least
+    a, b = out[False], out[True]
+    assert list(a.matrices) == list(b.matrices)
+    for h in a.matrices:  # rounding-level at most (views of the MLP weights: another summation order)
+        torch.testing.assert_close(a.matrices[h], b.matrices[h], rtol=1e-5, atol=1e-7)

@@ -1,0 +1,129 @@
+"""Weight copies that autograd would keep, saved by reference instead.
+
+TransformerLens multiplies by fresh copies of its weights in every forward pass: the gated MLP by
+``W_gate.T.contiguous()``, ``W_in.T.contiguous()`` and ``W_out.T.contiguous()``, the attention by
+rearranged ``W_Q`` / ``W_K`` / ``W_V`` / ``W_O`` (``einops.rearrange(...)``, then ``F.linear``).
+``F.linear`` saves its weight for the gradient with respect to its input, so a forward with the
+graph kept holds a second copy of the blocks' weights until its last backward pass: at 1 B
+parameters 3.3 GiB beside the 3.7 GiB model, the largest part of AGOP's working set.
+
+[`weights_by_reference`][tl_geometry.capture.saved_weights.weights_by_reference] (our choice, no
+paper's) installs ``torch.autograd.graph.saved_tensors_hooks`` for the forwards run inside it:
+a saved tensor whose storage holds exactly the values of one of the model's parameters rearranged
+— its dimensions permuted, then laid out contiguously — is saved as (parameter, permutation, shape,
+strides) and rebuilt
+when a backward pass needs it: as a view of the parameter where the saved tensor's values are one
+(``F.linear(x, W.T.contiguous())`` saves the copy's transpose, which holds ``W`` itself: the MLP's
+weights and ``W_O``), otherwise as a fresh copy with the saved tensor's strides (one layer's at a
+time, freed after use: ``W_Q``, ``W_K``, ``W_V``). Either holds the same values; the rebuilt copy
+also has the same strides, a view may not, so the backward's products may sum in another order
+(rounding-level differences; none on this machine's kernels, tested). A saved tensor is matched only when
+its element count, dtype and device are a parameter's, a few probe elements agree, and then
+every element (``torch.equal``: one read of the weight, about what making the copy cost); a
+parameter saved as itself (a HuggingFace model's ``F.linear(x, weight)`` on a TransformerBridge)
+is kept as it is. Everything else is saved as usual. A parameter changed in place between the
+forward and a backward is refused at the backward (its version counter moved).
+
+The cost: one comparison of each saved weight with its parameter per forward, and one copy of the
+attention's Q/K/V weights per backward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["MIN_NUMEL", "weights_by_reference"]
+
+MIN_NUMEL = 256
+"""Parameters with fewer elements are not matched (biases, norms: too small to matter)."""
+
+
+class _Ref:
+    """A saved weight copy: rebuilt from its parameter at backward, with the saved tensor's strides."""
+
+    __slots__ = ("param", "perm", "shape", "stride", "version", "view")
+
+    def __init__(self, param: Tensor, perm: tuple[int, ...], t: Tensor, view: bool):
+        self.param, self.perm, self.version, self.view = param, perm, param._version, view
+        self.shape, self.stride = t.shape, t.stride()
+
+    def rebuild(self) -> Tensor:
+        if self.param._version != self.version:
+            raise RuntimeError(
+                "a parameter was changed in place between the forward pass and its backward pass; "
+                "the saved weight cannot be rebuilt (run the forward again after changing weights)"
+            )
+        if self.view:  # the saved tensor is the parameter's permuted view: no copy
+            return self.param.detach().permute(self.perm)
+        flat = self.param.detach().permute(self.perm).contiguous().view(-1)
+        return flat.as_strided(self.shape, self.stride, 0)
+
+
+class _Matcher:
+    def __init__(self, model: Any, min_numel: int):
+        self.by_numel: dict[int, list[Tensor]] = {}
+        for p in model.parameters():
+            if p.dim() >= 2 and p.numel() >= min_numel and p.is_floating_point():
+                self.by_numel.setdefault(p.numel(), []).append(p)
+        self.matched = 0
+
+    def pack(self, t: Any) -> Any:
+        cands = self.by_numel.get(t.numel()) if isinstance(t, Tensor) else None
+        if not cands or t.requires_grad or t.storage_offset() != 0:
+            return t
+        storage = t.untyped_storage()
+        if storage.nbytes() != t.numel() * t.element_size():  # a view of a larger tensor
+            return t
+        flat = t.as_strided((t.numel(),), (1,), 0)  # the storage (a copy is one contiguous block)
+        for p in cands:
+            if p.dtype != t.dtype or p.device != t.device:
+                continue
+            if p.untyped_storage().data_ptr() == storage.data_ptr():  # the parameter itself, or a view of it
+                return t
+            for perm in itertools.permutations(range(p.dim())):  # a permuted view of the parameter
+                view = p.detach().permute(perm)
+                if view.shape == t.shape and _probes_agree(t, view) and torch.equal(t, view):
+                    self.matched += 1
+                    return _Ref(p, perm, t, view=True)
+            for perm in itertools.permutations(range(p.dim())):  # a rearranged copy
+                view = p.detach().permute(perm)
+                fv = flat.view(view.shape)
+                if not _probes_agree(fv, view) or not torch.equal(fv, view):
+                    continue
+                self.matched += 1
+                return _Ref(p, perm, t, view=False)
+        return t
+
+    @staticmethod
+    def unpack(x: Any) -> Tensor:
+        return x.rebuild() if isinstance(x, _Ref) else x
+
+
+def _probes_agree(a: Tensor, b: Tensor) -> bool:
+    """The first, last and a middle element agree (a cheap filter before comparing every element)."""
+    n = a.numel()
+    for i in (0, n // 2, n - 1):
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), a.shape))
+        if a[idx].item() != b[idx].item():
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def weights_by_reference(model: Any, *, enabled: bool = True, min_numel: int = MIN_NUMEL) -> Iterator[Any]:
+    """Context manager: the forward passes run inside it save rearranged copies of ``model``'s
+    parameters by reference (see the module). Yields the matcher (``.matched``: how many saved
+    tensors were replaced). The graph built inside may be used after it exits: each saved tensor
+    carries its own rebuild. ``enabled=False``: nothing is installed (autograd's own saving)."""
+    if not enabled:
+        yield None
+        return
+    m = _Matcher(model, min_numel)
+    with torch.autograd.graph.saved_tensors_hooks(m.pack, m.unpack):
+        yield m
