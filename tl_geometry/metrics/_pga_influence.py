@@ -36,8 +36,8 @@ mean square 1; σ = √((P²−1)/12) the rank sd). Deleting the points of group
 
 **z.** z = (ρ_read − m)/s over n nulls, so Δz = (Δρ_read − Δm)/s − z Δs/s with
 Δm = (1/n) Σ_q Δρ_q and Δs = Σ_q (ρ_q − m) Δρ_q / ((n − 1)s). Term 1 and the view side of term 2
-need only each view's own sort and are computed for every null (one gather of the pair cells and
-one ``bincount`` per null, beside its sort). The terms that need a view's ranks in the reference's
+need only each view's own sort and are computed for every null (one ``bincount`` per null beside
+its sort; each pair's cell rides in the low bits of the sort's key, so no gather). The terms that need a view's ranks in the reference's
 order (T^x, c^x) and the value terms of 3 are computed for the readout and the first
 ``refit_nulls`` nulls, whose mean stands for the null mean's (paired, as the jackknife's refit;
 with ``refit_nulls`` = n_null the full Δm and Δs). With ``refit_nulls`` = 0 only term 1 is kept:
