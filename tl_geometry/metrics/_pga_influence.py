@@ -36,8 +36,8 @@ mean square 1; σ = √((P²−1)/12) the rank sd). Deleting the points of group
 
 **z.** z = (ρ_read − m)/s over n nulls, so Δz = (Δρ_read − Δm)/s − z Δs/s with
 Δm = (1/n) Σ_q Δρ_q and Δs = Σ_q (ρ_q − m) Δρ_q / ((n − 1)s). Term 1 and the view side of term 2
-need only each view's own sort and are computed for every null (one gather of the pair cells and
-one ``bincount`` per null, beside its sort). The terms that need a view's ranks in the reference's
+need only each view's own sort and are computed for every null (one ``bincount`` per null beside
+its sort; each pair's cell rides in the low bits of the sort's key, so no gather). The terms that need a view's ranks in the reference's
 order (T^x, c^x) and the value terms of 3 are computed for the readout and the first
 ``refit_nulls`` nulls, whose mean stands for the null mean's (paired, as the jackknife's refit;
 with ``refit_nulls`` = n_null the full Δm and Δs). With ``refit_nulls`` = 0 only term 1 is kept:
@@ -65,8 +65,10 @@ from tl_geometry.metrics._spearman import (
     RankedReference,
     _doubled_average_ranks_sorted,
     _packable,
+    _packed_fits,
     _packed_order,
     _rank_order,
+    pair_blocks,
     pair_endpoints,
     unit_rows,
 )
@@ -74,8 +76,12 @@ from tl_geometry.metrics.thread_choice import limit_threads
 
 __all__: list[str] = []
 
+BLOCK_PRODUCTS = True
+"""With all pairs (not subsampled) the products with the pair weights read the weight vector block
+by block as matrices (`pair_blocks`: the order of `Pairs`), with no N × N matrix and no scatter;
+subsampled pairs (or False) take the dense or chunked path below."""
 DENSE_MAX_POINTS = 4096
-"""Up to this many points the pair weights are summed into a dense N × N matrix (128 MiB at the limit); above it, in chunks of pairs."""
+"""Subsampled pairs: up to this many points the pair weights are summed into a dense N × N matrix (128 MiB at the limit); above it, in chunks of pairs."""
 
 
 def _one_thread(fn):
@@ -148,6 +154,19 @@ class InfluenceContext:
             self._cache["n_left"] = self.groups.leave_out(counts)
         return self._cache["n_left"]
 
+    def _packed_cells(self) -> tuple[np.ndarray, int] | None:
+        """The sort payload that carries each pair's cell: (position in the reference's order) << b
+        | cell, b = bits of G² − 1 (`_packed_order`'s ``shift``), so that a view's sort yields the
+        cells in its order with no gather; None when the key, position and cell do not fit 63 bits."""
+        if "packed_cells" not in self._cache:
+            GG, pos = self.groups.n_groups**2, self.ref.pos
+            b = (GG - 1).bit_length()
+            out = None
+            if pos is not None and _packed_fits(self.m, b):
+                out = ((pos << b) | self.groups.cell, b)
+            self._cache["packed_cells"] = out
+        return self._cache["packed_cells"]
+
     def _cells_by_pos(self) -> np.ndarray:
         """The cell of each reference position, in the smallest integer type that holds G² (a faster gather)."""
         if "cells" not in self._cache:
@@ -188,9 +207,15 @@ class InfluenceContext:
         ref, m, GG = self.ref, self.m, self.groups.n_groups**2
         full = Y is not None and self.rank_terms
         pos, order, ref_cells = ref.pos, ref.order, ref.ref_cells
-        fast = False
+        fast, cell_of = False, None
         if pos is not None and order is not None and ref_cells is not None and _packable(y):
-            p, vn = _packed_order(y.detach().numpy(), pos, order)
+            packed = self._packed_cells()
+            if packed is None:
+                p, vn = _packed_order(y.detach().numpy(), pos, order)
+            else:  # the cells come out of the sort in the low bits
+                p, vn = _packed_order(y.detach().numpy(), packed[0], order, shift=packed[1])
+                cell_of = p & ((1 << packed[1]) - 1)
+                p >>= packed[1]
             fast = vn is None
         if fast and order is not None and ref_cells is not None:
             gs = p.astype(np.float64)
@@ -207,12 +232,13 @@ class InfluenceContext:
                 np.multiply(gs[a:b], beta_s[a:b], out=w)
                 np.multiply(beta2h[a:b], rho, out=t)
                 w -= t
-                cells += np.bincount(table.take(p[a:b]), weights=w, minlength=GG)
+                cell = table.take(p[a:b]) if cell_of is None else cell_of[a:b]
+                cells += np.bincount(cell, weights=w, minlength=GG)
             cells -= (rho / 2.0 / (sg * sg)) * ref_cells[2]  # − ρ α²/2: a sum over the reference alone
             out = ViewTerms(rho, cells)
             if full:  # the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ, and the values
                 ty = np.cumsum(gs) * (-2.0 / (sg * sg)) + rho * cb
-                out.cells_y = np.bincount(table.take(p), weights=ty, minlength=GG)
+                out.cells_y = np.bincount(table.take(p) if cell_of is None else cell_of, weights=ty, minlength=GG)
                 b_x = np.empty(m)
                 b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
                 out.b_x = b_x
@@ -267,6 +293,8 @@ class InfluenceContext:
     @_one_thread
     def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
         """C V with C the symmetric N × N matrix of the pair weights c (zero diagonal)."""
+        if BLOCK_PRODUCTS and self.pairs.i is None:
+            return self._apply_blocks(c, V)
         i, j = self._endpoints()
         N = self.X.shape[0]
         if N <= DENSE_MAX_POINTS:
@@ -281,6 +309,29 @@ class InfluenceContext:
             cc, ii, jj = ct[s : s + step, None], it[s : s + step], jt[s : s + step]
             out.index_add_(0, ii, cc * V.index_select(0, jj))
             out.index_add_(0, jj, cc * V.index_select(0, ii))
+        return out
+
+    def _apply_blocks(self, c: np.ndarray, V: Tensor) -> Tensor:
+        """`_apply` for all pairs: per block of rows, its triangle as a small dense matrix M
+        (M V_a + Mᵀ V_a) and its pairs with the later rows as an na × nr view C_b of ``c``
+        (C_b V_rest to the block's rows, C_bᵀ V_a to the later rows). Every weight is read twice
+        and nothing is scattered (the N × N matrix took a scatter and two passes over N² values)."""
+        if "blocks" not in self.shared:
+            self.shared["blocks"] = [
+                (a, na, off, nr, torch.triu_indices(na, na, 1)) for a, na, off, nr in pair_blocks(self.pairs)
+            ]
+        ct = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float64))
+        out = torch.zeros_like(V)
+        for a, na, off, nr, tri in self.shared["blocks"]:
+            Va, nt = V[a : a + na], tri.shape[1]
+            if nt:
+                M = torch.zeros(na, na, dtype=ct.dtype)
+                M[tri[0], tri[1]] = ct[off : off + nt]
+                out[a : a + na] += M @ Va + M.T @ Va
+            if nr:
+                Cb = ct[off + nt : off + nt + na * nr].view(na, nr)
+                out[a : a + na] += Cb @ V[a + na :]
+                out[a + na :] += (Va.T @ Cb).T  # row-major reads of C_b (C_bᵀ V_a is a strided gemm, 2× slower)
         return out
 
     @_one_thread
@@ -298,14 +349,17 @@ class InfluenceContext:
     @_one_thread
     def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
         """φ_i (per point) of Σ_p c_p Δs_p for the view Y = X B (B None: the reference, Y = X)."""
-        i, j = self._endpoints()
         N = Y.shape[0]
         X, Z, Vh, S2, left = self._points()
         Y = Y.to(torch.float64).cpu()
         nrm = Y.norm(dim=1).clamp_min(_EPS)
         U = unit_rows(Y)
         cs = c * np.asarray(s.detach().cpu().numpy(), dtype=np.float64)
-        mvec = torch.from_numpy(np.bincount(i, weights=cs, minlength=N) + np.bincount(j, weights=cs, minlength=N))
+        if BLOCK_PRODUCTS and self.pairs.i is None:  # row sums of the weights c·s: C_s 1 from the blocks
+            mvec = self._apply(cs, torch.ones(N, 1, dtype=torch.float64))[:, 0]
+        else:
+            i, j = self._endpoints()
+            mvec = torch.from_numpy(np.bincount(i, weights=cs, minlength=N) + np.bincount(j, weights=cs, minlength=N))
         cc = self.ccr
         Bm = None if B is None else B.to(torch.float64).cpu()
         Vt = Vh[:cc].T  # (d, c)

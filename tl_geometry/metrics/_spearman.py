@@ -99,6 +99,22 @@ def pair_endpoints(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ii).astype(np.int64), np.concatenate(jj).astype(np.int64)
 
 
+def pair_blocks(pairs: Pairs) -> list[tuple[int, int, int, int]]:
+    """The blocks of all pairs in the order of `Pairs`, as ``(a, na, off, nr)``: rows a … a + na − 1
+    (one block), whose pairs start at ``off`` with the na(na − 1)/2 pairs i < j inside the block
+    (``triu_indices`` order), followed by the na × nr pairs with the nr rows after the block
+    (row-major: a matrix view of the pair vector). Exact mode only (``pairs.i`` None)."""
+    if pairs.i is not None:
+        raise InputError("pair_blocks needs all pairs (subsampled pairs have no block order)")
+    n, bs, off, out = pairs.n_points, pairs.block, 0, []
+    for a in range(0, n, bs):
+        na = min(bs, n - a)
+        nr = n - a - na
+        out.append((a, na, off, nr))
+        off += na * (na - 1) // 2 + na * nr
+    return out
+
+
 @dataclass(frozen=True)
 class PointGroups:
     """A seeded split of the N points into G groups, for a delete-a-group jackknife over points.
@@ -209,16 +225,20 @@ def _packable(x: Tensor) -> bool:
 
 
 def _packed_order(
-    xn: np.ndarray, payload: np.ndarray, index: np.ndarray | None
+    xn: np.ndarray, payload: np.ndarray, index: np.ndarray | None, shift: int = 0
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """The payloads of ``xn``'s elements in the order of a sort of ``xn``, and the sorted values
     where ``xn`` has ties (None: no ties).
 
     ``payload`` holds distinct integers in [0, M) (the element's index, or its position in the
-    reference's order); ``index`` maps a payload back to the element (None: the payload is the
-    index). Exact float64 order, from one sort of *packed* int64 keys: the order-preserving
-    32-bit key of ``float32(x)`` in the high bits, the payload in the low bits (all keys distinct,
-    so any sort gives the same answer; NumPy's SIMD sort of int64 is ~10× faster here than
+    reference's order), shifted left by ``shift`` bits that may carry other data (`_packed_fits`;
+    the influence error's cell of each pair, which then comes out of the sort with no gather);
+    ``index`` maps ``payload >> shift`` back to the element (None: that is the index). The extra
+    bits sit below the distinct part, so they change no order.
+
+    Exact float64 order, from one sort of *packed* int64 keys: the order-preserving 32-bit key of
+    ``float32(x)`` in the high bits, the payload in the low bits (all keys distinct, so any sort
+    gives the same answer; NumPy's SIMD sort of int64 is ~10× faster here than
     ``torch.sort`` of the 64-bit float keys, which falls back to a comparison sort for negative
     keys). Rounding to float32 is monotone (x ≤ y ⇒ f32(x) ≤ f32(y)), so the packed order is the
     float64 order except inside groups of equal float32 keys (~0.4 % of the pairs of a PGA null);
@@ -226,7 +246,7 @@ def _packed_order(
     needs no such step: its key is exact). With the index as payload this is exactly a stable sort.
     """
     m = xn.shape[0]
-    bits = (m - 1).bit_length()
+    bits = (m - 1).bit_length() + shift
     f = xn.astype(np.float32) if xn.dtype != np.float32 else xn.copy()
     f += np.float32(0.0)  # −0.0 → +0.0: equal floats, equal keys
     b = f.view(np.int32)
@@ -245,14 +265,21 @@ def _packed_order(
     member[:-1] |= dup
     at = np.flatnonzero(member)  # positions of the members of groups of equal float32 keys
     sub = low[at]
-    v = xn[sub if index is None else index[sub]]
+    ids = sub >> shift if shift else sub
+    v = xn[ids if index is None else index[ids]]
     if xn.dtype != np.float32:
         o = np.argsort(v, kind="stable")
         sub, v = sub[o], v[o]
         low[at] = sub
     if not (v[1:] == v[:-1]).any():
         return low, None
-    return low, xn[low if index is None else index[low]]
+    ids = low >> shift if shift else low
+    return low, xn[ids if index is None else index[ids]]
+
+
+def _packed_fits(m: int, shift: int) -> bool:
+    """Whether a 32-bit key, the position among ``m`` elements and ``shift`` more bits fit one non-negative int64."""
+    return 32 + (m - 1).bit_length() + shift <= 63
 
 
 def _order(x: Tensor) -> tuple[np.ndarray, bool]:

@@ -10,6 +10,7 @@ import torch
 import tl_geometry as tg
 from tl_geometry.errors import InputError
 from tl_geometry.metrics import _pga_influence
+from tl_geometry.metrics._spearman import make_pairs, pair_endpoints
 
 from .test_pga import _setup
 
@@ -116,12 +117,42 @@ def test_a_readout_that_holds_the_points_has_a_small_rho_error():
     assert s.rho_read > 0.99 and s.stderr_rho < 1e-3 and s.z > 5 and math.isfinite(s.stderr)
 
 
-def test_chunked_pair_sums_equal_the_dense_matrix(monkeypatch):
+def test_block_chunked_and_dense_pair_sums_agree(monkeypatch):
+    """The three ways of forming C V (blocks of the pair vector, the dense N × N matrix, chunks of pairs)."""
     H, V, B = _separated(150, 12, 3, 6, 0)
+    blocks = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=6)
+    monkeypatch.setattr(_pga_influence, "BLOCK_PRODUCTS", False)
     dense = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=6)
     monkeypatch.setattr(_pga_influence, "DENSE_MAX_POINTS", 0)
     chunked = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=6)
     assert chunked.stderr_points == pytest.approx(dense.stderr_points, rel=1e-9)
+    assert blocks.stderr_points == pytest.approx(dense.stderr_points, rel=1e-9)
+    assert blocks.stderr_rho == pytest.approx(dense.stderr_rho, rel=1e-9) and blocks.z == dense.z
+
+
+def test_cells_from_the_sort_equal_the_gathered_cells(monkeypatch):
+    """The cells carried in the sort's low bits give the numbers of the gather, bit for bit."""
+    H, V, B = _separated(120, 12, 3, 6, 2)
+    packed = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=3)
+    monkeypatch.setattr(_pga_influence, "_packed_fits", lambda m, shift: False)
+    gathered = tg.pga_score(H, V, ccr=1, null_bases=B, refit_nulls=3)
+    assert packed.to_dict() == gathered.to_dict()
+
+
+@pytest.mark.parametrize("n", [7, 256, 300, 600])
+def test_block_products_equal_the_explicit_matrix(n):
+    """C V from the blocks against C built pair by pair from the endpoints (one block, exact
+    multiples of the block, a short last block)."""
+    pairs = make_pairs(n, None, 0)
+    g = np.random.default_rng(n)
+    c, Vt = g.standard_normal(pairs.n_pairs), torch.from_numpy(g.standard_normal((n, 3)))
+    i, j = pair_endpoints(pairs)
+    C = np.zeros((n, n))
+    C[i, j] = c
+    C += C.T
+    ctx = _pga_influence.InfluenceContext.__new__(_pga_influence.InfluenceContext)
+    ctx.pairs, ctx.shared = pairs, {}
+    np.testing.assert_allclose(ctx._apply_blocks(c, Vt).numpy(), C @ Vt.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_general_path_equals_the_fast_path(monkeypatch):

@@ -50,6 +50,24 @@ def test_packed_order_is_a_stable_sort(name):
     assert ties == bool((v[1:] == v[:-1]).any())
 
 
+@pytest.mark.parametrize("name", list(_cases()))
+def test_packed_order_carries_extra_low_bits_without_changing_the_order(name):
+    """A payload ``(position << s) | extra`` sorts as the position alone (the same order, the same
+    sorted values at ties) and hands back each element's extra bits in that order."""
+    x = _cases()[name]
+    xn, m, s = x.numpy(), x.shape[0], 9
+    g = np.random.default_rng(m)
+    order = g.permutation(m)  # payload = position in an arbitrary order, as a reference's
+    pos = np.empty(m, dtype=np.int64)
+    pos[order] = np.arange(m)
+    extra = g.integers(0, 1 << s, m)
+    p, v = sp._packed_order(xn, pos, order)
+    q, w = sp._packed_order(xn, (pos << s) | extra, order, shift=s)
+    assert np.array_equal(q >> s, p) and np.array_equal(q & ((1 << s) - 1), extra[order[p]])
+    assert (v is None) == (w is None) and (v is None or np.array_equal(v, w))
+    assert sp._packed_fits(1 << 22, 9) and not sp._packed_fits((1 << 22) + 1, 9)
+
+
 @pytest.mark.parametrize("name", ["random", "crowded", "ties", "signed zeros", "float32", "float32 ties"])
 @pytest.mark.parametrize("ref_name", ["random", "crowded", "ties"])
 def test_spearman_fast_path_matches_scipy_and_the_general_path(name, ref_name, monkeypatch):
