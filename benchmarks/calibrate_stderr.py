@@ -16,8 +16,9 @@ errors the rows report:
   samples), ≈ 1 when calibrated (with K = 6 a calibrated error gives a median near 0.93: the
   median of √(χ²₅/5)); and the **pairwise 95 % coverage**: the fraction of sample pairs i < j,
   pooled over hooks, with |v_i − v_j| ≤ 1.96·√(se_i² + se_j²) (0.95 when calibrated); and the
-  **pooled ratio** √(Σ_h var_h / Σ_h ms_h) over the hooks (var_h the variance over samples, ms_h
-  the mean se²: a smooth summary) **± its standard error**, a delete-one-sample jackknife over the
+  **pooled ratio** √(mean_h var_h / ms_h) over the hooks (var_h the variance over samples, ms_h
+  the mean se²: the rms of the hooks' ratios, a smooth summary that no single hook's scale
+  dominates) **± its standard error**, a delete-one-sample jackknife over the
   samples (each sample is deleted from every hook at once: the hooks of one sample share its
   text, so the hooks are not independent evidence and the samples are the unit). That ± is how
   far a factor read off this table can be trusted (K = 6: about ±30 %).
@@ -102,7 +103,7 @@ class Calibration:
         coverage: of all sample pairs i < j, pooled over hooks, the fraction with
             |v_i − v_j| ≤ z·√(se_i² + se_j²) (z = 1.96: 0.95 when calibrated).
         n_pairs: the pairs counted.
-        pooled_ratio: √(Σ_h var_h / Σ_h ms_h) over the hooks with two or more samples (var_h: the
+        pooled_ratio: √(mean_h var_h / ms_h) over the hooks with two or more samples (var_h: the
             variance over the samples, ddof 1; ms_h: the mean se²); NaN when every se is 0.
         pooled_ratio_se: the delete-one-sample jackknife standard error of ``pooled_ratio`` (the
             i-th observation of every hook deleted at once); NaN with fewer than three samples.
@@ -150,19 +151,20 @@ def pair_coverage(values: Sequence[float], stderrs: Sequence[float], z: float = 
 
 
 def pooled_ratio(by_hook: Mapping[str, Sequence[tuple[float, float]]]) -> float:
-    """√(Σ_h var_h / Σ_h ms_h) over the hooks with two or more finite (value, stderr) samples
-    (var_h with ddof 1, ms_h = mean se²); NaN when no hook has two or every se is 0."""
+    """√(mean_h var_h / ms_h), the rms of the hooks' ratios, over the hooks with two or more finite
+    (value, stderr) samples and some se > 0 (var_h with ddof 1, ms_h = mean se²); NaN without such a hook."""
     import numpy as np
 
-    var = ms = 0.0
+    sq = []
     for obs in by_hook.values():
         ok = _finite(obs)
         if len(ok) < 2:
             continue
         v, s = np.array(ok).T
-        var += float(np.var(v, ddof=1))
-        ms += float(np.mean(s**2))
-    return math.sqrt(var / ms) if ms > 0 else math.nan
+        ms = float(np.mean(s**2))
+        if ms > 0:
+            sq.append(float(np.var(v, ddof=1)) / ms)
+    return math.sqrt(float(np.mean(sq))) if sq else math.nan
 
 
 def pooled_ratio_jackknife(by_hook: Mapping[str, Sequence[tuple[float, float]]]) -> float:
