@@ -15,7 +15,16 @@ errors the rows report:
   of ``sd across samples / rms stderr`` (sample sd with ddof 1; rms = √mean(se²) over the
   samples), ≈ 1 when calibrated (with K = 6 a calibrated error gives a median near 0.93: the
   median of √(χ²₅/5)); and the **pairwise 95 % coverage**: the fraction of sample pairs i < j,
-  pooled over hooks, with |v_i − v_j| ≤ 1.96·√(se_i² + se_j²) (0.95 when calibrated).
+  pooled over hooks, with |v_i − v_j| ≤ 1.96·√(se_i² + se_j²) (0.95 when calibrated); and the
+  **pooled ratio** √(mean_h var_h / ms_h) over the hooks (var_h the variance over samples, ms_h
+  the mean se²: the rms of the hooks' ratios, a smooth summary that no single hook's scale
+  dominates) **± its standard error**, a delete-one-sample jackknife over the
+  samples (each sample is deleted from every hook at once: the hooks of one sample share its
+  text, so the hooks are not independent evidence and the samples are the unit). That ± is how
+  far a factor read off this table can be trusted (K = 6: about ±30 %).
+
+Not errors: ``stderr_inflation`` (a calibrated factor, e.g. GRIDE's) is stored but never
+calibrated (``NOT_ERRORS``).
 
 Disjoint samples: ``tg.corpus.tokens`` cuts the text into non-overlapping chunks and picks
 ``n_seqs`` of them with ``randperm(n_chunks, seed)[:n_seqs]``. Sample k here takes entries
@@ -75,6 +84,8 @@ HOOK_KIND = {"agop": "pre"}
 SPLIT_BY = ("ccr", "n1")
 #: z of the pairwise coverage (two-sided 95 %).
 Z95 = 1.959963984540054
+#: ``stderr*`` extras that are not standard errors (factors): stored, never calibrated.
+NOT_ERRORS = ("stderr_inflation",)
 SAMPLES_FILE = "samples.jsonl"
 
 
@@ -92,6 +103,10 @@ class Calibration:
         coverage: of all sample pairs i < j, pooled over hooks, the fraction with
             |v_i − v_j| ≤ z·√(se_i² + se_j²) (z = 1.96: 0.95 when calibrated).
         n_pairs: the pairs counted.
+        pooled_ratio: √(mean_h var_h / ms_h) over the hooks with two or more samples (var_h: the
+            variance over the samples, ddof 1; ms_h: the mean se²); NaN when every se is 0.
+        pooled_ratio_se: the delete-one-sample jackknife standard error of ``pooled_ratio`` (the
+            i-th observation of every hook deleted at once); NaN with fewer than three samples.
     """
 
     n_hooks: int
@@ -100,6 +115,8 @@ class Calibration:
     p90_ratio: float
     coverage: float
     n_pairs: int
+    pooled_ratio: float = math.nan
+    pooled_ratio_se: float = math.nan
 
 
 def _finite(pairs: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -133,6 +150,39 @@ def pair_coverage(values: Sequence[float], stderrs: Sequence[float], z: float = 
     return int(covered.sum()), int(covered.size)
 
 
+def pooled_ratio(by_hook: Mapping[str, Sequence[tuple[float, float]]]) -> float:
+    """√(mean_h var_h / ms_h), the rms of the hooks' ratios, over the hooks with two or more finite
+    (value, stderr) samples and some se > 0 (var_h with ddof 1, ms_h = mean se²); NaN without such a hook."""
+    import numpy as np
+
+    sq = []
+    for obs in by_hook.values():
+        ok = _finite(obs)
+        if len(ok) < 2:
+            continue
+        v, s = np.array(ok).T
+        ms = float(np.mean(s**2))
+        if ms > 0:
+            sq.append(float(np.var(v, ddof=1)) / ms)
+    return math.sqrt(float(np.mean(sq))) if sq else math.nan
+
+
+def pooled_ratio_jackknife(by_hook: Mapping[str, Sequence[tuple[float, float]]]) -> float:
+    """Delete-one-sample jackknife standard error of [`pooled_ratio`][benchmarks.calibrate_stderr.pooled_ratio]:
+    replicate i deletes the i-th observation of every hook (the hooks of one sample share its text);
+    ``√((K−1)/K Σ_i (r_i − r̄)²)`` over the K replicates that are finite; NaN with K < 3."""
+    import numpy as np
+
+    K = max((len(obs) for obs in by_hook.values()), default=0)
+    if K < 3:
+        return math.nan
+    reps = [pooled_ratio({h: [o for j, o in enumerate(obs) if j != i] for h, obs in by_hook.items()}) for i in range(K)]
+    r = np.array([x for x in reps if math.isfinite(x)])
+    if r.size < 3:
+        return math.nan
+    return float(math.sqrt((r.size - 1) / r.size * float(((r - r.mean()) ** 2).sum())))
+
+
 def calibration(by_hook: Mapping[str, Sequence[tuple[float, float]]], z: float = Z95) -> Calibration:
     """The [`Calibration`][benchmarks.calibrate_stderr.Calibration] of one metric from
     ``{hook: [(value, stderr) per sample]}``."""
@@ -156,6 +206,8 @@ def calibration(by_hook: Mapping[str, Sequence[tuple[float, float]]], z: float =
         p90_ratio=float(np.percentile(ratios, 90)),
         coverage=covered / pairs,
         n_pairs=pairs,
+        pooled_ratio=pooled_ratio(by_hook),
+        pooled_ratio_se=pooled_ratio_jackknife(by_hook),
     )
 
 
@@ -185,7 +237,7 @@ def stderr_fields(samples: Iterable[Mapping[str, Any]]) -> list[str]:
         for s in samples
         for row in s["rows"]
         for k, v in row["extras"].items()
-        if k.startswith("stderr") and isinstance(v, (int, float))
+        if k.startswith("stderr") and k not in NOT_ERRORS and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
     return sorted(names, key=lambda k: (k != "stderr", k))
 
@@ -195,8 +247,8 @@ def table(samples: Sequence[Mapping[str, Any]], *, components: bool = False) -> 
     ``components`` also one per other ``stderr*`` extra, named in brackets)."""
     fields = stderr_fields(samples) if components else ["stderr"]
     lines = [
-        "| metric | error | hooks | samples | median ratio | p90 ratio | pairs | coverage (pairwise 95 %) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| metric | error | hooks | samples | median ratio | p90 ratio | pooled ratio ± se | pairs | coverage (pairwise 95 %) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for field in fields:
         for label, by_hook in sorted(collect(samples, field).items(), key=lambda kv: _order(kv[0])):
@@ -205,7 +257,7 @@ def table(samples: Sequence[Mapping[str, Any]], *, components: bool = False) -> 
                 continue
             lines.append(
                 f"| {label} | `{field}` | {c.n_hooks} | {c.n_samples} | {c.median_ratio:.2f} | {c.p90_ratio:.2f} | "
-                f"{c.n_pairs} | {100 * c.coverage:.0f} % |"
+                f"{c.pooled_ratio:.2f} ± {c.pooled_ratio_se:.2f} | {c.n_pairs} | {100 * c.coverage:.0f} % |"
             )
     return "\n".join(lines)
 

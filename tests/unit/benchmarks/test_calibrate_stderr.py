@@ -82,6 +82,62 @@ def test_known_answer_on_gaussian_draws(scale, median_ratio, coverage):
     assert c.median_ratio == pytest.approx(median_ratio, rel=0.05)
 
 
+def slow_pooled(by_hook):
+    sq = []
+    for obs in by_hook.values():
+        ok = [(v, s) for v, s in obs if math.isfinite(v) and math.isfinite(s)]
+        if len(ok) >= 2:
+            sq.append(slow_ratio(*zip(*ok)) ** 2)
+    return math.sqrt(sum(sq) / len(sq))
+
+
+def test_pooled_ratio_and_its_jackknife_equal_the_slow_reference():
+    rng = np.random.default_rng(3)
+    by_hook = {
+        f"h{i}": [(float(rng.normal(i, 1 + i)), float(rng.uniform(0.5, 2.0))) for _ in range(7)] for i in range(5)
+    }
+    by_hook["h0"][2] = (math.nan, 1.0)  # skipped inside its hook; the replicates still delete by sample
+    K = 7
+    reps = [slow_pooled({h: obs[:i] + obs[i + 1 :] for h, obs in by_hook.items()}) for i in range(K)]
+    mean = sum(reps) / K
+    want_se = math.sqrt((K - 1) / K * sum((r - mean) ** 2 for r in reps))
+    c = cal.calibration(by_hook)
+    assert c.pooled_ratio == pytest.approx(slow_pooled(by_hook), rel=1e-12)
+    assert c.pooled_ratio_se == pytest.approx(want_se, rel=1e-12)
+    assert math.isnan(cal.pooled_ratio_jackknife({"a": [(1.0, 1.0), (2.0, 1.0)]}))  # K = 2: no jackknife
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_pooled_ratio_known_answer_and_its_error_matches_its_spread(scale):
+    """Errors scale × the true sd: the pooled ratio is near 1 / scale, and its jackknife error over
+    the samples is about the sd of the pooled ratio over independent repetitions (hooks of one
+    sample share a common shock, as the hooks of one text sample do)."""
+    rng = np.random.default_rng(11)
+    pooled, ses = [], []
+    for _ in range(300):
+        shock = rng.standard_normal(8)  # one per sample, shared by its hooks
+        by_hook = {}
+        for h in range(7):
+            sd = 1.0 + h
+            by_hook[str(h)] = [
+                (float(sd * (0.8 * shock[k] + 0.6 * rng.standard_normal())), scale * sd) for k in range(8)
+            ]
+        c = cal.calibration(by_hook)
+        pooled.append(c.pooled_ratio)
+        ses.append(c.pooled_ratio_se)
+    assert float(np.median(pooled)) == pytest.approx(1 / scale, rel=0.08)
+    assert float(np.median(ses)) == pytest.approx(float(np.std(pooled)), rel=0.35)
+
+
+def test_factors_are_not_calibrated_as_errors():
+    rows = [
+        {"metric": "id.gride", "hook": "a", "value": 3.0, "extras": {"n1": 4, "stderr": 0.2, "stderr_inflation": 1.5}}
+    ]
+    samples = [{"rows": rows}, {"rows": rows}]
+    assert cal.stderr_fields(samples) == ["stderr"]
+    assert "stderr_inflation" not in cal.table(samples, components=True)
+
+
 def test_labels_split_pga_by_ccr_and_gride_by_n1():
     rows = [
         {"metric": "pga.z", "hook": "a", "value": 1.0, "extras": {"ccr": 1, "stderr": 0.5}},
