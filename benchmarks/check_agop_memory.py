@@ -2,13 +2,15 @@
 checkout (e.g. main before issue 34's bound), and the working-set formula against the model.
 
     python -m benchmarks.check_agop_memory [--other /path/to/checkout] [--rounds 1] [--state-mb 1024 256]
-                                           [--small]
+                                           [--weights by-reference kept] [--small]
 
 Each variant runs in a fresh process (``--rounds`` rounds, alternating the order): load SmolLM2-135M,
 take the report's tokens (8 × 128 pydoc), then time ``tg.agop(model, tokens, n_probes=16)`` (the
 report's options: every resid_pre hook) while a thread samples the resident set every 0.1 s; it
 prints the AGOP wall time, the RSS before it, the peak during it (its own process) and the
-provenance (batch, hook chunks). ``--state-mb`` runs this tree once per value (a smaller one forces
+provenance (batch, hook chunks). ``--weights``: this tree with TransformerLens's per-forward weight
+copies saved by reference (`tl_geometry.capture.saved_weights`, agop's default) and/or kept by
+autograd (both by default, alternated). ``--state-mb`` runs this tree once per value (a smaller one forces
 hook chunks: what a model too wide for the budget pays in time). Then, in this tree: the graph
 bound of one 128-token sequence against the bytes autograd holds for backward after one forward
 (``torch.autograd.graph.saved_tensors_hooks``, parameters excluded), and the accumulator memory of
@@ -33,6 +35,9 @@ import torch
 n_seqs, seq_len, n_probes, state_mb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 import tl_geometry as tg
 from benchmarks import _util
+if len(sys.argv) > 5:  # this tree only: the weight copies kept by autograd or saved by reference
+    from tl_geometry.capture import backward
+    backward.SAVE_WEIGHTS_BY_REFERENCE = sys.argv[5] == "by-reference"
 
 def rss():
     with open("/proc/self/status") as f:
@@ -69,17 +74,22 @@ warnings.simplefilter("ignore")
 import torch
 import tl_geometry as tg
 from benchmarks import _util
-seq_len = int(sys.argv[1])
+seq_len, by_ref = int(sys.argv[1]), sys.argv[2] == "by-reference"
+from tl_geometry.capture import saved_weights
 model = _util.load_smollm2(quiet=True)
 tokens = _util.pydoc_tokens(model, 1, seq_len)
 own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
 refs = []
+matcher = saved_weights._Matcher(model, saved_weights.MIN_NUMEL) if by_ref else None
 def pack(t):
-    if t.untyped_storage().data_ptr() not in own:
-        refs.append(weakref.ref(t))
-    return t
+    r = matcher.pack(t) if matcher is not None else t
+    if isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() not in own:
+        refs.append(weakref.ref(r))
+    return r
+def unpack(r):
+    return matcher.unpack(r) if matcher is not None else r
 hooks = tg.capture.resid_hooks(model, "pre")
-with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tg.capture.frozen_parameters(model):
+with torch.autograd.graph.saved_tensors_hooks(pack, unpack), tg.capture.frozen_parameters(model):
     with tg.capture.grad_capture(model, [*hooks, "unembed.hook_in"], cut=True, last="unembed.hook_in"), torch.enable_grad():
         logits = model(tokens)
 gc.collect()
@@ -89,7 +99,9 @@ for r in refs:
     if t is not None:
         alive[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
 c = model.cfg
+from tl_geometry.capture import backward
 from tl_geometry.families.interaction.memory import agop_plan_for
+backward.SAVE_WEIGHTS_BY_REFERENCE = by_ref  # the plan's graph bound follows the probe passes' setting
 bound = agop_plan_for(model, (1, seq_len), 1).graph_bytes
 print(json.dumps({"held_mib": sum(alive.values()) / 2**20, "bound_mib": bound / 2**20}))
 """
@@ -113,17 +125,25 @@ def main(argv=None) -> None:
     ap.add_argument("--other", default=None, help="another checkout to compare (e.g. /work/main)")
     ap.add_argument("--rounds", type=int, default=1, help="fresh processes per variant, alternated")
     ap.add_argument("--state-mb", nargs="+", default=["default"], help="state_mb values for this tree")
+    ap.add_argument(
+        "--weights",
+        nargs="+",
+        choices=["by-reference", "kept"],
+        default=["by-reference", "kept"],
+        help="this tree's weight copies: saved by reference (the default of agop) and/or kept by autograd",
+    )
     args = _util.parse_args(ap, argv)
     n_seqs, seq_len, n_probes = (2, 32, 4) if args.small else (8, 128, 16)
     _util.print_environment(f"AGOP on SmolLM2-135M, {n_seqs} x {seq_len} pydoc tokens, {n_probes} probes")
-    variants = [("this tree", None, s) for s in args.state_mb]
+    variants = [(f"this tree, weights {w}", None, s, w) for s in args.state_mb for w in args.weights]
     if args.other:
-        variants.insert(0, (f"other ({args.other})", args.other, "default"))
+        variants.insert(0, (f"other ({args.other})", args.other, "default", None))
     res: dict[str, list[dict]] = {}
     for i in range(args.rounds):
-        for name, root, smb in variants if i % 2 == 0 else variants[::-1]:
+        for name, root, smb, w in variants if i % 2 == 0 else variants[::-1]:
             key = name if smb == "default" else f"{name}, state_mb={smb}"
-            res.setdefault(key, []).append(_run(CHILD, [str(n_seqs), str(seq_len), str(n_probes), smb], root))
+            extra = [] if w is None else [w]
+            res.setdefault(key, []).append(_run(CHILD, [str(n_seqs), str(seq_len), str(n_probes), smb, *extra], root))
     print()
     for key, runs in res.items():
         s = [r["agop_s"] for r in runs]
@@ -136,11 +156,12 @@ def main(argv=None) -> None:
             f"{'':<40} {r0['n_hooks']} hooks; {json.dumps(r0['prov'])}; ratio stderr at {r0['mid_hook']}: "
             f"{r0['ratio_stderr']:.4g}"
         )
-    g = _util.run_isolated_args(GRAPH, [str(seq_len)])
-    print(
-        f"\ngraph of one {seq_len}-token sequence: held {g['held_mib']:.0f} MiB, bound {g['bound_mib']:.0f} MiB "
-        f"(held / bound {g['held_mib'] / g['bound_mib']:.2f})"
-    )
+    for w in args.weights:
+        g = _util.run_isolated_args(GRAPH, [str(seq_len), w])
+        print(
+            f"\ngraph of one {seq_len}-token sequence, weights {w}: held {g['held_mib']:.0f} MiB, bound "
+            f"{g['bound_mib']:.0f} MiB (held / bound {g['held_mib'] / g['bound_mib']:.2f})"
+        )
     from tl_geometry.families.interaction.memory import agop_plan
     from tl_geometry.metrics.interaction import agop_state_bytes
 

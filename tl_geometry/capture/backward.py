@@ -42,8 +42,9 @@ _AFTER_UNEMBED = ("unembed.hook_out", "hook_unembed")
 SAVE_WEIGHTS_BY_REFERENCE = True
 """The probe passes save TransformerLens's per-forward weight copies by reference
 ([`tl_geometry.capture.saved_weights`][tl_geometry.capture.saved_weights]): one copy of the blocks'
-weights less while a batch's graph is held, the same gradients bit for bit. False: autograd's own
-saving (for a measurement of the difference)."""
+weights less while a batch's graph is held, the same gradients to rounding (bit for bit where a
+copy is rebuilt). False: autograd's own saving (``benchmarks/check_agop_memory.py --weights``
+measures both)."""
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ when a backward pass needs it: as a view of the parameter where the saved tensor
 weights and ``W_O``), otherwise as a fresh copy with the saved tensor's strides (one layer's at a
 time, freed after use: ``W_Q``, ``W_K``, ``W_V``). Either holds the same values; the rebuilt copy
 also has the same strides, a view may not, so the backward's products may sum in another order
-(rounding-level differences; none on this machine's kernels, tested). A saved tensor is matched only when
+(rounding-level differences at most; the tests allow them). A saved tensor is matched only when
 its element count, dtype and device are a parameter's, a few probe elements agree, and then
 every element (``torch.equal``: one read of the weight, about what making the copy cost); a
 parameter saved as itself (a HuggingFace model's ``F.linear(x, weight)`` on a TransformerBridge)
@@ -38,10 +38,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tl_geometry.base import _checks
+from tl_geometry.errors import InputError
+
 __all__ = ["MIN_NUMEL", "weights_by_reference"]
 
 MIN_NUMEL = 256
-"""Parameters with fewer elements are not matched (biases, norms: too small to matter)."""
+"""Matrices with fewer elements are not matched (too small to matter; 1-D parameters never are)."""
 
 
 class _Ref:
@@ -121,6 +124,12 @@ def weights_by_reference(model: Any, *, enabled: bool = True, min_numel: int = M
     parameters by reference (see the module). Yields the matcher (``.matched``: how many saved
     tensors were replaced). The graph built inside may be used after it exits: each saved tensor
     carries its own rebuild. ``enabled=False``: nothing is installed (autograd's own saving)."""
+    if not callable(getattr(model, "parameters", None)):
+        raise InputError(
+            f"weights_by_reference needs a model with .parameters() (a torch.nn.Module), got {type(model).__name__}"
+        )
+    if not _checks.is_int(min_numel) or min_numel < 1:
+        raise InputError(f"min_numel must be a positive integer (elements of a matrix), got {min_numel!r}")
     if not enabled:
         yield None
         return

@@ -116,3 +116,23 @@ def test_agop_is_the_same_with_and_without(monkeypatch):
     assert list(a.matrices) == list(b.matrices)
     for h in a.matrices:  # rounding-level at most (views of the MLP weights: another summation order)
         torch.testing.assert_close(a.matrices[h], b.matrices[h], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "model, kw, message",
+    [
+        (object(), {}, "weights_by_reference needs a model with .parameters() (a torch.nn.Module), got object"),
+        (torch.nn.Linear(2, 2), {"min_numel": 0}, "min_numel must be a positive integer (elements of a matrix), got 0"),
+        (
+            torch.nn.Linear(2, 2),
+            {"min_numel": 2.5},
+            "min_numel must be a positive integer (elements of a matrix), got 2.5",
+        ),
+    ],
+)
+def test_bad_inputs_are_refused(model, kw, message):
+    from tl_geometry.errors import InputError
+
+    with pytest.raises(InputError) as e, weights_by_reference(model, **kw):
+        pass
+    assert str(e.value) == message
