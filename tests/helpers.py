@@ -43,6 +43,21 @@ ROOT = str(Path(__file__).resolve().parents[1])
 
 
 # ----------------------------------------------------------------------------- tiny models
+PAPER_SCALE_ENV = "TL_GEOMETRY_PAPER_SCALE"
+
+
+def paper_scale(what: str, seconds: int):
+    """Mark a test that reruns a paper-sized computation which ``tl-geometry reproduce --size cpu``
+    also runs: skipped unless ``TL_GEOMETRY_PAPER_SCALE=1``. CI's 20-minute budget keeps the suite
+    to tiny sizes; ``TL_GEOMETRY_PAPER_SCALE=1 pytest -m slow`` runs these too."""
+    import pytest
+
+    return pytest.mark.skipif(
+        os.environ.get(PAPER_SCALE_ENV) != "1",
+        reason=f"{what} at the paper's size (~{seconds} s; reproduce --size cpu runs it): set {PAPER_SCALE_ENV}=1",
+    )
+
+
 def _hooked_transformer_classes():
     try:
         from transformer_lens import HookedTransformer, HookedTransformerConfig

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers import paper_scale
 from tl_geometry.families.interaction import toy_superposition as toy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # many small passes: see conftest
@@ -279,6 +280,7 @@ def test_correlations_over_a_sweep():
 
 
 @pytest.mark.slow
+@paper_scale("the toy paper preset at T = 500, 5 seeds", 55)
 def test_paper_preset_t500_near_their_committed_values(tmp_path):
     """The paper preset at T = 500, 5 model seeds, against the authors' summary.csv row
     (test loss 1.534 ± 0.163, AGOP AOFE ratio 0.954 ± 0.007, mean ± std over seeds; their run
