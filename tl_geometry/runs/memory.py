@@ -48,7 +48,8 @@ class MemoryEstimate:
     Attributes:
         peak_bytes: ``process_bytes + max(load_bytes, held_bytes + working_bytes)``.
         process_bytes: the Python process with its libraries (``PROCESS_BYTES``).
-        load_bytes: the load's own peak beyond the process (``ModelShape.memory_bytes``).
+        load_bytes: the load's own peak beyond the process (``ModelShape.memory_bytes``); 0 for a
+            model already built (source ``model``).
         held_bytes: the loaded model (``HELD_COPIES`` × its weights).
         working_bytes: the report's working set (the largest family's, the captured activations).
         weights_bytes: the TransformerLens model's float32 weights.
@@ -141,6 +142,8 @@ def estimate(
     """The peak memory of a report on a model of this shape over ``n_seqs`` × ``seq_len`` tokens.
 
     * load: ``shape.memory_bytes()`` less the process (``LOAD_COPIES`` × the weights and the masks);
+      0 for a model already built (``shape.source == "model"``, [`shape_of_model`][tl_geometry.runs.memory.shape_of_model]):
+      its load is over, and what it left is the held model;
     * held: ``HELD_COPIES`` × the weights;
     * working, × ``WORKING_MARGIN``: the largest of the families' declared working sets
       ([`family_working_sets`][tl_geometry.runs.memory.family_working_sets]: AGOP's plan when agop
@@ -165,7 +168,8 @@ def estimate(
     captured = (4 + 8) * (L + 1) * n_seqs * seq_len * d
     logits = 4 * min(n_seqs, LOGITS_BATCH) * seq_len * V
     working = WORKING_MARGIN * (max([logits, *fams.values()]) + captured)
-    load = max(0, shape.memory_bytes(dtype_bytes=dtype_bytes) - PROCESS_BYTES)
+    built = shape.source == "model"  # no load ahead: the model is in memory already
+    load = 0 if built else max(0, shape.memory_bytes(dtype_bytes=dtype_bytes) - PROCESS_BYTES)
     held = int(HELD_COPIES * weights)
     peak = PROCESS_BYTES + max(load, held + working)
     return MemoryEstimate(

@@ -131,6 +131,18 @@ def test_the_smollm2_estimate_is_near_its_measured_report_peak():
     assert 1.0 <= ratio < 1.15
 
 
+def test_a_built_model_counts_no_load():
+    """A model passed in is loaded already: its estimate is the held model plus the working set, and
+    the same shape read from files adds the load's peak (the 1 B scaled model: 8.04 GiB estimated
+    against 6.15 measured while a load of two weight copies that never happened was counted)."""
+    files = ModelShape(2, 64, 500_000_000, 64, "gguf", 0, 100, 256)
+    built = ModelShape(2, 64, 500_000_000, 64, "model", 0, 100, 256)
+    a, b = memory.estimate(files, n_seqs=1, seq_len=2), memory.estimate(built, n_seqs=1, seq_len=2)
+    assert a.load_bytes > 0 and b.load_bytes == 0
+    assert (b.held_bytes, b.working_bytes) == (a.held_bytes, a.working_bytes)
+    assert b.peak_bytes == b.process_bytes + b.held_bytes + b.working_bytes < a.peak_bytes
+
+
 def test_shape_of_a_built_model(tiny_model):
     shape = memory.shape_of_model(tiny_model)
     assert shape.n_params == sum(p.numel() for p in tiny_model.parameters())
