@@ -136,3 +136,66 @@ def test_bad_inputs_are_refused(model, kw, message):
     with pytest.raises(InputError) as e, weights_by_reference(model, **kw):
         pass
     assert str(e.value) == message
+
+
+def _scan(params, t):
+    """The slow reference: every parameter of t's size, every permutation, view before copy, in order;
+    (parameter, permutation, is a view) of the first whose values t holds, else None."""
+    import itertools
+
+    flat = t.as_strided((t.numel(),), (1,), 0)
+    for p in params:
+        if (
+            p.numel() != t.numel()
+            or p.dtype != t.dtype
+            or p.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+        ):
+            continue
+        perms = list(itertools.permutations(range(p.dim())))
+        for perm in perms:
+            v = p.detach().permute(perm)
+            if v.shape == t.shape and torch.equal(t, v):
+                return p, perm, True
+        for perm in perms:
+            v = p.detach().permute(perm)
+            if torch.equal(flat.view(v.shape), v):
+                return p, perm, False
+    return None
+
+
+def test_the_lookup_finds_what_a_scan_of_every_parameter_finds():
+    """The fingerprint index against a scan of every parameter and permutation: views, copies of
+    every layout, near-copies (one element changed: first, middle, last, elsewhere), unrelated tensors
+    of a parameter's size, and a model with many matrices of one size (as SmolLM2's 90 MLP matrices)."""
+    from tl_geometry.capture import saved_weights
+
+    torch.manual_seed(1)
+    model = torch.nn.ParameterList(
+        [torch.nn.Parameter(torch.randn(24, 40)) for _ in range(6)]
+        + [torch.nn.Parameter(torch.randn(40, 24)), torch.nn.Parameter(torch.randn(3, 16, 20))]
+    )
+    params = list(model)
+    m = saved_weights._Matcher(model, 256)
+    cases = []
+    for p in params:
+        for perm in __import__("itertools").permutations(range(p.dim())):
+            v = p.detach().permute(perm)
+            c = v.clone(memory_format=torch.contiguous_format)  # a copy, even for the identity
+            cases += [v, c, c.T if c.dim() == 2 else c.permute(2, 0, 1)]  # the parameter's own view: kept as is
+            for where in (0, v.numel() // 2, v.numel() - 1, 7):
+                near = v.contiguous().clone().view(-1)
+                near[where] += 1.0
+                cases.append(near.view(v.shape))
+        cases.append(torch.randn(p.shape))
+    hits = 0
+    for t in cases:
+        want = _scan(params, t)
+        got = m.pack(t)
+        if want is None:
+            assert got is t
+        else:
+            hits += 1
+            assert isinstance(got, saved_weights._Ref)
+            assert (got.param is want[0], got.perm, got.view) == (True, want[1], want[2])
+            assert torch.equal(got.rebuild(), t)
+    assert hits == 2 * (7 * 2 + 6) and m.matched == hits  # both copies of every permutation of every parameter
