@@ -21,6 +21,8 @@ bench_capacity_stream    ``embedding_capacity(gguf)`` with   the same, serial (`
 bench_pga                ``pga_score`` (N=2048, 100 nulls)   scipy pdist + spearmanr per subspace  one torch.sort of the N(N−1)/2
                                                              (extrapolated)                        distances per subspace
 bench_pga_smollm2        the report's ``pga`` on SmolLM2     capture + scipy loop (extrapolated)   the capture alone
+bench_pga_history        one layer of the paper-size         the same layer at an earlier commit   this tree's z alone
+                         profile, z ± stderr                 (before the error bars), same machine (``stderr="none"``)
 bench_agop               ``tg.agop``: one backward per       one backward per hook per probe       30 float32 Grams gᵀg per probe
                          probe for all 30 hooks
 bench_agop_probes        ``agop(probes="readout")``          ``agop(probes="logits")``             one forward + 30 Grams per probe
@@ -28,7 +30,8 @@ bench_packing            ``optimized_packing`` (hand         autograd + Adam (th
                          gradient)
 bench_sae                ``cosine_exceedance``,              full n × n cosine matrix              float32 U Uᵀ; UᵀU
                          ``similarity_stats`` of a decoder
-bench_load               ``tg.models.load("smollm2-135m")``  transformers' GGUF load alone         one read of the file
+bench_load               ``tg.models.load`` (SmolLM2,        transformers' GGUF load alone         one read of the file; read +
+                         ``--model gemma``: Gemma-3-270M)                                          dequantize every tensor
 bench_memory             peak RSS and time of ``load`` /     TransformerLens's own loader (what    the float32 weights; one read of
                          ``scaled`` (SmolLM2, Gemma, 0.5/1 B) ``load`` did before)                 the file
 bench_report             ``run_report`` (one shared capture) ``capture="separate"``                load + one forward pass

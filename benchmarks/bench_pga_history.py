@@ -17,7 +17,9 @@ agree (printed).
 Method (``benchmarks/_util.py``): a warm-up call in each process, then ``--repeats`` rounds in
 rotating order, best and median wall time of one layer; the profile's time is ``--layers`` × one
 layer (every layer costs the same: the same N, d, k and nulls). Torch's default threads unless
-``--threads``; ``--busy`` runs the rounds beside one CPU-bound process (``_util.competitor``).
+``--threads``; ``--busy`` runs the rounds beside one CPU-bound process (``_util.competitor``). The
+machine's floor is one sort of the N(N−1)/2 distances per subspace (``_util.sort_floor`` × (n_null
++ 1)). ``--small``: N = 512, 20 nulls, a 3-layer profile (seconds).
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def main(argv=None) -> None:
             for w in workers:
                 w.close()
     ref, ours, alone = (w.timing for w in workers)
+    floor = _util.sort_floor(args.n * (args.n - 1) // 2, repeats=args.repeats)
     _util.print_table([(w.name, w.timing, _z(w.timing.value)) for w in workers])
     print(f"max |dz| = {max(abs(w.timing.value['z'] - ref.value['z']) for w in workers):.2e}")
     print(f"-- the profile ({args.layers} layers), best / median:")
@@ -153,6 +156,9 @@ def main(argv=None) -> None:
         print(f"   {t.name}: {args.layers * t.best:.1f} s / {args.layers * t.median:.1f} s")
     print("-- with stderr against the reference (issue 34: <= 1.5):")
     _util.print_ratios(ours, ref, alone, reference_name=args.ref, floor_name="z alone, this tree")
+    print(f"-- against the floor (one sort of the distances per subspace, × {args.n_null + 1}):")
+    for t in (ref, ours):
+        _util.print_ratios(t, None, floor, floor_name=f"sort floor ({t.name})", scale_floor=args.n_null + 1)
     _util.print_footer()
 
 

@@ -22,6 +22,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from tl_geometry.base.linalg import gram64
 from tl_geometry.capture.activations import _to_float, eval_mode
 from tl_geometry.capture.hooks import check_tokens, hooked, model_device, validate_hooks, weight
 from tl_geometry.capture.saved_weights import weights_by_reference
@@ -223,11 +224,7 @@ VOCAB_CHUNK = 8192
 def _gram64(W: Tensor) -> Tensor:
     """``W Wᵀ`` in float64 (d × d) for W of shape (d, n), in column chunks of ``VOCAB_CHUNK``:
     float64 accuracy with 8·d·VOCAB_CHUNK bytes of float64 copies at a time."""
-    G = torch.zeros(W.shape[0], W.shape[0], dtype=torch.float64, device=W.device)
-    for c in range(0, W.shape[1], VOCAB_CHUNK):
-        Wc = W[:, c : c + VOCAB_CHUNK].to(torch.float64)
-        G += Wc @ Wc.T
-    return G
+    return gram64(W, chunk=VOCAB_CHUNK)
 
 
 def check_probes(probes: str) -> None:

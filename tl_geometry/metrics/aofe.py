@@ -19,6 +19,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from tl_geometry.base import _checks
+from tl_geometry.base.linalg import gram64
 from tl_geometry.base.tables import Tabular
 from tl_geometry.errors import InputError
 
@@ -98,10 +99,7 @@ def wtw_aofe(W: Float[Tensor, "n d"]) -> AOFE:
     (working set: d² float64 plus one block, never a float64 copy of W).
     """
     W = _checks.float_matrix(W, "W", shape="(n, d): rows are vectors")
-    G = torch.zeros(W.shape[1], W.shape[1], dtype=torch.float64, device=W.device)
-    for i in range(0, W.shape[0], ROW_CHUNK):  # float64 Gram without a float64 copy of W
-        Wi = W[i : i + ROW_CHUNK].to(torch.float64)
-        G += Wi.T @ Wi
+    G = gram64(W, rows=True, chunk=ROW_CHUNK)  # float64 Gram without a float64 copy of W
     return aofe(G / W.shape[0])
 
 

@@ -14,6 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from tl_geometry.base import _checks
+from tl_geometry.base.linalg import gram64
 from tl_geometry.errors import InputError
 from tl_geometry.metrics.thread_choice import ThreadChoice, resolve
 
@@ -32,7 +33,8 @@ def readout_basis(
     works on the raw unembedding (``tg.models.load(name, processing="none")``); TransformerLens's
     processing (``fold_ln``, ``center_unembed``) changes it — on SmolLM2-135M the top-100 subspaces
     of the raw and processed W_U overlap 0.80 — and reports record the processing. Computed in
-    float64 from the eigenvectors of W_U W_Uᵀ (d × d), returned in float32 or the input's wider
+    float64 from the eigenvectors of W_U W_Uᵀ (d × d, summed over blocks of vocabulary columns:
+    `tl_geometry.base.linalg.gram64`), returned in float32 or the input's wider
     float dtype. ``threads``: the [`ThreadChoice`][tl_geometry.metrics.thread_choice.ThreadChoice] of the eigendecomposition
     (default: one thread).
 
@@ -48,10 +50,10 @@ def readout_basis(
     d, v = W_U.shape
     if not _checks.is_int(k) or not 1 <= k < d or k > v:
         raise InputError(f"k must satisfy 1 <= k < d_model={d} (and k <= d_vocab={v}), got {k!r}")
-    W = W_U.detach().to(torch.float64)
-    if not torch.isfinite(W).all():
-        raise InputError("W_U contains NaN or inf")
-    G = W @ W.T
+    try:  # in float64 column blocks: no float64 copy of W_U (Gemma-3-270M's would be 1.34 GB)
+        G = gram64(W_U.detach(), check_finite=True)
+    except InputError:
+        raise InputError("W_U contains NaN or inf") from None
     with resolve(threads).kernel("lapack", G.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(G)
     V = evecs[:, torch.argsort(evals, descending=True)[:k]]

@@ -29,6 +29,7 @@ TIMING = [
     "bench_memory",
     "bench_packing",
     "bench_pga",
+    "bench_pga_history",
     "bench_pga_smollm2",
     "bench_ray",
     "bench_report",
