@@ -366,11 +366,13 @@ def reproduce(
     model_tag = "zoo:smollm2-135m" if model is None else f"given:{_model_tag(model)}"
     jobs = _jobs(todo, size=size, model_tag=model_tag, device=str(device))
     by_id = {c.id: c for c in todo}
+    commit = _git_commit()  # the code that runs: read before the checks, not when they finish
     records, wall = _run_checks(jobs, by_id, ctx, results)
     rows, per_check = _collect(jobs, by_id, records)
     meta = {
         "tl_geometry_version": _version(),
-        "git_commit": _git_commit(),
+        "git_commit": commit,
+        **({"git_commit_at_finish": end} if (end := _git_commit()) != commit else {}),
         "size": size,
         "families": fams,
         "device": str(device),

@@ -666,3 +666,14 @@ def test_docs_state_the_pga_sizes_the_check_uses():
     assert f"At CPU size ({pga_sizes_text('cpu')})" in doc
     assert PGA_SIZES["cpu"]["n_null"] == 100  # the paper's 100 null subspaces (the doc once said 20)
     assert pga_sizes_text("cpu") == "512 points, 100 nulls, 8 × 128 tokens, CCR 0/1/5"
+
+
+def test_the_commit_is_read_before_the_checks_run(tmp_path, monkeypatch):
+    """A run records the commit whose code it ran; a commit made while it ran is named apart."""
+    from tl_geometry.runs import reproduction
+
+    commits = iter(["aaa", "bbb"])
+    monkeypatch.setattr(reproduction, "_git_commit", lambda: next(commits))
+    reproduction.reproduce("capacity", out=tmp_path / "r", size="tiny", checks=["capacity.fits"], progress=False)
+    data = json.loads((tmp_path / "r" / "reproduce.json").read_text())
+    assert (data["git_commit"], data["git_commit_at_finish"]) == ("aaa", "bbb")
