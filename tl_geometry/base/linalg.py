@@ -26,13 +26,18 @@ def gram64(W: Tensor, *, rows: bool = False, chunk: int = CHUNK, check_finite: b
     block, no full-size mask).
 
     Raises:
-        InputError: ``check_finite`` and W holds a NaN or inf.
+        InputError: W not a 2-D floating-point tensor, or ``check_finite`` and W holds a NaN or inf.
 
     Examples:
         >>> W = torch.randn(3, 20000)
         >>> bool(torch.allclose(gram64(W), W.double() @ W.double().T))
         True
     """
+    if not isinstance(W, Tensor) or W.ndim != 2 or not W.is_floating_point():
+        raise InputError(
+            f"gram64 needs a 2-D floating-point tensor, got {type(W).__name__} "
+            f"{tuple(getattr(W, 'shape', ()))} {getattr(W, 'dtype', '')}".rstrip()
+        )
     n = W.shape[0] if rows else W.shape[1]
     d = W.shape[1] if rows else W.shape[0]
     G = torch.zeros(d, d, dtype=torch.float64, device=W.device)

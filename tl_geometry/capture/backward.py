@@ -211,7 +211,7 @@ def readout_factor(W_U: Tensor) -> Tensor:
         raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
     if not torch.isfinite(W_U).all():
         raise InputError("W_U contains NaN or inf")
-    G = _gram64(W_U.detach())
+    G = gram64(W_U.detach(), chunk=VOCAB_CHUNK)  # float64, no float64 copy of W_U
     with kernel("lapack", W_U.device):  # one thread: reproducible bits, immune to other work
         evals, evecs = torch.linalg.eigh(G)
     return evecs * evals.clamp_min(0.0).sqrt()
@@ -219,12 +219,6 @@ def readout_factor(W_U: Tensor) -> Tensor:
 
 VOCAB_CHUNK = 8192
 """Columns of W_U converted to float64 at a time (no float64 copy of the whole unembedding)."""
-
-
-def _gram64(W: Tensor) -> Tensor:
-    """``W Wᵀ`` in float64 (d × d) for W of shape (d, n), in column chunks of ``VOCAB_CHUNK``:
-    float64 accuracy with 8·d·VOCAB_CHUNK bytes of float64 copies at a time."""
-    return gram64(W, chunk=VOCAB_CHUNK)
 
 
 def check_probes(probes: str) -> None:

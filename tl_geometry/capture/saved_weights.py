@@ -86,23 +86,23 @@ class _Matcher:
 
     def __init__(self, model: Any, min_numel: int):
         self.params: list[Tensor] = []
-        self.by_numel: dict[int, list[Tensor]] = {}
-        self.index: dict[_Key, list[tuple[int, int, tuple[int, ...], torch.Size]]] = {}
+        self.numels: set[int] = set()
+        self.index: dict[_Key, list[tuple[int, tuple[int, ...], torch.Size]]] = {}
         self.storages: set[int] = set()
         for p in model.parameters():
             if p.dim() >= 2 and p.numel() >= min_numel and p.is_floating_point():
                 i = len(self.params)
                 self.params.append(p)
-                self.by_numel.setdefault(p.numel(), []).append(p)
+                self.numels.add(p.numel())
                 self.storages.add(p.untyped_storage().data_ptr())
-                for j, perm in enumerate(itertools.permutations(range(p.dim()))):
+                for perm in itertools.permutations(range(p.dim())):
                     view = p.detach().permute(perm)
                     key = (p.numel(), p.dtype, p.device, _probes(view))
-                    self.index.setdefault(key, []).append((i, j, perm, view.shape))
+                    self.index.setdefault(key, []).append((i, perm, view.shape))
         self.matched = 0
 
     def pack(self, t: Any) -> Any:
-        if not isinstance(t, Tensor) or t.numel() not in self.by_numel:
+        if not isinstance(t, Tensor) or t.numel() not in self.numels:
             return t
         if t.requires_grad or t.storage_offset() != 0 or not t.is_floating_point():
             return t
@@ -113,10 +113,11 @@ class _Matcher:
             return t
         flat = t.as_strided((t.numel(),), (1,), 0)  # the storage (a copy is one contiguous block)
         head = (t.numel(), t.dtype, t.device)
-        # (param, view before copy, permutation): the order the parameters were scanned in before
-        found = [(i, 0, j, perm) for i, j, perm, shape in self.index.get((*head, _probes(t)), ()) if shape == t.shape]
-        found += [(i, 1, j, perm) for i, j, perm, _ in self.index.get((*head, _probes(flat)), ())]
-        for i, copy, _, perm in sorted(found, key=lambda f: f[:3]):
+        # (param, view before copy, permutation): the order of a scan of every parameter (permutations
+        # sort as itertools yields them)
+        found = [(i, 0, perm) for i, perm, shape in self.index.get((*head, _probes(t)), ()) if shape == t.shape]
+        found += [(i, 1, perm) for i, perm, _ in self.index.get((*head, _probes(flat)), ())]
+        for i, copy, perm in sorted(found):
             view = self.params[i].detach().permute(perm)
             if copy and torch.equal(flat.view(view.shape), view):
                 self.matched += 1

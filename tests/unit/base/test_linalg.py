@@ -30,3 +30,21 @@ def test_non_finite_refused_only_when_asked(bad):
     with pytest.raises(InputError, match="the matrix contains NaN or inf"):
         gram64(W, chunk=8, check_finite=True)
     assert not torch.isfinite(gram64(W, chunk=8)).all()
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (torch.ones(3), "gram64 needs a 2-D floating-point tensor, got Tensor (3,) torch.float32"),
+        (
+            torch.ones(2, 3, dtype=torch.int64),
+            "gram64 needs a 2-D floating-point tensor, got Tensor (2, 3) torch.int64",
+        ),
+        ([[1.0, 2.0]], "gram64 needs a 2-D floating-point tensor, got list ()"),
+    ],
+)
+def test_bad_inputs_are_refused(bad, message):
+    import re
+
+    with pytest.raises(InputError, match=re.escape(message) + "$"):
+        gram64(bad)
