@@ -41,9 +41,11 @@ install-dev: $(VENV)/.stamp-dev
 demo: install
 	$(BIN)/tl-geometry report --model $(MODEL) --out reports/$(MODEL) --force
 
-## test: install with dev extras, then the full test suite (unit, integration, doctests), offline
+## test: install with dev extras, then the full test suite (unit, integration, doctests), offline,
+## on TEST_WORKERS pytest-xdist workers (default 2: each worker loads SmolLM2 once, ~1.5 GB)
+TEST_WORKERS ?= 2
 test: install-dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 ## unit: the fast loop: tests/unit without the slow tests (no pretrained model, no network)
 unit: install-dev

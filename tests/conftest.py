@@ -11,6 +11,14 @@ import torch  # noqa: E402
 
 from tests.helpers import make_tiny_bridge, make_tiny_model  # noqa: E402
 
+# Under pytest-xdist (`make test` runs `-n 2`), each worker gets its share of the cores: two workers
+# each running torch's default one-thread-per-core OpenMP teams would oversubscribe the machine
+# (a team thread descheduled by the other worker stalls every op's barrier). Tests about threads set
+# their own count.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _WORKERS))
+
 #: Fixtures that build a ``HookedTransformer`` (TransformerLens < 4), here or in a test module. A
 #: test using one, directly or through another fixture, or ``any_tiny_model[hooked]``, is marked
 #: ``needs_hooked`` below; the TL-4 lane (ci/tl4/run.sh) deselects that marker. A test that builds

@@ -31,7 +31,13 @@ rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 echo '*' > "$VENV/.gitignore"   # keep the lane's venv out of git
 PIP=("$VENV/bin/pip" install --disable-pip-version-check -q)
-"$VENV/bin/pip" wheel --disable-pip-version-check -q --no-deps -w "$WORK/dist" .
+# Built from a copy of the tree (tracked and untracked-but-not-ignored files): a build writes
+# build/ and *.egg-info into its source, and the TL-4 lane installs this checkout at the same time.
+mkdir "$WORK/src"
+git ls-files -z --cached --others --exclude-standard \
+    | xargs -0 -n 64 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done; true' _ \
+    | tar --null -cf - -T - | tar -xf - -C "$WORK/src"
+"$VENV/bin/pip" wheel --disable-pip-version-check -q --no-deps -w "$WORK/dist" "$WORK/src"
 WHEEL=$(ls "$WORK"/dist/tl_geometry-*.whl)
 echo "wheel lane: built $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) kB)"
 "${PIP[@]}" -c constraints.txt "${WHEEL}[plot]"
