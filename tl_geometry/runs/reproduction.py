@@ -138,7 +138,7 @@ def __getattr__(name: str) -> Any:
         return families_with_checks()
     if name == "CHECKS":
         _load_checks(families_with_checks())
-        return list(_CHECKS)
+        return _in_family_order(_CHECKS)
     if name in _MARKDOWN_NAMES:  # the markdown moved to its own module (it imports this one)
         from tl_geometry.runs import reproduction_markdown
 
@@ -280,10 +280,17 @@ class ReproduceResult(Tabular):
         return [r for row in self.rows for r in records_of(row)]
 
 
+def _in_family_order(checks: Sequence[Check]) -> list[Check]:
+    """``checks`` by family in the registry's order, each family's in its module's order: the run's
+    order does not depend on which family's checks module happened to be imported first."""
+    rank = {f: i for i, f in enumerate(families_with_checks())}
+    return sorted(checks, key=lambda c: rank.get(c.family, len(rank)))  # stable within a family
+
+
 def list_checks(families: str | Sequence[str] = "all") -> list[Check]:
     fams = _families(families)
     _load_checks(fams)
-    return [c for c in _CHECKS if c.family in fams]
+    return [c for c in _in_family_order(_CHECKS) if c.family in fams]
 
 
 def _families(families: str | Sequence[str] | None) -> list[str]:
@@ -391,7 +398,7 @@ def reproduce(
 def _select_checks(fams: list[str], checks: Sequence[str] | None) -> list[Check]:
     """The checks of ``fams`` (their modules imported), only those named in ``checks`` when given."""
     _load_checks(fams)
-    todo = [c for c in _CHECKS if c.family in fams]
+    todo = [c for c in _in_family_order(_CHECKS) if c.family in fams]
     if checks is None:
         return todo
     known = {c.id for c in _CHECKS}

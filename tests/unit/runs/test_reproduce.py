@@ -677,3 +677,19 @@ def test_the_commit_is_read_before_the_checks_run(tmp_path, monkeypatch):
     reproduction.reproduce("capacity", out=tmp_path / "r", size="tiny", checks=["capacity.fits"], progress=False)
     data = json.loads((tmp_path / "r" / "reproduce.json").read_text())
     assert (data["git_commit"], data["git_commit_at_finish"]) == ("aaa", "bbb")
+
+
+def test_check_order_does_not_depend_on_which_family_was_imported_first(monkeypatch):
+    """The run's order is the registry's family order (each family's checks in its module's order),
+    whatever order the families' checks modules were imported in (a test worker may import
+    interaction's before capacity's)."""
+    from tl_geometry.runs.reproduction import families_with_checks, list_checks
+
+    want = [c.id for c in list_checks("all")]
+    fams = families_with_checks()
+    assert [c.family for c in list_checks("all")] == sorted((c.family for c in list_checks("all")), key=fams.index)
+    monkeypatch.setattr(repro_mod, "_CHECKS", list(reversed(repro_mod._CHECKS)))
+    got = [c.id for c in list_checks("all")]
+    # the same family order; within a family the (reversed) registration order
+    assert [i.split(".")[0] for i in got] == [i.split(".")[0] for i in want]
+    assert got != want
