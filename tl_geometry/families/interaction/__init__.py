@@ -355,7 +355,7 @@ def _input_probes(
         else:  # one sequence: the text jackknife is undefined (HookAGOP.stderr_note says so)
             seq_groups, J = torch.zeros(tokens.shape[0], dtype=torch.long), 1
     budget = dict(n_groups=K, text_groups=J if J is None else int(text_groups), memory_mb=memory_mb, state_mb=state_mb)
-    plan = agop_plan_for(work, tuple(tokens.shape), len(hooks), batch_size=batch_size, **budget)
+    plan = agop_plan_for(work, tuple(tokens.shape), len(hooks), batch_size=batch_size, n_probes=n_probes, **budget)
     widths = [hook_width(work.cfg, h) for h in hooks]
     chunks = hook_chunks(widths, state_mb, n_groups=K, text_groups=budget["text_groups"])
     readout = None
@@ -380,6 +380,7 @@ def _input_probes(
             probes=probes,
             seq_groups=seq_groups,
             readout=readout,
+            probe_batch=plan.probe_batch,
         )
         for h in chunk:
             mats[h], stats[h] = acc.compute(h)
@@ -392,6 +393,7 @@ def _input_probes(
         del acc
     prov = {
         "agop_batch_size": plan.batch_size,
+        "agop_probe_batch": plan.probe_batch if probes_used == "readout" else 1,
         "agop_hook_chunks": len(chunks),
         "agop_memory_mb": float(memory_mb),
         "agop_state_mb": float(state_mb),
@@ -399,6 +401,7 @@ def _input_probes(
         "agop_working_set_mb": round(
             (
                 plan.graph_bytes
+                + (plan.probe_batch - 1) * plan.probe_bytes
                 + max(
                     sum(agop_state_bytes(widths[i], 1, n_groups=K, text_groups=budget["text_groups"]) for i in run)
                     for run in chunks

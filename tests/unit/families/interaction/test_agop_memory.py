@@ -1,6 +1,7 @@
 """AGOP over the text and under a memory budget: the text jackknife, its coverage over fresh draws,
 hook chunks, the batch from ``memory_mb``, the one-sequence case and the working-set formula."""
 
+import dataclasses
 import math
 import warnings
 
@@ -344,3 +345,109 @@ def test_wtw_aofe_in_row_blocks_equals_the_float64_gram():
     got = wtw_aofe(W)
     assert float(got.ratio) == pytest.approx(float(want.ratio), rel=1e-12)
     assert float(got.aofe) == pytest.approx(float(want.aofe), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- probes per backward pass
+def test_probe_batch_known_answers():
+    """SmolLM2-135M at report settings: one 128-token sequence per pass leaves 512 MiB − its graph
+    bound for probes; each one more holds 4 · 128 · (30 · 576 + 16 · 576 + 8 · 1536 + 3 · 9 · 128)
+    bytes; 16 probes in passes of even size. A batch of 8 × 128 tokens has PASS_ROWS rows already."""
+    from tl_geometry.families.interaction.memory import PASS_ROWS
+
+    shape = dict(n_layers=30, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
+    plan = agop_plan(d_model=576, n_hooks=30, n_seqs=8, n_probes=16, **shape)
+    per = 4 * 128 * (30 * 576 + 16 * 576 + 8 * 1536 + 3 * 9 * 128)
+    assert plan.probe_bytes == per
+    most = 1 + (512 * 2**20 - plan.graph_bytes) // per  # 6
+    assert most == 6 and plan.probe_batch == math.ceil(16 / math.ceil(16 / most)) == 6
+    assert plan.working_set_bytes == plan.graph_bytes + 5 * per + plan.state_bytes + 4 * 576**2 * 8
+    assert agop_plan(d_model=576, n_hooks=30, n_seqs=8, **shape).probe_batch == 1  # no n_probes: one per pass
+    assert agop_plan(d_model=576, n_hooks=30, n_seqs=8, n_probes=16, memory_mb=400, **shape).probe_batch == 1
+    assert agop_plan(d_model=576, n_hooks=30, n_seqs=8, n_probes=4, **shape).probe_batch == 4
+    small = dict(shape, d_vocab=500, n_layers=2)
+    assert agop_plan(d_model=64, n_hooks=2, n_seqs=8, n_probes=16, **small).probe_batch == 1  # 8 × 128 rows
+    assert 8 * 128 == PASS_ROWS
+    assert agop_plan(d_model=64, n_hooks=2, n_seqs=1, n_probes=16, **small).probe_batch == 8  # 1 × 128 rows
+    with pytest.raises(ValueError, match="n_probes"):
+        agop_plan(d_model=64, n_hooks=2, n_probes=0, **small)
+
+
+@pytest.mark.needs_hooked
+def test_probes_per_pass_change_nothing(monkeypatch):
+    """Readout probes taken 1, 3 or 8 per backward pass (autograd's batched gradients): the same
+    draws in the same order, so the same AGOPs and statistics, to float32 rounding; the probe
+    batch is recorded. Logit probes always take one per pass."""
+    from tl_geometry.capture import backward
+    from tl_geometry.families.interaction.memory import agop_plan_for
+
+    model = make_tiny_model()
+    tok = _tokens(2, seq_len=12)
+    kw = dict(hooks=HOOKS, n_probes=8, seed=4, text_groups=2, progress=False)
+    seen = []
+    real = backward._probe_vjps
+
+    def spy(outs, xs, **k):
+        seen.append(int(outs.shape[0]))
+        return real(outs, xs, **k)
+
+    monkeypatch.setattr(backward, "_probe_vjps", spy)
+    runs = {}
+    for pb in (1, 3, 8):
+        monkeypatch.setattr(
+            "tl_geometry.families.interaction.agop_plan_for",
+            lambda *a, _pb=pb, **k: dataclasses.replace(agop_plan_for(*a, **k), probe_batch=_pb),
+        )
+        seen.clear()
+        runs[pb] = agop(model, tok, **kw)
+        assert runs[pb].provenance["agop_probe_batch"] == pb
+        passes = [min(pb, 8 - i) for i in range(0, 8, pb)]  # per batch of sequences
+        assert seen == passes * math.ceil(tok.shape[0] / runs[pb].provenance["agop_batch_size"])
+    for pb in (3, 8):
+        for h in HOOKS:
+            A, B = runs[1].matrices[h], runs[pb].matrices[h]
+            assert float((A - B).abs().max()) <= 1e-5 * float(A.abs().max())  # float32 rounding of the sums
+            a, b = runs[1][h].to_dict(), runs[pb][h].to_dict()
+            for k in a:
+                assert a[k] == (b[k] if isinstance(b[k], str) else pytest.approx(b[k], rel=1e-4, abs=1e-10)), (pb, k)
+    seen.clear()
+    logits = agop(model, tok, probes="logits", **kw)
+    assert logits.provenance["agop_probe_batch"] == 1 and set(seen) == {1}
+
+
+def test_probe_batch_bad_input(tiny_model, tiny_tokens):
+    from tl_geometry.capture import backward
+
+    mask = torch.ones_like(tiny_tokens, dtype=torch.bool)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="probe_batch must be a positive integer"):
+            backward.probe_gradients(
+                tiny_model, tiny_tokens, HOOKS, mask, lambda *a: None, n_probes=2, seed=0, batch_size=2, probe_batch=bad
+            )
+
+
+@pytest.mark.needs_hooked
+def test_a_model_without_batched_backward_falls_back_to_one_probe_per_pass(monkeypatch):
+    """Where autograd's batched gradients fail (an op without a batching rule), the pass is drawn
+    again probe by probe: the same numbers as one probe per pass from the start."""
+    from tl_geometry.families.interaction.memory import agop_plan_for
+
+    model = make_tiny_model()
+    tok = _tokens(2, seq_len=12)
+    kw = dict(hooks=HOOKS, n_probes=5, seed=6, text_groups=2, progress=False)
+    plain = agop(model, tok, **kw)
+    real = torch.autograd.grad
+
+    def no_batching(*a, **k):
+        if k.get("is_grads_batched"):
+            raise RuntimeError("Batching rule not implemented for aten::something")
+        return real(*a, **k)
+
+    monkeypatch.setattr(torch.autograd, "grad", no_batching)
+    monkeypatch.setattr(
+        "tl_geometry.families.interaction.agop_plan_for",
+        lambda *a, **k: dataclasses.replace(agop_plan_for(*a, **k), probe_batch=3),
+    )
+    fell_back = agop(model, tok, **kw)
+    for h in HOOKS:
+        A, B = plain.matrices[h], fell_back.matrices[h]
+        assert float((A - B).abs().max()) <= 1e-6 * float(A.abs().max())
