@@ -384,3 +384,29 @@ def test_model_facing_calls_pass_the_load_aware_choice(family, two_threads, free
     monkeypatch.setattr(threads, "POLICY", "inherit")
     _FAMILY_CALLS[family](tiny_model, tiny_tokens)
     assert seen and all(n is None for _, n in seen), seen
+
+
+def test_spectral_hooks_on_the_pool_give_the_plain_loops_bits(two_threads, free, monkeypatch, tiny_model, tiny_tokens):
+    """tg.spectral computes its hooks on a pool of threads (each eigvalsh on one thread, as always):
+    the same rows, bit for bit, as the plain loop on torch's two threads; with
+    TL_GEOMETRY_THREADS=inherit (a pool of 1) no pool is started."""
+    calls = []
+
+    def spy(fn, items, workers):
+        calls.append(workers)
+        return real(fn, items, workers)
+
+    real = threads.parallel_map
+    monkeypatch.setattr("tl_geometry.families.pga.parallel_map", spy)
+    pooled = tg.spectral(tiny_model, tiny_tokens)
+    assert calls == [2]
+    real = lambda fn, items, workers: [fn(x) for x in items]  # noqa: E731 (the plain loop, two threads)
+    plain = tg.spectral(tiny_model, tiny_tokens)
+    a, b = pooled.to_pandas(), plain.to_pandas()
+    assert len(a) == len(tiny_model.blocks) * 6
+    assert a["value"].tolist() == b["value"].tolist()
+    assert a["stderr"].tolist() == b["stderr"].tolist()
+    calls.clear()
+    monkeypatch.setattr(threads, "POLICY", "inherit")
+    tg.spectral(tiny_model, tiny_tokens)
+    assert calls == []

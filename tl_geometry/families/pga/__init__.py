@@ -39,6 +39,7 @@ from tl_geometry.registry import (
 )
 from tl_geometry.report import GeometryReport
 from tl_geometry.runtime.threads import choose as choose_threads
+from tl_geometry.runtime.threads import parallel_map
 
 logger = logging.getLogger(__name__)
 
@@ -366,8 +367,14 @@ def spectral(
     def finish() -> GeometryReport:
         processing = processing_name(model)
         rows = []
-        for h in hooks:
-            m = accs[h].spectral(fit_range, threads=choose_threads())
+        # the hooks on a pool of threads (each eigvalsh on one thread, as it always runs: the same
+        # bits); the plain loop when the choice is a pool of 1 (busy cores, or "inherit")
+        tc = choose_threads()
+        if tc.workers() > 1:
+            spectra = parallel_map(lambda h: accs[h].spectral(fit_range, threads=tc), hooks, tc.workers())
+        else:
+            spectra = [accs[h].spectral(fit_range, threads=tc) for h in hooks]
+        for h, m in zip(hooks, spectra):
             extras = {"n_points": m.n_points, "d": m.d, "n_kept": m.n_kept, "preset": preset, "processing": processing}
             r2 = {"alpha_req": m.alpha_req_r2, "alpha_req_reptrix": m.alpha_req_reptrix_r2}
             for name in SPECTRAL_ROWS:
