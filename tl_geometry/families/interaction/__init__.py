@@ -16,6 +16,7 @@ from torch import Tensor
 
 from tl_geometry import capture
 from tl_geometry.errors import InputError
+from tl_geometry.families.interaction import memory
 from tl_geometry.families.interaction.memory import (
     AGOPPlan,
     agop_graph_bytes,
@@ -355,7 +356,14 @@ def _input_probes(
         else:  # one sequence: the text jackknife is undefined (HookAGOP.stderr_note says so)
             seq_groups, J = torch.zeros(tokens.shape[0], dtype=torch.long), 1
     budget = dict(n_groups=K, text_groups=J if J is None else int(text_groups), memory_mb=memory_mb, state_mb=state_mb)
-    plan = agop_plan_for(work, tuple(tokens.shape), len(hooks), batch_size=batch_size, n_probes=n_probes, **budget)
+    plan = agop_plan_for(
+        work,
+        tuple(tokens.shape),
+        len(hooks),
+        batch_size=batch_size,
+        n_probes=n_probes if memory.BATCH_PROBES else None,
+        **budget,
+    )
     widths = [hook_width(work.cfg, h) for h in hooks]
     chunks = hook_chunks(widths, state_mb, n_groups=K, text_groups=budget["text_groups"])
     readout = None

@@ -45,6 +45,7 @@ from tl_geometry.metrics.interaction import agop_compute_bytes, agop_state_bytes
 
 __all__ = [
     "AGOPPlan",
+    "BATCH_PROBES",
     "GRAPH_FLOATS",
     "PASS_ROWS",
     "agop_graph_bytes",
@@ -63,6 +64,13 @@ per head × key position; per token for the vocabulary (the logits, held beside 
 per pass."""
 
 MiB = 2**20
+BATCH_PROBES = False
+"""Whether [`agop`][tl_geometry.families.interaction.agop] takes several readout probes per backward
+pass (the plan's ``probe_batch``; False: one per pass). Off by default, our choice from two models
+measured on 2026-12-07 (2 cores, 8 × 128 tokens): SmolLM2-135M, 16 probes as 6, 5, 5 per pass,
+1.19–1.21× faster at +0.03 GiB; Gemma-3-270M, 4 probes in one pass, 1.17× *slower* and +1.2 GiB
+(its backward does not batch well under vmap). Set it to True where a model gains (the numbers are
+the same to rounding either way)."""
 PASS_ROWS = 1024
 """Our choice: probes are batched into one backward pass only until the pass holds this many token
 rows (batch · seq_len · probes): the gain comes from larger products, and a pass of 8 × 128 tokens
@@ -397,7 +405,7 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
         >>> from tl_geometry.models import ModelShape
         >>> smollm2 = ModelShape(30, 576, 134_515_008, 2048, "gguf", 28_311_552, 49152, 1536, d_q=576, d_kv=192, gated_mlp=True)
         >>> round(report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"agop": {"n_probes": 16}}) / 2**20)
-        1118
+        1015
         >>> report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"pga": {}})
         0
     """
@@ -419,7 +427,7 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
                 memory_mb=o.get("memory_mb", 512),
                 state_mb=o.get("state_mb", 1024),
                 batch_size=o.get("batch_size"),
-                n_probes=n_probes,
+                n_probes=n_probes if BATCH_PROBES else None,
                 **kw,
             )
         else:  # exact, output or loss space: a fixed batch (8), every hook's sums

@@ -451,3 +451,18 @@ def test_a_model_without_batched_backward_falls_back_to_one_probe_per_pass(monke
     for h in HOOKS:
         A, B = plain.matrices[h], fell_back.matrices[h]
         assert float((A - B).abs().max()) <= 1e-6 * float(A.abs().max())
+
+
+@pytest.mark.needs_hooked
+def test_probes_per_pass_are_off_by_default_and_follow_the_plan_when_on(monkeypatch):
+    """BATCH_PROBES False (the default): one probe per pass whatever the plan allows; True: the
+    plan's probe_batch (one 12-token sequence a batch, 8 probes: 8 per pass)."""
+    from tl_geometry.families.interaction import memory
+
+    model = make_tiny_model()
+    tok = _tokens(2, seq_len=12)
+    kw = dict(hooks=HOOKS, n_probes=8, seed=4, batch_size=1, progress=False)
+    assert memory.BATCH_PROBES is False
+    assert agop(model, tok, **kw).provenance["agop_probe_batch"] == 1
+    monkeypatch.setattr(memory, "BATCH_PROBES", True)
+    assert agop(model, tok, **kw).provenance["agop_probe_batch"] == 8
