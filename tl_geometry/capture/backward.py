@@ -398,7 +398,7 @@ def probe_gradients(
                 del logits, xs  # the forward again, with the logits in the graph
                 names = list(hooks)
                 logits, xs = _probe_forward(model, batch, names, None, device)
-            states = {id(g): g.get_state() for g in gens}
+            states = [g.get_state() for g in gens]  # to redraw a pass if batching fails
             batched_ok = False
             # several probes per backward pass where the plan allows (readout probes only: a logits
             # probe is vocabulary-sized); the same draws, in the same order, as one probe per pass
@@ -419,8 +419,8 @@ def probe_gradients(
                         if grads is None:  # the batched backward is not supported here: one probe per pass
                             logger.info("agop: batched probe backward unsupported on this model; one probe per pass")
                             per_pass = 1
-                            for g in gens:  # draw this pass's probes again, one at a time
-                                g.set_state(states[id(g)])
+                            for g, st in zip(gens, states):  # draw this pass's probes again, one at a time
+                                g.set_state(st)
                             continue
                         for h, g in zip(hooks, grads):
                             if g is None:
@@ -438,7 +438,8 @@ def probe_gradients(
                     del grads, outs  # before the next pass (or the next batch's forward) allocates its own
                     bar.update(len(ps))
                     p0 = ps[-1] + 1
-                    states = {id(g): g.get_state() for g in gens}
+                    if per_pass > 1 and not batched_ok:  # only a pass not yet proven can fail
+                        states = [g.get_state() for g in gens]
     finally:
         bar.close()
     return "logits" if W_U is None else "readout"
