@@ -41,6 +41,8 @@ bench_report_scaling     ``run_report`` on ``tg.models.      none simpler: the l
 bench_report_render      ``write_outputs``                   each figure + savefig, JSON, markdown plain JSON + markdown dump
 bench_sweep              fsynced line per job; one-read      dump at the end; ``done()`` per job;  bare write + fsync; file read;
                          resume scan; Ray executor           local executor                        load + analyze per job
+bench_spectral_pool      ``tg.spectral``, hooks on the       the same with the plain loop          one forward pass (the capture)
+                         thread pool (SmolLM2)
 bench_ray                ``sweep`` loading once (local,      ``sweep`` loading per job (local)     one load + analyze per seed
                          Ray actor)
 bench_contention         slowdown beside one busy loop       ``TL_GEOMETRY_THREADS=inherit``;      one sort per subspace; one

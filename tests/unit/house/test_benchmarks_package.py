@@ -36,6 +36,7 @@ TIMING = [
     "bench_report_render",
     "bench_report_scaling",
     "bench_sae",
+    "bench_spectral_pool",
     "bench_sweep",
 ]
 
