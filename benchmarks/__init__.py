@@ -26,6 +26,8 @@ bench_pga_history        one layer of the paper-size         the same layer at a
 bench_agop               ``tg.agop``: one backward per       one backward per hook per probe       30 float32 Grams gᵀg per probe
                          probe for all 30 hooks
 bench_agop_probes        ``agop(probes="readout")``          ``agop(probes="logits")``             one forward + 30 Grams per probe
+bench_agop_layout        ``tg.agop``, TL's weight copies as  the same in the model's own layout    one forward with the graph + one
+                         views (``COPIES_AS_VIEWS``)         (TL copies every forward)             backward per probe, no Grams
 bench_packing            ``optimized_packing`` (hand         autograd + Adam (the paper's loop)    U Uᵀ and G U per step
                          gradient)
 bench_sae                ``cosine_exceedance``,              full n × n cosine matrix              float32 U Uᵀ; UᵀU

@@ -25,7 +25,7 @@ from torch import Tensor
 from tl_geometry.base.linalg import gram64
 from tl_geometry.capture.activations import _to_float, eval_mode
 from tl_geometry.capture.hooks import check_tokens, hooked, model_device, validate_hooks, weight
-from tl_geometry.capture.saved_weights import weights_by_reference
+from tl_geometry.capture.saved_weights import copies_as_views, weights_by_reference
 from tl_geometry.errors import InputError
 from tl_geometry.runtime.threads import kernel, per_step
 
@@ -46,6 +46,11 @@ SAVE_WEIGHTS_BY_REFERENCE = True
 weights less while a batch's graph is held, the same gradients to rounding (bit for bit where a
 copy is rebuilt). False: autograd's own saving (``benchmarks/check_agop_memory.py --weights``
 measures both)."""
+COPIES_AS_VIEWS = True
+"""The probe passes run with TransformerLens's copied weights laid out as the copies
+([`copies_as_views`][tl_geometry.capture.saved_weights.copies_as_views]): no weight is copied in
+the forward nor rebuilt at backward; the same gradients to float32 rounding. False: the model's
+own layout (``benchmarks/bench_agop_layout.py`` measures both)."""
 
 
 @contextlib.contextmanager
@@ -307,6 +312,7 @@ def probe_gradients(
     seq_groups: Tensor | None = None,
     readout: Tensor | None = None,
     probe_batch: int = 1,
+    done: dict | None = None,
 ) -> str:
     """Random logit-space probes: for every batch and probe, ``g = ∂(u·F)/∂a`` at every hook from ONE
     backward pass, handed to ``consumer(hook, p, g[mask])``; returns the probe mode used.
@@ -341,6 +347,11 @@ def probe_gradients(
     backward batched 1.17× slower and 1.2 GiB larger). Logit probes, and models whose backward has
     no batching rule, take one probe per pass.
 
+    ``done``: a dict, filled with what was done rather than asked: ``"probe_batch"`` (the fewest
+    probes a backward pass took: 1 where batching fell back) and ``"weights_moved"`` (how many
+    parameters [`copies_as_views`][tl_geometry.capture.saved_weights.copies_as_views] laid out as
+    TransformerLens's copies; 0 when off or not a TransformerLens model).
+
     Probes are drawn sequence by sequence: sequence b has its own generator on the model's device,
     seeded from (``seed``, b) ([`probe_seed`][tl_geometry.capture.backward.probe_seed]) and
     drawn probe by probe, so the numbers do not depend on ``batch_size`` (a memory budget) nor on
@@ -370,7 +381,11 @@ def probe_gradients(
             )
     starts = range(0, tokens.shape[0], batch_size)
     bar = tqdm(total=len(starts) * n_probes, desc="agop", unit="probe", disable=not progress, leave=False)
-    try:
+    # the bar closes and the weights' layout is restored, error or not
+    used = int(probe_batch)
+    with bar, copies_as_views(model, enabled=COPIES_AS_VIEWS) as moved:
+        if done is not None:
+            done["weights_moved"] = len(moved)
         for start in starts:
             batch, m = tokens[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
             if not m.any():
@@ -435,13 +450,14 @@ def probe_gradients(
                                         consumer(h, p, g[i][sel])
                                     else:
                                         consumer(h, p, g[i][sel], j)
+                    used = min(used, per_pass)
                     del grads, outs  # before the next pass (or the next batch's forward) allocates its own
                     bar.update(len(ps))
                     p0 = ps[-1] + 1
                     if per_pass > 1 and not batched_ok:  # only a pass not yet proven can fail
                         states = [g.get_state() for g in gens]
-    finally:
-        bar.close()
+    if done is not None:
+        done["probe_batch"] = used
     return "logits" if W_U is None else "readout"
 
 

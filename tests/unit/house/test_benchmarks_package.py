@@ -21,6 +21,7 @@ SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_"
 #: The timing benchmarks: ours against the best simple reference and a floor, through ``_util``.
 TIMING = [
     "bench_agop",
+    "bench_agop_layout",
     "bench_agop_probes",
     "bench_capacity_stream",
     "bench_contention",

@@ -371,7 +371,7 @@ def _input_probes(
         device = capture.model_device(work)
         readout = capture.readout_factor(capture.weight(work, "W_U")).T.to(device, torch.float32).contiguous()
     mats, stats, replicates = {}, {}, {} if keep_groups else None
-    probes_used = None
+    probes_used, done = None, {"probe_batch": plan.probe_batch, "weights_moved": 0}
     for run in chunks:
         chunk = [hooks[i] for i in run]
         acc = AGOPAccumulator(n_probes, n_groups, text_groups=J)
@@ -389,6 +389,7 @@ def _input_probes(
             seq_groups=seq_groups,
             readout=readout,
             probe_batch=plan.probe_batch,
+            done=done,
         )
         for h in chunk:
             mats[h], stats[h] = acc.compute(h)
@@ -401,7 +402,8 @@ def _input_probes(
         del acc
     prov = {
         "agop_batch_size": plan.batch_size,
-        "agop_probe_batch": plan.probe_batch if probes_used == "readout" else 1,
+        "agop_probe_batch": done["probe_batch"],  # what the passes took (1 where batching fell back)
+        "agop_weights_as_views": done["weights_moved"],
         "agop_hook_chunks": len(chunks),
         "agop_memory_mb": float(memory_mb),
         "agop_state_mb": float(state_mb),

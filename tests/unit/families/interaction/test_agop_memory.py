@@ -451,6 +451,8 @@ def test_a_model_without_batched_backward_falls_back_to_one_probe_per_pass(monke
     for h in HOOKS:
         A, B = plain.matrices[h], fell_back.matrices[h]
         assert float((A - B).abs().max()) <= 1e-6 * float(A.abs().max())
+    # the provenance records what the passes took, not what the plan asked for
+    assert plain.provenance["agop_probe_batch"] == 1 and fell_back.provenance["agop_probe_batch"] == 1
 
 
 @pytest.mark.needs_hooked
