@@ -220,7 +220,9 @@ def copies_as_views(model: Any, *, enabled: bool = True) -> Iterator[list[str]]:
     parameters moved. Only TransformerLens's gated MLPs and attention modules are touched, and only
     their floating-point parameters that are contiguous and share no storage with another parameter
     (tied weights stay tied); any other model (a TransformerBridge's HuggingFace modules) is left as
-    it is. On exit, error or not, every moved parameter is contiguous again with the same values.
+    it is. On exit, error or not, every moved parameter is contiguous again with the same values,
+    and the freed heap is returned to the OS (without it, Gemma-3-270M's process kept 0.2–0.3 GiB
+    more after ``tg.agop``).
     Do not train or change the weights inside: the layout is restored by copying the values."""
     if not callable(getattr(model, "named_modules", None)):
         raise InputError(
@@ -252,3 +254,7 @@ def copies_as_views(model: Any, *, enabled: bool = True) -> Iterator[list[str]]:
         for _, p, _ in moved:
             if not p.data.is_contiguous():
                 p.data = p.data.contiguous()
+        if moved:  # the moved layouts' storages were freed on the heap: hand them back to the OS
+            from tl_geometry.models.hf_loading import release_memory
+
+            release_memory()

@@ -373,3 +373,20 @@ def test_copies_as_views_refuses_what_is_not_a_module():
     with pytest.raises(InputError) as e, copies_as_views(object()):
         pass
     assert str(e.value) == "copies_as_views needs a model with .named_modules() (a torch.nn.Module), got object"
+
+
+@pytest.mark.needs_hooked
+def test_copies_as_views_returns_the_freed_heap_after_moving(monkeypatch):
+    """The moved layouts' storages are freed on exit; the heap is handed back once, and only when
+    something moved (a model with nothing to move pays no garbage collection)."""
+    from tl_geometry.capture.saved_weights import copies_as_views
+    from tl_geometry.models import hf_loading
+
+    calls = []
+    monkeypatch.setattr(hf_loading, "release_memory", lambda: calls.append(1))
+    with copies_as_views(torch.nn.Linear(8, 4)):
+        pass
+    assert calls == []
+    with copies_as_views(_tl_model()) as names:
+        assert names and calls == []
+    assert calls == [1]
