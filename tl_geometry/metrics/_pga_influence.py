@@ -121,6 +121,9 @@ class ViewTerms:
     extra: np.ndarray | None = None  # (G,) Δρ of the view side of term 3, per deleted group
     b_x: np.ndarray | None = field(default=None, repr=False)  # the view's standardized ranks in the reference's order
     cells_y: np.ndarray | None = None  # (G²,) per-cell sums of the view-side term-2 weights (full views)
+    ref_terms: np.ndarray | None = field(
+        default=None, repr=False
+    )  # (G,) `ref_side` of this view, when computed with it
 
 
 @dataclass
@@ -199,7 +202,27 @@ class InfluenceContext:
             self._cache["xs"] = np.asarray(self.x.detach().cpu().numpy(), dtype=np.float64).take(o)
         return self._cache["xs"]
 
-    # ----------------------------------------------------------------- one view
+    def prepare(self) -> None:
+        """Build the caches the views share (sort payload, cells, reference order and values, the
+        points' factors, the pair blocks) in this thread, before the views run on a pool: each is
+        then read, never built twice at once."""
+        ref = self.ref
+        if ref.pos is not None and ref.order is not None and ref.ref_cells is not None:
+            self._packed_cells()
+            if ref.cell_by_pos is not None:
+                self._cells_by_pos()
+        _ = self.n_left
+        if self.rank_terms:
+            self._ref_order()
+            self._ref_sorted_values()
+            self._points()
+            if BLOCK_PRODUCTS and self.pairs.i is None:
+                self._blocks()
+            else:
+                self._endpoints()
+
+        # ----------------------------------------------------------------- one view
+
     def view(self, y: Tensor, Y: Tensor | None = None, B: Tensor | None = None) -> ViewTerms:
         """ρ and the terms of one view with similarities ``y`` (pair order). With ``Y`` (the
         projected points) and ``B`` (the basis) also its value terms and its ranks in the
@@ -316,13 +339,9 @@ class InfluenceContext:
         (M V_a + Mᵀ V_a) and its pairs with the later rows as an na × nr view C_b of ``c``
         (C_b V_rest to the block's rows, C_bᵀ V_a to the later rows). Every weight is read twice
         and nothing is scattered (the N × N matrix took a scatter and two passes over N² values)."""
-        if "blocks" not in self.shared:
-            self.shared["blocks"] = [
-                (a, na, off, nr, torch.triu_indices(na, na, 1)) for a, na, off, nr in pair_blocks(self.pairs)
-            ]
         ct = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float64))
         out = torch.zeros_like(V)
-        for a, na, off, nr, tri in self.shared["blocks"]:
+        for a, na, off, nr, tri in self._blocks():
             Va, nt = V[a : a + na], tri.shape[1]
             if nt:
                 M = torch.zeros(na, na, dtype=ct.dtype)
@@ -333,6 +352,14 @@ class InfluenceContext:
                 out[a : a + na] += Cb @ V[a + na :]
                 out[a + na :] += (Va.T @ Cb).T  # row-major reads of C_b (C_bᵀ V_a is a strided gemm, 2× slower)
         return out
+
+    def _blocks(self) -> list:
+        """`pair_blocks` with each block's upper-triangle indices (shared by the CCR levels)."""
+        if "blocks" not in self.shared:
+            self.shared["blocks"] = [
+                (a, na, off, nr, torch.triu_indices(na, na, 1)) for a, na, off, nr in pair_blocks(self.pairs)
+            ]
+        return self.shared["blocks"]
 
     @_one_thread
     def _points(self) -> tuple[Tensor, Tensor, Tensor, Tensor, np.ndarray]:
@@ -452,7 +479,8 @@ def influence_point_se(
     coef = -(1.0 / null_std) * (1.0 / n + z * (rho_q - rho_q.mean()) / ((n - 1) * null_std))
     dr = d_rho(read)
     if read.b_x is not None and read.extra is not None and read.cells_y is not None:
-        dr = dr + d_rho_y(read) + read.extra + ctx.ref_side(read.b_x, read.rho)
+        ref_terms = read.ref_terms if read.ref_terms is not None else ctx.ref_side(read.b_x, read.rho)
+        dr = dr + d_rho_y(read) + read.extra + ref_terms
     dz = dr / null_std
     for q, t in enumerate(nulls):
         dz = dz + coef[q] * d_rho(t)

@@ -45,7 +45,7 @@ from tl_geometry.metrics.pga_bases import MAX_ELEMENTS, haar_bases, readout_basi
 from tl_geometry.metrics.significance import z_p_value
 from tl_geometry.metrics.spectral import *  # noqa: F401,F403
 from tl_geometry.metrics.spectral import __all__ as _spectral_all
-from tl_geometry.metrics.thread_choice import ThreadChoice, parallel_map, resolve
+from tl_geometry.metrics.thread_choice import ThreadChoice, limit_threads, parallel_map, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -302,8 +302,13 @@ def _spearman_and_groups(ref: RankedReference, y: Tensor) -> tuple[float, np.nda
     return ref.spearman_groups(y) if ref.groups is not None else (ref.spearman(y), None)
 
 
-def _null_views(Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadChoice, evaluate) -> tuple[Tensor, list]:
+def _null_views(
+    Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadChoice, evaluate, lead: Tensor | None = None
+) -> tuple[Tensor, list]:
     """ρ of each null basis and what ``evaluate(q, Y, y)`` returns beside it (Y the projection, y its similarities).
+
+    ``lead`` (the readout basis): evaluated first, as view q = 0, the null bases then as q = 1 … n
+    (our choice: on the pool the readout runs beside the nulls instead of before them on one core).
 
     Our choice: on CPU, at report sizes, the nulls are spread over a pool of ``threads.workers()``
     threads, each projecting, computing similarities and sorting one null at a time on one core
@@ -316,25 +321,37 @@ def _null_views(Hx: Tensor, pairs, bases: Tensor, batch: int, threads: ThreadCho
     """
     cpu = Hx.device.type == "cpu"
     workers = threads.workers() if cpu and pairs.n_pairs >= POOL_MIN_PAIRS else 1
-    n = bases.shape[0]
+    first = 0 if lead is None else 1
+    n = bases.shape[0] + first
+
+    def basis(q: int) -> Tensor:
+        return bases[q - first] if q >= first else lead  # type: ignore[return-value]
+
     if workers > 1 and n > 1:
         Hx64 = Hx.to(torch.float64)
 
         def one(i: int):
-            Y = torch.matmul(Hx64, bases[i].to(torch.float64))
+            Y = torch.matmul(Hx64, basis(i).to(torch.float64))
             return evaluate(i, Y, cosine_similarities(Y, pairs))
 
         out = parallel_map(one, range(n), workers)
         return torch.tensor([r for r, _ in out], dtype=torch.float64), [e for _, e in out]
     rhos = torch.empty(n, dtype=torch.float64)
     extra: list = []
-    for s in range(0, n, batch):
+    if lead is not None:
+        with limit_threads(1):  # the projection on one thread, as on the pool: the same bits either way
+            Y = torch.matmul(Hx.to(torch.float64), lead.to(Hx.device, torch.float64))
+        with threads.kernel("sort", Hx.device):
+            r, e = evaluate(0, Y, cosine_similarities(Y, pairs))
+            rhos[0] = r
+            extra.append(e)
+    for s in range(0, bases.shape[0], batch):
         with threads.kernel("dense", Hx.device):
             Y = torch.matmul(Hx, bases[s : s + batch].to(Hx.device, torch.float64))  # (b, N, k): one matmul per batch
         with threads.kernel("sort", Hx.device):
             for t in range(Y.shape[0]):
-                r, e = evaluate(s + t, Y[t], cosine_similarities(Y[t], pairs))
-                rhos[s + t] = r
+                r, e = evaluate(first + s + t, Y[t], cosine_similarities(Y[t], pairs))
+                rhos[first + s + t] = r
                 extra.append(e)
     return rhos, extra
 
@@ -352,19 +369,20 @@ def _score(
             ref = ref.with_groups(groups)
         if ref.ss == 0.0:
             raise InputError("all pairwise distances of H are equal; the rank correlation is undefined")
-        ctx = None
-        Yr = Hx @ readout
-        if mode == "influence":
-            ctx = InfluenceContext(ref, groups, pairs, x, Hx, ccr=ccr, **infl)
-            read = ctx.view(cosine_similarities(Yr, pairs), Yr, readout)
-            rho, rho_lo = read.rho, None
-        else:
-            rho, rho_lo = _spearman_and_groups(ref, cosine_similarities(Yr, pairs))
+    ctx = InfluenceContext(ref, groups, pairs, x, Hx, ccr=ccr, **infl) if mode == "influence" else None
     n_full = ctx.n_full if ctx is not None else 0
+    # the readout is view 0 of the loop over the null views (our choice: it runs on the pool beside
+    # the nulls, its reference-side terms too, instead of before them on one core); null q is view q + 1
     if ctx is not None:
+        ctx.prepare()  # the caches the views share, built once here rather than raced for on the pool
 
         def evaluate(q, Y, y):
-            t = ctx.view(y, Y, bases[q]) if q < n_full else ctx.view(y)
+            if q == 0:
+                t = ctx.view(y, Y, readout)
+                if t.b_x is not None:
+                    t.ref_terms = ctx.ref_side(t.b_x, t.rho)
+            else:
+                t = ctx.view(y, Y, bases[q - 1]) if q - 1 < n_full else ctx.view(y)
             return t.rho, t
 
     else:
@@ -372,7 +390,10 @@ def _score(
         def evaluate(q, Y, y):
             return _spearman_and_groups(ref, y)
 
-    nulls, extra = _null_views(Hx, pairs, bases, batch, threads, evaluate)
+    rhos, extra = _null_views(Hx, pairs, bases, batch, threads, evaluate, lead=readout)
+    rho, nulls = float(rhos[0]), rhos[1:].clone()
+    read, extra = extra[0], extra[1:]
+    rho_lo = None if ctx is not None else read
     mean, std = float(nulls.mean()), float(nulls.std(unbiased=True))
     if not math.isfinite(rho) or not torch.isfinite(nulls).all():
         raise InputError("a projected distance vector is constant (e.g. H has zero projection); ρ is undefined")

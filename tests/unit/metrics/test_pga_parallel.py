@@ -215,3 +215,20 @@ def test_parallel_map_keeps_its_threads_and_runs_nested_calls_inline(two_threads
     assert thread_choice._pool[0] is ex  # the same pool, not one per call
     inner = threads.parallel_map(lambda i: threads.parallel_map(_slow_name, range(3), 2), range(4), 2)
     assert all(len(set(names_)) == 1 for names_ in inner)  # a nested call runs in the thread of its task
+
+
+@pytest.mark.parametrize("stderr", ["influence", "none"])
+def test_the_readout_runs_on_the_pool_beside_the_nulls(two_threads, monkeypatch, stderr):
+    """One pool per CCR level holds the readout (view 0) and the n nulls; the same numbers as the
+    sequential loop, which takes the readout first on one thread."""
+    H, V = _data()
+    sizes = []
+    real = pga_mod.parallel_map
+    monkeypatch.setattr(pga_mod, "parallel_map", lambda fn, items, n: sizes.append(len(items)) or real(fn, items, n))
+    pooled = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9, stderr=stderr, threads=ThreadChoice(pool=2))
+    assert sizes == [10, 10]
+    seq = tg.pga_profile(H, V, ccrs=(0, 1), n_null=9, stderr=stderr, threads=ThreadChoice(pool=1))
+    for c in (0, 1):
+        assert (pooled[c].rho_read, pooled[c].z) == (seq[c].rho_read, seq[c].z)
+        if stderr == "influence":
+            assert pooled[c].stderr == seq[c].stderr
