@@ -390,3 +390,15 @@ def test_copies_as_views_returns_the_freed_heap_after_moving(monkeypatch):
     with copies_as_views(_tl_model()) as names:
         assert names and calls == []
     assert calls == [1]
+
+
+def test_copies_as_views_leaves_a_transformer_bridge_alone(tiny_bridge):
+    """A TransformerBridge runs HuggingFace modules (``F.linear(x, weight)``: no copies to undo):
+    nothing is moved, and AGOP records it."""
+    import tl_geometry as tg
+    from tl_geometry.capture.saved_weights import copies_as_views
+
+    with copies_as_views(tiny_bridge) as names:
+        assert names == []
+    tokens = torch.randint(0, 101, (2, 8), generator=torch.Generator().manual_seed(0))
+    assert tg.agop(tiny_bridge, tokens, n_probes=2, progress=False).provenance["agop_weights_as_views"] == 0
