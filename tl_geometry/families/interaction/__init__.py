@@ -424,6 +424,11 @@ def _input_probes(
     }
     if plan.over_budget:
         prov["agop_over_budget"] = plan.over_budget
+    # the group sums (0.59 GiB on SmolLM2 at report settings) are freed: hand the heap back to the OS
+    # rather than leave it mapped under the next metric (measured: 1.89 GiB after, 1.23 GiB trimmed)
+    from tl_geometry.models.hf_loading import release_memory
+
+    release_memory()
     return mats, stats, replicates, probes_used, prov
 
 

@@ -468,3 +468,17 @@ def test_probes_per_pass_are_off_by_default_and_follow_the_plan_when_on(monkeypa
     assert agop(model, tok, **kw).provenance["agop_probe_batch"] == 1
     monkeypatch.setattr(memory, "BATCH_PROBES", True)
     assert agop(model, tok, **kw).provenance["agop_probe_batch"] == 8
+
+
+@pytest.mark.needs_hooked
+def test_agop_hands_the_freed_group_sums_back_to_the_os(monkeypatch):
+    """Once the group sums are freed the heap is trimmed (one call per agop with the model's own
+    layout; copies_as_views adds its own when it moved weights)."""
+    from tl_geometry.capture import backward
+    from tl_geometry.models import hf_loading
+
+    calls = []
+    monkeypatch.setattr(hf_loading, "release_memory", lambda: calls.append(1))
+    monkeypatch.setattr(backward, "COPIES_AS_VIEWS", False)
+    agop(make_tiny_model(), _tokens(2, seq_len=12), hooks=HOOKS, n_probes=2, progress=False)
+    assert calls == [1]
