@@ -1,4 +1,4 @@
-"""Weight copies that autograd would keep, saved by reference instead.
+"""Weight copies that autograd would keep: saved by reference, or made views by laying the weights out as the copies.
 
 TransformerLens multiplies by fresh copies of its weights in every forward pass: the gated MLP by
 ``W_gate.T.contiguous()``, ``W_in.T.contiguous()`` and ``W_out.T.contiguous()``, the attention by
