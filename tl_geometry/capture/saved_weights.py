@@ -35,7 +35,8 @@ presented in its usual shape as a permuted view of that storage. The parameter's
 identity do not change; its strides do, so TL's ``.T.contiguous()`` and ``einops.rearrange`` return
 views of the parameter: nothing is copied in the forward, autograd saves the view (the matcher
 keeps a parameter's own storage as it is) and no rebuild runs at backward. On SmolLM2-135M
-(``tg.agop``, 8 × 128 tokens, 16 probes, 2 cores) 1.27–1.38× faster; the products read the weights
+(``tg.agop``, 8 × 128 tokens, 16 probes, 2 cores, ``benchmarks/bench_agop_layout.py``) 1.06× faster
+alone (1.27× less CPU time) and 1.19× beside one CPU-bound process; the products read the weights
 in another order, so results move in the last float32 bits only. On exit every moved parameter is
 laid out contiguously again (the same values, the usual strides).
 """

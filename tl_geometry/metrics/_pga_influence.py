@@ -121,9 +121,7 @@ class ViewTerms:
     extra: np.ndarray | None = None  # (G,) Δρ of the view side of term 3, per deleted group
     b_x: np.ndarray | None = field(default=None, repr=False)  # the view's standardized ranks in the reference's order
     cells_y: np.ndarray | None = None  # (G²,) per-cell sums of the view-side term-2 weights (full views)
-    ref_terms: np.ndarray | None = field(
-        default=None, repr=False
-    )  # (G,) `ref_side` of this view, when computed with it
+    ref_terms: np.ndarray | None = field(default=None, repr=False)  # (G,) its `ref_side`, if computed with it
 
 
 @dataclass
@@ -221,8 +219,7 @@ class InfluenceContext:
             else:
                 self._endpoints()
 
-        # ----------------------------------------------------------------- one view
-
+    # ----------------------------------------------------------------- one view
     def view(self, y: Tensor, Y: Tensor | None = None, B: Tensor | None = None) -> ViewTerms:
         """ρ and the terms of one view with similarities ``y`` (pair order). With ``Y`` (the
         projected points) and ``B`` (the basis) also its value terms and its ranks in the

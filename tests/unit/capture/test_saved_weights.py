@@ -96,7 +96,7 @@ def test_agop_is_the_same_with_and_without(monkeypatch):
     import tl_geometry as tg
 
     model = tg.models.scaled("smollm2", 2e6, vocab_size=300, n_layers=1)
-    tokens = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    tokens = _tl_tokens()
     out, matched = {}, []
     from tl_geometry.capture import saved_weights
 
@@ -219,6 +219,10 @@ def _tl_model():
     return tg.models.scaled("smollm2", 2e6, vocab_size=300, n_layers=2)  # gated MLP, grouped-query attention
 
 
+def _tl_tokens():
+    return torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+
+
 def _snapshot(model):
     return {n: (p, p.detach().clone()) for n, p in model.named_parameters()}
 
@@ -237,7 +241,7 @@ def test_copies_as_views_moves_tls_copied_weights_and_restores_them():
 
     model = _tl_model()
     before = _snapshot(model)
-    tokens = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    tokens = _tl_tokens()
     with torch.no_grad():
         y0 = model(tokens)
     with copies_as_views(model) as names:
@@ -311,7 +315,7 @@ def test_agop_restores_the_layout_when_a_probe_pass_fails(monkeypatch):
 
     model = _tl_model()
     before = _snapshot(model)
-    tokens = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    tokens = _tl_tokens()
     seen = []
 
     def failing(*a, **k):
@@ -331,7 +335,7 @@ def test_agop_is_the_same_with_copies_as_views_or_not(monkeypatch):
 
     model = _tl_model()
     before = _snapshot(model)
-    tokens = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    tokens = _tl_tokens()
     out = {}
     for flag in (False, True):
         monkeypatch.setattr(backward, "COPIES_AS_VIEWS", flag)
