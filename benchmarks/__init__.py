@@ -60,7 +60,7 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);
-* ``check_stderr_repartition``: ε of activations and the AGOP trace on many random 8-sequence subsets of
+* ``check_stderr_repartition``: ε of activations, the AGOP trace and the spectral rows on many random 8-sequence subsets of
   the pooled calibration text, spread vs the jackknife error (the expectation over partitions);
 * ``check_pga_stderr_calibration``: PGA z's standard error over many seeds on a tiny model, jackknife
   refit against the influence error (sd of t, coverage);

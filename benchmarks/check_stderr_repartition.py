@@ -20,6 +20,11 @@ Two quantities:
   computed once (2 probes each: the probe noise of one sequence's trace, a few %, is small against
   the spread between sequences, 15–25 %) and every subset is a mean of 8 of them. Also printed:
   the skewness and kurtosis of the per-sequence traces.
+* ``--what spectral``: the six spectral rows (RankMe, RankMe of the eigenvalues, both α-ReQ fits,
+  isotropy, the condition number) at blocks 1, 5, 10, 15, 20, 25, 29 (``hook_resid_post``), with the
+  "spectral" metric's groups (``group_labels(sequence, 10)``: one group per sequence here), every
+  kept position of each subset: whether the condition number's too-large error (calibration ratio
+  0.62) belongs to the jackknife or to one partition's luck.
 
 Printed per hook: the ratio sd(estimates over subsets) / rms(stderr), and the pairwise 95 %
 coverage over pairs of subsets (as ``calibrate_stderr``'s); overlapping subsets make both slightly
@@ -27,7 +32,7 @@ optimistic (two subsets of 8 of 96 share 0.67 sequences on average). The lines a
 to ``--out``/repartition_<what>.txt.
 
 Usage:
-    python -m benchmarks.check_stderr_repartition --what epsilon|agop --out DIR [--samples 12]
+    python -m benchmarks.check_stderr_repartition --what epsilon|agop|spectral --out DIR [--samples 12]
         [--subsets 60] [--small]
 
 SmolLM2-135M on 2 cores (2026-12-04, load average 3.5): ``epsilon`` 60 subsets at 3 hooks 2 min;
@@ -71,10 +76,12 @@ def mean_subsets(x, n_subsets: int, size: int, rng) -> tuple[list[float], list[f
 
 def main(argv=None) -> int:
     ap = _util.make_parser(__doc__, repeats=False, small="the tiny byte-level model (checks the script)")
-    ap.add_argument("--what", choices=["epsilon", "agop"], required=True)
+    ap.add_argument("--what", choices=["epsilon", "agop", "spectral"], required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=12, help="pool the sequences of calibration samples 0 … K-1")
-    ap.add_argument("--subsets", type=int, default=60, help="random 8-sequence subsets (epsilon); agop draws 400")
+    ap.add_argument(
+        "--subsets", type=int, default=60, help="random 8-sequence subsets (epsilon, spectral); agop draws 400"
+    )
     args = _util.parse_args(ap, argv)
     import numpy as np
     import torch
@@ -84,6 +91,7 @@ def main(argv=None) -> int:
     from tl_geometry.families.interaction import agop
     from tl_geometry.metrics.capacity import similarity_stats
     from tl_geometry.metrics.jackknife import group_labels
+    from tl_geometry.metrics.spectral import SPECTRAL_FIELDS, spectral_metrics
 
     if args.small:
         model, k, seq_len, layers = _util.byte_model(), 4, 48, (0, 1)
@@ -111,6 +119,29 @@ def main(argv=None) -> int:
                 f"agop.trace {h}: per-sequence sd/mean {x.std() / x.mean():.2f}, skewness {float((z**3).mean()):.2f}, "
                 f"kurtosis {float((z**4).mean()):.2f}; 400 subsets: ratio {ratio:.2f}, pairwise coverage {100 * cover:.1f} %"
             )
+    elif args.what == "spectral":
+        ls = layers or (1, 5, 10, 15, 20, 25, 29)
+        hooks = [f"blocks.{l}.hook_resid_post" for l in ls]
+        cap = capture.collect(model, pool, hooks, max_points=None, progress=False)
+        seq = cap.positions[:, 0]
+        draws = [torch.as_tensor(rng.choice(pool.shape[0], 8, replace=False)) for _ in range(args.subsets)]
+        per: dict[str, list[float]] = {f: [] for f in SPECTRAL_FIELDS}
+        for h in hooks:
+            got = {f: ([], []) for f in SPECTRAL_FIELDS}
+            for idx in draws:
+                m = torch.isin(seq, idx)
+                st = spectral_metrics(cap.acts[h][m], groups=group_labels(seq[m], 10))
+                for f in SPECTRAL_FIELDS:
+                    got[f][0].append(getattr(st, f))
+                    got[f][1].append(st.stderr[f])
+            for f in SPECTRAL_FIELDS:
+                ratio, cover = subset_calibration(*got[f])
+                per[f].append(ratio)
+                lines.append(
+                    f"spectral.{f} {h}: {args.subsets} subsets: ratio {ratio:.2f}, pairwise coverage {100 * cover:.1f} %"
+                )
+        for f in SPECTRAL_FIELDS:
+            lines.append(f"spectral.{f}: median ratio over the {len(hooks)} hooks {float(np.median(per[f])):.2f}")
     else:
         ls = layers or (1, 15, 29)
         hooks = [f"blocks.{l}.hook_resid_post" for l in ls]

@@ -29,7 +29,14 @@ from tl_geometry.errors import InputError, InputTypeError
 from tl_geometry.metrics import _gram
 from tl_geometry.metrics.accumulator import TOLERANCES, Accumulator
 from tl_geometry.metrics.capacity import SimilarityAccumulator, similarity_stats
-from tl_geometry.metrics.interaction import AGOPAccumulator, aofe, leave_group_out
+from tl_geometry.metrics.interaction import (
+    AGOPAccumulator,
+    agop_state_bytes,
+    aofe,
+    leave_group_out,
+    pack_symmetric,
+    unpack_symmetric,
+)
 from tl_geometry.metrics.spectral import SPECTRAL_FIELDS, StreamingCovariance, spectral_metrics
 
 SEEDS = [0, 1, 2]
@@ -570,6 +577,70 @@ def test_agop_compute_without_key() -> None:
         acc.compute("nope")
     with pytest.raises(InputError, match="update\\(g, probe=p"):
         acc.update(g)
+
+
+def test_agop_sums_are_packed_triangles_of_the_full_sums() -> None:
+    """The sums are stored as packed upper triangles: ``group_sums`` gives back the full per-group
+    sums of g gᵀ (against a slow loop), their bytes are ``agop_state_bytes``, and ``compute``'s
+    statistics on the packed form equal ``aofe`` and plain float64 algebra on the full matrices."""
+    gen = torch.Generator().manual_seed(3)
+    P, K, J, d = 6, 3, 2, 7
+    acc = AGOPAccumulator(P, K, text_groups=J)
+    full = torch.zeros(K, d, d, dtype=torch.float64)
+    rows = {j: torch.randn(4 + j, d, generator=gen) for j in range(J)}
+    for p in range(P):
+        for j, x in rows.items():
+            g = x * (1 + p) + torch.randn(x.shape, generator=gen)
+            acc.update(g, probe=p, text_group=j)
+            for r in g.double():
+                full[p % K] += torch.outer(r, r)
+    assert acc.sums[AGOPAccumulator.DEFAULT_KEY].shape == (K, d * (d + 1) // 2)
+    held = sum(t.numel() * t.element_size() for t in (*acc.sums.values(), *acc.text_sums.values()))
+    assert held == agop_state_bytes(d, 1, n_groups=K, text_groups=J)
+    got = acc.group_sums(AGOPAccumulator.DEFAULT_KEY)
+    assert got.shape == (K, d, d) and torch.equal(got, got.transpose(1, 2))
+    assert torch.allclose(got.double(), full, rtol=1e-5, atol=1e-4)
+    G, st = acc.compute()
+    N = sum(x.shape[0] for x in rows.values())
+    want = full.sum(0) / (P * N)
+    assert torch.allclose(G.double(), want, rtol=1e-5)
+    ref = aofe(want)
+    assert st.aofe == pytest.approx(float(ref.aofe), rel=1e-5)
+    assert st.ratio == pytest.approx(float(ref.ratio), rel=1e-5)
+    assert st.trace == pytest.approx(float(want.trace()), rel=1e-6)
+    jack = [aofe((full.sum(0) - full[k]) / ((P - n) * N)) for k, n in enumerate(acc.group_counts())]
+    jr = torch.tensor([float(a.ratio) for a in jack], dtype=torch.float64)
+    assert st.ratio_stderr_probes == pytest.approx(
+        float(((K - 1) / K * ((jr - jr.mean()) ** 2).sum()).sqrt()), rel=1e-4
+    )
+    per_probe_var = sum(
+        n * float(((full[k] / (n * N) - want) ** 2).sum()) for k, n in enumerate(acc.group_counts())
+    ) / (K - 1)
+    assert st.stderr == pytest.approx(math.sqrt(per_probe_var / P), rel=1e-4)
+
+
+def test_pack_and_unpack_symmetric() -> None:
+    M = torch.randn(2, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    S = M + M.transpose(1, 2)
+    p = pack_symmetric(S)
+    assert p.shape == (2, 15)
+    assert torch.equal(p[0], torch.cat([S[0, i, i:] for i in range(5)]))  # row by row, i <= j
+    assert torch.equal(unpack_symmetric(p, 5), S)
+    with pytest.raises(InputError, match="a packed 4 x 4 matrix has 10 entries, got 15"):
+        unpack_symmetric(p, 4)
+
+
+def test_agop_width_change_and_drop() -> None:
+    acc = AGOPAccumulator(2, text_groups=2)
+    acc.update(torch.ones(3, 4), probe=0, key="h", text_group=0)
+    with pytest.raises(InputError, match="gradients at 'h' have width 5, earlier ones 4"):
+        acc.update(torch.ones(3, 5), probe=1, key="h", text_group=0)
+    with pytest.raises(InputError, match="nothing accumulated at 'x'"):
+        acc.group_sums("x")
+    acc.drop("h")
+    assert not (acc.sums or acc.text_sums or acc.n_positions or acc.text_positions or acc.widths)
+    acc.update(torch.ones(3, 5), probe=0, key="h", text_group=1)  # a fresh start at another width
+    assert acc.group_sums("h").shape == (2, 5, 5)
 
 
 # ----------------------------------------------------------------------------- bad merges

@@ -321,13 +321,13 @@ def test_leave_group_out_matches_an_accumulator_without_that_group():
     acc = AGOPAccumulator(7, 3)
     for p, gr in enumerate(grads):
         acc.update("h", p, gr)
-    reps = leave_group_out(acc.sums["h"], acc.group_counts(), acc.n_positions["h"])
+    reps = leave_group_out(acc.group_sums("h"), acc.group_counts(), acc.n_positions["h"])
     for k in range(3):
         kept = [gr for p, gr in enumerate(grads) if p % 3 != k]
         want = sum(gr.double().T @ gr.double() for gr in kept) / (len(kept) * 5)
         assert torch.allclose(reps[k], want, atol=1e-5)
     with pytest.raises(InputError, match="sums must be"):
-        leave_group_out(acc.sums["h"][:1], [7], 5)
+        leave_group_out(acc.group_sums("h")[:1], [7], 5)
 
 
 def test_nfa_jackknife_equals_explicit_replicates():

@@ -6,8 +6,8 @@ at once besides the model:
 * the **autograd graph** of one batch, from the unembedding's input down to the lowest hook of
   the pass: [`agop_graph_bytes`][tl_geometry.families.interaction.memory.agop_graph_bytes] per
   sequence, an upper bound from the shape (below);
-* the **accumulators** of the hooks of one chunk: ``(n_groups + text_groups) · d_model² · 4``
-  bytes per hook ([`tl_geometry.metrics.interaction.agop_state_bytes`][tl_geometry.metrics.interaction.agop_state_bytes]).
+* the **accumulators** of the hooks of one chunk: ``(n_groups + text_groups) · d(d+1)/2 · 4``
+  bytes per hook (packed upper triangles of the symmetric sums) ([`tl_geometry.metrics.interaction.agop_state_bytes`][tl_geometry.metrics.interaction.agop_state_bytes]).
 
 [`agop_plan`][tl_geometry.families.interaction.memory.agop_plan] sizes both: the batch so that its
 graph fits ``memory_mb`` (at least one sequence), and the hooks per chunk so that their sums fit

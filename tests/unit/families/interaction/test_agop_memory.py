@@ -220,12 +220,12 @@ def test_plan_known_answers_and_the_working_set():
     assert agop_graph_bytes(d_model=576, **shape, batch=3) - one == 2 * 4 * 128 * per_token
     plan = agop_plan(d_model=576, n_hooks=30, n_seqs=8, **shape)  # SmolLM2-135M, report settings
     assert plan.batch_size == 1 and plan.n_chunks == 1 and plan.over_budget == ""  # one sequence fits 512 MiB
-    assert plan.state_bytes == 16 * 576**2 * 4 * 30
+    assert plan.state_bytes == 16 * (576 * 577 // 2) * 4 * 30  # packed upper triangles of 16 groups' sums
     assert plan.working_set_bytes == plan.graph_bytes + plan.state_bytes + 4 * 576**2 * 8
     assert agop_working_set_bytes(576, 30, n_seqs=8, **shape) == plan.working_set_bytes
     wide = agop_plan(d_model=1536, n_hooks=60, **shape)  # a 1B-class width: the sums are bounded
-    assert wide.state_bytes <= 1024 * 2**20 and wide.hooks_per_chunk == 7 and wide.n_chunks == 9
-    assert agop_state_bytes(1536, 60) / 2**30 == pytest.approx(8.44, abs=0.01)  # what one chunk would hold
+    assert wide.state_bytes <= 1024 * 2**20 and wide.hooks_per_chunk == 14 and wide.n_chunks == 5
+    assert agop_state_bytes(1536, 60) / 2**30 == pytest.approx(4.22, abs=0.01)  # what one chunk would hold
     roomy = agop_plan(d_model=64, n_hooks=4, memory_mb=4096, n_seqs=8, **{**shape, "d_vocab": 500})
     assert roomy.batch_size == 8 and roomy.over_budget == ""
     with pytest.raises(ValueError, match="memory_mb must be a positive number"):
