@@ -51,6 +51,7 @@ __all__ = [
     "choice",
     "names",
     "float_matrix",
+    "all_finite",
     "compute_dtype",
     "describe",
 ]
@@ -259,6 +260,39 @@ def reject_meta(x: Any, name: str) -> None:
         )
 
 
+FINITE_BLOCK = 1 << 22
+"""Entries per block of [`all_finite`][tl_geometry.base._checks.all_finite]'s exact check (16 MiB of float32)."""
+
+
+def all_finite(x: Tensor) -> bool:
+    """Whether the tensor ``x`` holds no NaN and no ±inf, with no temporary of x's size.
+
+    ``torch.isfinite(x).all()`` builds |x| and three boolean tensors of x's size, 1.75× a float32
+    x (1.1 GiB beside Gemma-3-270M's 262,144 × 640 embedding, measured). Here one sum comes first:
+    NaN and ±inf propagate through a sum, so a finite sum proves every entry finite. Only a sum that
+    is not finite (a NaN or inf entry, or large finite entries that overflow the sum) is followed by
+    the exact check, in blocks of ``FINITE_BLOCK`` entries along the first dimension (views of x,
+    no copy). Integer and bool tensors are finite.
+
+    Examples:
+        >>> import torch
+        >>> all_finite(torch.tensor([1.0, 2.0])), all_finite(torch.tensor([1.0, float("nan")]))
+        (True, False)
+        >>> all_finite(torch.tensor([3e38, 3e38]))  # the sum overflows; the entries are finite
+        True
+    """
+    if not x.dtype.is_floating_point and not x.dtype.is_complex:
+        return True
+    if x.numel() == 0:
+        return True
+    if x.ndim == 0:
+        return bool(torch.isfinite(x))
+    if bool(torch.isfinite(x.sum())):
+        return True
+    step = max(1, FINITE_BLOCK // max(1, x[0].numel()))
+    return all(bool(torch.isfinite(x[i : i + step]).all()) for i in range(0, x.shape[0], step))
+
+
 def float_matrix(
     x: Any,
     name: str,
@@ -289,6 +323,6 @@ def float_matrix(
     x = x.detach()
     if upcast and x.dtype in _LOW_PRECISION:
         x = x.to(torch.float32)
-    if finite and not bool(torch.isfinite(x).all()):
+    if finite and not all_finite(x):
         raise InputError(f"{name} contains NaN or inf (shape {tuple(x.shape)})")
     return x

@@ -22,6 +22,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from tl_geometry.base import _checks
 from tl_geometry.base.linalg import gram64
 from tl_geometry.capture.activations import _to_float, eval_mode
 from tl_geometry.capture.hooks import check_tokens, hooked, model_device, validate_hooks, weight
@@ -214,7 +215,7 @@ def readout_factor(W_U: Tensor) -> Tensor:
     """
     if not isinstance(W_U, Tensor) or W_U.ndim != 2:
         raise InputError(f"W_U must be a 2-D tensor (d_model, d_vocab), got {getattr(W_U, 'shape', type(W_U))}")
-    if not torch.isfinite(W_U).all():
+    if not _checks.all_finite(W_U):  # no temporary of W_U's size (1.1 GiB beside Gemma's)
         raise InputError("W_U contains NaN or inf")
     G = gram64(W_U.detach(), chunk=VOCAB_CHUNK)  # float64, no float64 copy of W_U
     with kernel("lapack", W_U.device):  # one thread: reproducible bits, immune to other work
@@ -365,14 +366,14 @@ def probe_gradients(
         raise InputError(f"probe_batch must be a positive integer (probes per backward pass), got {probe_batch!r}")
     device = model_device(model)
     use_readout = probes == "readout" and READOUT_HOOK in getattr(model, "hook_dict", {}) and READOUT_HOOK not in hooks
-    # readout probes while W_U / S_T are set (None: logit probes)
-    W_U = weight(model, "W_U") if use_readout else None
-    if W_U is None:
+    # readout probes while W_U / S_T are set (None: logit probes); W_U itself is read inside the
+    # layout below (a detached W_U read here would keep its old storage alive beside the new one)
+    if not use_readout:
         S_T = None
     elif readout is not None:
         S_T = readout
     else:
-        S_T = readout_factor(W_U).T.to(device, torch.float32).contiguous()
+        S_T = readout_factor(weight(model, "W_U")).T.to(device, torch.float32).contiguous()
     if seq_groups is not None:
         seq_groups = torch.as_tensor(seq_groups).long()
         if seq_groups.shape != (tokens.shape[0],):
@@ -384,6 +385,7 @@ def probe_gradients(
     # the bar closes and the weights' layout is restored, error or not
     used = int(probe_batch)
     with bar, copies_as_views(model, enabled=COPIES_AS_VIEWS) as moved:
+        W_U = weight(model, "W_U") if use_readout else None
         if done is not None:
             done["weights_moved"] = len(moved)
         for start in starts:
@@ -456,9 +458,13 @@ def probe_gradients(
                     p0 = ps[-1] + 1
                     if per_pass > 1 and not batched_ok:  # only a pass not yet proven can fail
                         states = [g.get_state() for g in gens]
+        kind = "logits" if W_U is None else "readout"
+        # before the layout is restored (a transient copy of each moved weight): no reference left
+        # to the moved storage, and the last pass's graph freed
+        W_U = x_out = logits = xs = None
     if done is not None:
         done["probe_batch"] = used
-    return "logits" if W_U is None else "readout"
+    return kind
 
 
 def jacobian_grams(

@@ -30,7 +30,9 @@ attention's Q/K/V weights per backward pass.
 [`copies_as_views`][tl_geometry.capture.saved_weights.copies_as_views] (our choice, no paper's)
 removes both, and TransformerLens's own copies, for the passes run inside it: each weight TL
 rearranges is stored in the layout TL asks for (``W_in`` / ``W_gate`` / ``W_out`` transposed,
-``W_Q`` / ``W_K`` / ``W_V`` as (head, d_head, d_model), ``W_O`` as (d_model, head, d_head)) and
+``W_Q`` / ``W_K`` / ``W_V`` as (head, d_head, d_model), ``W_O`` as (d_model, head, d_head), the
+unembedding's ``W_U`` as (d_vocab, d_model): TL's ``Unembed`` multiplies by ``W_U.T.contiguous()``,
+a copy of the whole unembedding in every forward, 0.625 GiB transient on Gemma-3-270M) and
 presented in its usual shape as a permuted view of that storage. The parameter's values, shape and
 identity do not change; its strides do, so TL's ``.T.contiguous()`` and ``einops.rearrange`` return
 views of the parameter: nothing is copied in the forward, autograd saves the view (the matcher
@@ -192,6 +194,7 @@ _TL_LAYOUTS: dict[str, tuple[int, ...]] = {
     "_W_K": (0, 2, 1),
     "_W_V": (0, 2, 1),
     "W_O": (2, 0, 1),
+    "W_U": (1, 0),  # the unembedding's F.linear(x, W_U.T.contiguous()): a (d_vocab, d_model) copy per forward
 }
 
 
@@ -209,6 +212,12 @@ def _tl_copying_modules() -> tuple[type, ...]:
         from transformer_lens.components.abstract_attention import AbstractAttention
 
         found.append(AbstractAttention)
+    except ImportError:
+        pass
+    try:
+        from transformer_lens.components.unembed import Unembed
+
+        found.append(Unembed)
     except ImportError:
         pass
     return tuple(found)

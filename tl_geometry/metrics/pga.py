@@ -214,7 +214,7 @@ def _check_H(H: Any, name: str = "H") -> Tensor:
     H = _checks.float_matrix(H, name, shape="(N, d): one row per point", finite=False)
     if H.shape[0] < 3:
         raise InputError(f"{name} needs at least 3 points (rows) for a rank correlation, got N={H.shape[0]}")
-    if not torch.isfinite(H).all():
+    if not _checks.all_finite(H):
         raise InputError(f"{name} contains NaN or inf activations")
     return H
 

@@ -298,3 +298,40 @@ def test_pure_functions_accept_numpy_and_every_float_dtype():
     assert tg.offdiag_pearson(G.numpy(), (G @ G).numpy()) == pytest.approx(
         _reference_offdiag_pearson(G, G @ G), rel=1e-9
     )
+
+
+# ----------------------------------------------------------------------------- all_finite
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(0,), (7,), (50, 3), (4, 6, 5)])
+def test_all_finite_equals_isfinite_all(dtype, shape, monkeypatch):
+    """``all_finite`` == ``torch.isfinite(x).all()`` (the slow reference) on clean tensors, one NaN /
+    +inf / −inf anywhere, +inf and −inf together (a NaN sum), finite entries whose sum overflows,
+    and non-contiguous views; with blocks of 4 entries so that the exact path spans several blocks."""
+    monkeypatch.setattr(_checks, "FINITE_BLOCK", 4)
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=gen).to(dtype)
+    cases = [x, x.transpose(0, -1) if x.ndim > 1 else x.flip(0)]
+    n = x.numel()
+    for pos in {0, n // 2, n - 1} if n else set():
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            y = x.clone().reshape(-1)
+            y[pos] = bad
+            cases.append(y.reshape(shape))
+    if n >= 2:
+        both = x.clone().reshape(-1)
+        both[0], both[-1] = float("inf"), -float("inf")
+        cases.append(both.reshape(shape))
+        huge = torch.full(shape, torch.finfo(dtype).max, dtype=dtype)  # finite, the sum overflows
+        cases += [huge, huge.transpose(0, -1) if huge.ndim > 1 else huge]
+    for c in cases:
+        assert _checks.all_finite(c) == bool(torch.isfinite(c).all())
+    assert _checks.all_finite(torch.tensor(float("nan"), dtype=dtype)) is False  # 0-d
+    assert _checks.all_finite(torch.arange(5)) is True  # integers are finite
+
+
+def test_float_matrix_refuses_a_non_finite_entry_past_the_first_block(monkeypatch):
+    monkeypatch.setattr(_checks, "FINITE_BLOCK", 8)
+    x = torch.randn(40, 3)
+    x[37, 2] = float("nan")
+    with pytest.raises(TLGeometryError, match=r"contains NaN or inf \(shape \(40, 3\)\)"):
+        _checks.float_matrix(x, "x")

@@ -246,9 +246,14 @@ def test_copies_as_views_moves_tls_copied_weights_and_restores_them():
         y0 = model(tokens)
     with copies_as_views(model) as names:
         assert sorted(names) == sorted(
-            f"blocks.{i}.{n}"
-            for i in range(2)
-            for n in ("attn.W_Q", "attn._W_K", "attn._W_V", "attn.W_O", "mlp.W_in", "mlp.W_gate", "mlp.W_out")
+            [
+                *(
+                    f"blocks.{i}.{n}"
+                    for i in range(2)
+                    for n in ("attn.W_Q", "attn._W_K", "attn._W_V", "attn.W_O", "mlp.W_in", "mlp.W_gate", "mlp.W_out")
+                ),
+                "unembed.W_U",
+            ]
         )
         for n, p in model.named_parameters():  # values and shapes as before, only strides moved
             assert p.shape == before[n][1].shape and torch.equal(p, before[n][1]), n
@@ -258,14 +263,16 @@ def test_copies_as_views_moves_tls_copied_weights_and_restores_them():
             assert w.T.contiguous().data_ptr() == w.data_ptr()
         assert attn.W_Q.permute(0, 2, 1).reshape(-1, attn.W_Q.shape[1]).data_ptr() == attn.W_Q.data_ptr()
         assert attn.W_O.permute(2, 0, 1).reshape(attn.W_O.shape[2], -1).data_ptr() == attn.W_O.data_ptr()
+        W_U = model.unembed.W_U  # Unembed's F.linear(x, W_U.T.contiguous()): a view too
+        assert W_U.T.contiguous().data_ptr() == W_U.data_ptr()
         with torch.no_grad():
             y1 = model(tokens)
-        # no moved weight is copied for autograd to save (the unembedding's W_U is not TL's copy)
-        assert _saved_copies(model, tokens) == ["unembed.W_U"]
+        # no moved weight is copied for autograd to save, the unembedding's W_U included
+        assert _saved_copies(model, tokens) == []
     # in TL's own layout the same forward saves copies of Q, O, gate, in, out of both layers (the
     # grouped K / V are copied too, by repeat_interleave or rearrange, and not always matched)
     own = set(_saved_copies(model, tokens))
-    assert {n for n in names if "_W_" not in n} <= own
+    assert {n for n in names if "_W_" not in n} <= own and "unembed.W_U" in own
     torch.testing.assert_close(y1, y0, rtol=1e-5, atol=1e-6)
     _assert_restored(model, before)
 
@@ -341,7 +348,7 @@ def test_agop_is_the_same_with_copies_as_views_or_not(monkeypatch):
         monkeypatch.setattr(backward, "COPIES_AS_VIEWS", flag)
         out[flag] = tg.agop(model, tokens, n_probes=3, progress=False)
     a, b = out[False], out[True]
-    assert (a.provenance["agop_weights_as_views"], b.provenance["agop_weights_as_views"]) == (0, 14)
+    assert (a.provenance["agop_weights_as_views"], b.provenance["agop_weights_as_views"]) == (0, 15)
     assert list(a.matrices) == list(b.matrices)
     for h in a.matrices:  # float32 rounding at most (the products read the weights in another order)
         _assert_rounding(a.matrices[h], b.matrices[h])

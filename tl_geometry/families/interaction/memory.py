@@ -341,7 +341,7 @@ def agop_working_set_bytes(d_model: int, n_hooks: int, **shape: Any) -> int:
     Examples:
         >>> shape = dict(n_layers=30, d_mlp=1536, n_heads=9, n_kv_heads=3, seq_len=128, d_vocab=49152)
         >>> round(agop_working_set_bytes(576, 30, **shape) / 2**20)  # SmolLM2-135M, report settings
-        1015
+        711
     """
     return agop_plan(d_model=d_model, n_hooks=n_hooks, **shape).working_set_bytes
 
@@ -405,7 +405,7 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
         >>> from tl_geometry.models import ModelShape
         >>> smollm2 = ModelShape(30, 576, 134_515_008, 2048, "gguf", 28_311_552, 49152, 1536, d_q=576, d_kv=192, gated_mlp=True)
         >>> round(report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"agop": {"n_probes": 16}}) / 2**20)
-        1015
+        711
         >>> report_working_set_bytes(smollm2, n_seqs=8, seq_len=128, options={"pga": {}})
         0
     """
