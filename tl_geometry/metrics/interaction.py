@@ -215,7 +215,12 @@ def pack_symmetric(M: Float[Tensor, "*b d d"]) -> Float[Tensor, "*b t"]:
         >>> import torch
         >>> pack_symmetric(torch.tensor([[1.0, 2.0], [2.0, 3.0]])).tolist()
         [1.0, 2.0, 3.0]
+
+    Raises:
+        InputError: ``M`` is not a tensor of square matrices (…, d, d).
     """
+    if not isinstance(M, Tensor) or M.ndim < 2 or M.shape[-1] != M.shape[-2]:
+        raise InputError(f"pack_symmetric needs square matrices (..., d, d), got {getattr(M, 'shape', type(M))}")
     d = M.shape[-1]
     return M.reshape(*M.shape[:-2], d * d).index_select(-1, _tri(d, M.device)[0])
 

@@ -628,6 +628,8 @@ def test_pack_and_unpack_symmetric() -> None:
     assert torch.equal(unpack_symmetric(p, 5), S)
     with pytest.raises(InputError, match="a packed 4 x 4 matrix has 10 entries, got 15"):
         unpack_symmetric(p, 4)
+    with pytest.raises(InputError, match=r"square matrices \(\.\.\., d, d\), got torch.Size\(\[2, 5, 4\]\)"):
+        pack_symmetric(M[..., :4])
 
 
 def test_agop_width_change_and_drop() -> None:
