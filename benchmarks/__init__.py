@@ -58,6 +58,8 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
   coverage), one sample at a time, resumable (docs/reliability.md keeps its last table);
 * ``check_agop_memory``: AGOP step time and peak RSS on SmolLM2-135M, this tree vs another checkout; graph bound vs held;
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
+* ``check_report_phases``: a report's resident memory every 20 ms, each metric's interval marked: the
+  phase that holds the peak, beside the report's own estimate;
 * ``check_corpus_memory``: peak RSS and time of ``corpus.tokens`` on a 100 MB file, streamed vs whole;
 * ``check_padding_smollm2``: a padded batch on SmolLM2-135M with / without ``attention_mask`` (ε, RankMe);
 * ``check_stderr_repartition``: ε of activations, the AGOP trace and the spectral rows on many random 8-sequence subsets of

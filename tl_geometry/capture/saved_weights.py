@@ -261,10 +261,12 @@ def copies_as_views(model: Any, *, enabled: bool = True) -> Iterator[list[str]]:
             p.data = p.data.permute(perm).contiguous().permute(inv)
         yield [n for n, _, _ in moved]
     finally:
+        from tl_geometry.models.hf_loading import release_memory
+
+        if moved:  # the passes' graphs are freed: hand their heap back before the restore's copies
+            release_memory()
         for _, p, _ in moved:
             if not p.data.is_contiguous():
                 p.data = p.data.contiguous()
         if moved:  # the moved layouts' storages were freed on the heap: hand them back to the OS
-            from tl_geometry.models.hf_loading import release_memory
-
             release_memory()

@@ -396,7 +396,11 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
       on every ``hook_resid_pre`` (n_layers hooks) with the run's ``memory_mb``, ``state_mb``,
       ``batch_size``, ``n_groups`` (default min(n_probes, 8)) and ``text_groups``;
     * ``nfa``: the same on the n_layers MLP inputs at its fixed ``batch_size`` (8), plus the
-      matrices and probe-group replicates it keeps for every hook (``(n_groups + 1) · d²`` floats).
+      matrices and probe-group replicates it keeps for every hook (``(n_groups + 1) · d²`` floats);
+    * either: where the unembedding (4 · d_vocab · d_model bytes) is larger than the plan's graph,
+      the graph's share is replaced by it: the passes lay ``W_U`` out as TransformerLens's copy and
+      back ([`copies_as_views`][tl_geometry.capture.saved_weights.copies_as_views]), a moment with
+      two W_U, the sums held and no graph (Gemma-3-270M: 640 MiB against a 425 MiB graph bound).
 
     ``options`` is ``{metric: options}`` for the metrics being run; a metric absent from it does
     not run. Our estimate: checked against measured peaks in docs/reliability.md (Memory).
@@ -412,6 +416,14 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
     d_model = int(shape.d_model or 768)
     kw = _shape_keywords(shape, seq_len)
     hooks = kw["n_layers"]
+    # the unembedding laid out as TransformerLens's copy for the passes and back
+    # (`capture.saved_weights.copies_as_views`): a second W_U for a moment, with the sums held but
+    # no graph (Gemma-3-270M: 0.625 GiB, larger than one sequence's graph)
+    unembed = 4 * kw["d_vocab"] * d_model
+
+    def with_layout(plan: AGOPPlan) -> int:
+        return plan.working_set_bytes + max(0, unembed - plan.graph_bytes)
+
     out = 0
     if "agop" in options:
         o = dict(options["agop"] or {})
@@ -440,7 +452,7 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
                 state_mb=2**30,
                 **kw,
             )
-        out = max(out, plan.working_set_bytes)
+        out = max(out, with_layout(plan))
     if "nfa" in options:
         o = dict(options["nfa"] or {})
         n_probes = int(o.get("n_probes", 64))
@@ -456,5 +468,5 @@ def report_working_set_bytes(shape: Any, *, n_seqs: int, seq_len: int, options: 
             **kw,
         )
         kept = 4 * n_hooks * (groups + 1) * d_model * d_model  # every matrix and its group replicates
-        out = max(out, plan.working_set_bytes + kept)
+        out = max(out, with_layout(plan) + kept)
     return int(out)

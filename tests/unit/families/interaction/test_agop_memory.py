@@ -482,3 +482,23 @@ def test_agop_hands_the_freed_group_sums_back_to_the_os(monkeypatch):
     monkeypatch.setattr(backward, "COPIES_AS_VIEWS", False)
     agop(make_tiny_model(), _tokens(2, seq_len=12), hooks=HOOKS, n_probes=2, progress=False)
     assert calls == [1]
+
+
+def test_the_declaration_counts_the_unembeddings_second_copy_where_it_exceeds_the_graph():
+    """The family's memory declaration: agop's plan, with the graph's share replaced by the
+    unembedding (4 · d_vocab · d_model) where that is larger (the layout's restore holds two W_U,
+    the sums and no graph); a small vocabulary leaves the plan as it is."""
+    from tl_geometry.families.interaction.memory import _shape_keywords, report_working_set_bytes
+    from tl_geometry.models import ModelShape
+
+    opts = {"agop": {"n_probes": 16}}
+    for vocab in (49152, 262144):  # SmolLM2's vocabulary, Gemma-3's
+        shape = ModelShape(
+            30, 576, 134_515_008, 2048, "gguf", 28_311_552, vocab, 1536, d_q=576, d_kv=192, gated_mlp=True
+        )
+        kw = _shape_keywords(shape, 128)
+        plan = agop_plan(d_model=576, n_hooks=30, n_seqs=8, n_groups=8, text_groups=8, **kw)
+        got = report_working_set_bytes(shape, n_seqs=8, seq_len=128, options=opts)
+        unembed = 4 * vocab * 576
+        assert got == plan.working_set_bytes + max(0, unembed - plan.graph_bytes)
+        assert (got > plan.working_set_bytes) == (vocab == 262144)  # 576 MiB > the graph; 108 MiB < it
