@@ -227,12 +227,13 @@ def _tl_copying_modules() -> tuple[type, ...]:
 def copies_as_views(model: Any, *, enabled: bool = True) -> Iterator[list[str]]:
     """Context manager: inside it, the weights TransformerLens copies in every forward (see the
     module) are stored in the layout of the copy, so the copies are views. Yields the names of the
-    parameters moved. Only TransformerLens's gated MLPs and attention modules are touched, and only
-    their floating-point parameters that are contiguous and share no storage with another parameter
-    (tied weights stay tied); any other model (a TransformerBridge's HuggingFace modules) is left as
-    it is. On exit, error or not, every moved parameter is contiguous again with the same values,
-    and the freed heap is returned to the OS (without it, Gemma-3-270M's process kept 0.2–0.3 GiB
-    more after ``tg.agop``).
+    parameters moved. Only TransformerLens's gated MLPs, attention modules and unembedding are
+    touched, and only their floating-point parameters that are contiguous and share no storage with
+    another parameter (tied weights stay tied); any other model (a TransformerBridge's HuggingFace
+    modules) is left as it is. On exit, error or not, every moved parameter is contiguous again with
+    the same values, and the freed heap is returned to the OS before and after the restore (without
+    it, Gemma-3-270M's process kept 0.2–0.3 GiB more after ``tg.agop``, and the restore's copies
+    landed on the passes' heap).
     Do not train or change the weights inside: the layout is restored by copying the values."""
     if not callable(getattr(model, "named_modules", None)):
         raise InputError(
