@@ -321,7 +321,13 @@ def read_floor(path: str | os.PathLike, *, repeats: int = 3) -> Timing:
 
 
 class PeakRSS:
-    """Samples this process's resident memory every 50 ms: ``.start`` and ``.peak`` in bytes."""
+    """Samples this process's resident memory every ``interval`` seconds (50 ms): ``.start`` and
+    ``.peak`` in bytes; with ``keep=True`` also ``.samples``, the (``time.perf_counter()``, bytes)
+    of every sample (a timeline)."""
+
+    def __init__(self, interval: float = 0.05, *, keep: bool = False):
+        self.interval, self.keep = float(interval), bool(keep)
+        self.samples: list[tuple[float, int]] = []
 
     def __enter__(self):
         import psutil
@@ -334,8 +340,11 @@ class PeakRSS:
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.05)
+            r = self.proc.memory_info().rss
+            self.peak = max(self.peak, r)
+            if self.keep:
+                self.samples.append((time.perf_counter(), r))
+            time.sleep(self.interval)
 
     def __exit__(self, *exc):
         self._stop.set()

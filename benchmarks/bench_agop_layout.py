@@ -2,8 +2,8 @@
 
     python -m benchmarks.bench_agop_layout [--repeats 3] [--n-probes 16] [--contended] [--small]
 
-ours: ``tg.agop(model, tokens)`` as shipped (``capture.backward.COPIES_AS_VIEWS``: the gated MLP's
-and attention's weights stored in the layout TransformerLens copies them into, so its
+ours: ``tg.agop(model, tokens)`` as shipped (``capture.backward.COPIES_AS_VIEWS``: the gated MLP's,
+attention's and unembedding's weights stored in the layout TransformerLens copies them into, so its
 ``.T.contiguous()`` / ``einops.rearrange`` are views and nothing is rebuilt at backward);
 reference: the same call with the model's own layout (``COPIES_AS_VIEWS = False``: TL copies the
 weights every forward, the saved copies are rebuilt at every backward pass); floor: one forward pass

@@ -4,8 +4,8 @@ metric's interval marked.
     python -m benchmarks.check_report_phases [--model smollm2-135m|gemma-3-270m|NAME] [--fast] [--small]
 
 Runs ``tl_geometry.runs.pipeline.run_report(model, figures=False, out=None)`` in this process (a
-fresh one: run it as its own command) while a thread reads ``VmRSS`` from ``/proc/self/status``
-every 20 ms. Prints the load's peak (everything before the first metric), each metric's interval
+fresh one: run it as its own command) while ``_util.PeakRSS`` samples its resident memory every
+20 ms. Prints the load's peak (everything before the first metric), each metric's interval
 and the peak inside it, the report's peak and when, and the estimate the report made before
 loading (``provenance["memory"]``) beside the measured peak: the phase to look at when a model
 misses the memory goal, or its estimate is below the measurement. ``--small``: the tiny byte-level
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,18 +27,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks import _util  # noqa: E402
 
 GiB = 2**30
-
-
-def rss_bytes() -> int:
-    """This process's resident set (``VmRSS``), in bytes; 0 where ``/proc`` is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def phase_peaks(samples, marks, t0: float) -> list[tuple[str, float, float, int | None]]:
@@ -65,15 +52,7 @@ def main(argv=None) -> int:
     import tl_geometry.runs.analysis as analysis
     from tl_geometry.runs.pipeline import run_report
 
-    samples: list[tuple[float, int]] = []
     marks: list[tuple[str, float, float]] = []
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            samples.append((time.perf_counter(), rss_bytes()))
-            time.sleep(0.02)
-
     original = analysis.iter_metrics
 
     def marked(*a, **k):  # each metric's end and seconds, as the pipeline receives them
@@ -91,14 +70,12 @@ def main(argv=None) -> int:
     _util.print_environment(f"report phases: {label}{' --fast' if args.fast else ''}, no figures")
     analysis.iter_metrics = marked
     t0 = time.perf_counter()
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
     try:
-        rep = run_report(model, fast=args.fast, figures=False, out=None, progress=False, **kw)
+        with _util.PeakRSS(0.02, keep=True) as mem:
+            rep = run_report(model, fast=args.fast, figures=False, out=None, progress=False, **kw)
     finally:
-        stop.set()
-        th.join()
         analysis.iter_metrics = original
+    samples = mem.samples
     print("| phase | from s | to s | peak RSS GiB |\n|---|---|---|---|")
     for name, a, b, peak in phase_peaks(samples, marks, t0):
         print(f"| {name} | {a:.1f} | {b:.1f} | {'-' if peak is None else f'{peak / GiB:.3f}'} |")

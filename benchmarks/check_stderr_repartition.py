@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         cap = capture.collect(model, pool, hooks, max_points=None, progress=False)
         seq = cap.positions[:, 0]
         draws = [torch.as_tensor(rng.choice(pool.shape[0], 8, replace=False)) for _ in range(args.subsets)]
-        per: dict[str, list[float]] = {f: [] for f in SPECTRAL_FIELDS}
+        hook_ratios: dict[str, list[float]] = {f: [] for f in SPECTRAL_FIELDS}
         for h in hooks:
             got = {f: ([], []) for f in SPECTRAL_FIELDS}
             for idx in draws:
@@ -136,12 +136,14 @@ def main(argv=None) -> int:
                     got[f][1].append(st.stderr[f])
             for f in SPECTRAL_FIELDS:
                 ratio, cover = subset_calibration(*got[f])
-                per[f].append(ratio)
+                hook_ratios[f].append(ratio)
                 lines.append(
                     f"spectral.{f} {h}: {args.subsets} subsets: ratio {ratio:.2f}, pairwise coverage {100 * cover:.1f} %"
                 )
         for f in SPECTRAL_FIELDS:
-            lines.append(f"spectral.{f}: median ratio over the {len(hooks)} hooks {float(np.median(per[f])):.2f}")
+            lines.append(
+                f"spectral.{f}: median ratio over the {len(hooks)} hooks {float(np.median(hook_ratios[f])):.2f}"
+            )
     else:
         ls = layers or (1, 15, 29)
         hooks = [f"blocks.{l}.hook_resid_post" for l in ls]

@@ -189,6 +189,11 @@ def _n_packed(d: int) -> int:
     return d * (d + 1) // 2
 
 
+def _width(p: Tensor) -> int:
+    """d of packed triangles of d(d+1)/2 entries (the last dimension of ``p``)."""
+    return (math.isqrt(8 * p.shape[-1] + 1) - 1) // 2
+
+
 _TRI_CACHE: dict[tuple[int, str], tuple[Tensor, Tensor, Tensor, Tensor]] = {}
 
 
@@ -256,8 +261,9 @@ def _packed_scalars(p: Tensor, d: int) -> tuple[float, float, float]:
 
 def agop_compute_bytes(d: int) -> int:
     """Bytes of [`AGOPAccumulator.compute`][tl_geometry.metrics.interaction.AGOPAccumulator.compute]'s
-    temporaries for one hook: bytes = 4 · d² · 8, four float64 d × d matrices (the total, one
-    replicate, its symmetrized copy and one square), whatever the number of groups."""
+    temporaries for one hook: bytes = 4 · d² · 8, an upper bound of four float64 d × d matrices
+    (the packed total and one packed replicate, half that each; G and ``aofe``'s symmetrized copy
+    and square), whatever the number of groups."""
     return 4 * int(d) ** 2 * 8
 
 
@@ -330,7 +336,6 @@ class AGOPAccumulator:
         """Per key, the probe groups' sums of g gᵀ as packed upper triangles (n_groups, d(d+1)/2),
         float32 ([`group_sums`][tl_geometry.metrics.interaction.AGOPAccumulator.group_sums]: full)."""
         self.n_positions: dict[str, int] = {}
-        self.widths: dict[str, int] = {}
         self.text_sums: dict[str, Tensor] = {}
         self.text_positions: dict[str, list[int]] = {}
 
@@ -379,12 +384,11 @@ class AGOPAccumulator:
             t = _n_packed(d)
             self.sums[key] = torch.zeros(self.n_groups, t, dtype=torch.float32, device=g.device)
             self.n_positions[key] = 0
-            self.widths[key] = d
             if J is not None:
                 self.text_sums[key] = torch.zeros(J, t, dtype=torch.float32, device=g.device)
                 self.text_positions[key] = [0] * J
-        elif d != self.widths[key]:
-            raise InputError(f"gradients at {key!r} have width {d}, earlier ones {self.widths[key]}")
+        elif d != _width(self.sums[key]):
+            raise InputError(f"gradients at {key!r} have width {d}, earlier ones {_width(self.sums[key])}")
         M = pack_symmetric(g.T @ g)  # one Gram's upper triangle, added to the probe group and the text group
         self.sums[key][probe % self.n_groups] += M
         if J is not None and text_group is not None:
@@ -431,8 +435,7 @@ class AGOPAccumulator:
             mine = self.sums.get(key)
             if mine is not None and mine.shape != S.shape:
                 raise InputError(
-                    f"cannot merge AGOP accumulators of different d at {key!r}: "
-                    f"{self.widths[key]} and {other.widths[key]}"
+                    f"cannot merge AGOP accumulators of different d at {key!r}: {_width(mine)} and {_width(S)}"
                 )
             if mine is not None and mine.device != S.device:
                 raise InputError(
@@ -450,7 +453,6 @@ class AGOPAccumulator:
             else:
                 self.sums[key] = S.clone()
                 self.n_positions[key] = other.n_positions[key]
-                self.widths[key] = other.widths[key]
                 if self.text_groups is not None:
                     self.text_sums[key] = other.text_sums[key].clone()
                     self.text_positions[key] = list(other.text_positions[key])
@@ -462,11 +464,11 @@ class AGOPAccumulator:
         [`leave_group_out`][tl_geometry.metrics.interaction.leave_group_out])."""
         if key not in self.sums:
             raise InputError(f"nothing accumulated at {key!r}; keys: {sorted(self.sums)}")
-        return unpack_symmetric(self.sums[key], self.widths[key])
+        return unpack_symmetric(self.sums[key], _width(self.sums[key]))
 
     def drop(self, key: str) -> None:
         """Free ``key``'s sums (after ``compute``): what a caller holding many hooks does hook by hook."""
-        for store in (self.sums, self.text_sums, self.n_positions, self.text_positions, self.widths):
+        for store in (self.sums, self.text_sums, self.n_positions, self.text_positions):
             store.pop(key, None)
 
     def group_counts(self) -> list[int]:
@@ -486,7 +488,8 @@ class AGOPAccumulator:
             key = next(iter(self.sums))
         if key not in self.sums:
             raise InputError(f"nothing accumulated at {key!r}; keys: {sorted(self.sums)}")
-        S, N, P, K, d = self.sums[key], self.n_positions[key], self.n_probes, self.n_groups, self.widths[key]
+        S, N, P, K = self.sums[key], self.n_positions[key], self.n_probes, self.n_groups
+        d = _width(S)
         if N == 0:
             raise InputError(f"no positions accumulated at {key!r}")
         n_k = self.group_counts()

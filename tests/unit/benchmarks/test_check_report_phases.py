@@ -23,5 +23,14 @@ def test_phase_peaks_take_the_largest_sample_inside_each_interval():
     assert got[3][3] is None  # shorter than the sampling interval: no sample inside
 
 
-def test_rss_is_this_process_resident_set():
-    assert crp.rss_bytes() > 10 * 2**20  # a Python process with the package imported
+def test_the_rss_timeline_is_this_process_resident_set():
+    import time
+
+    from benchmarks import _util
+
+    with _util.PeakRSS(0.005, keep=True) as mem:
+        time.sleep(0.05)
+    assert mem.samples and all(r > 10 * 2**20 for _, r in mem.samples)  # a Python process with the package imported
+    assert [t for t, _ in mem.samples] == sorted(t for t, _ in mem.samples) and mem.peak >= max(
+        r for _, r in mem.samples
+    )

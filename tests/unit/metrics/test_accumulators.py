@@ -640,7 +640,7 @@ def test_agop_width_change_and_drop() -> None:
     with pytest.raises(InputError, match="nothing accumulated at 'x'"):
         acc.group_sums("x")
     acc.drop("h")
-    assert not (acc.sums or acc.text_sums or acc.n_positions or acc.text_positions or acc.widths)
+    assert not (acc.sums or acc.text_sums or acc.n_positions or acc.text_positions)
     acc.update(torch.ones(3, 5), probe=0, key="h", text_group=1)  # a fresh start at another width
     assert acc.group_sums("h").shape == (2, 5, 5)
 
