@@ -194,6 +194,16 @@ class InfluenceContext:
             self._cache["ref_order"] = (o, a, self.groups.cell[o])
         return self._cache["ref_order"]
 
+    def _ref_cumsum(self) -> np.ndarray:
+        """Σ_{≤j} of the standardized reference ranks in the reference's order, with a leading 0."""
+        if "ca" not in self._cache:
+            a_x = self._ref_order()[1]
+            ca = np.empty(a_x.shape[0] + 1)
+            ca[0] = 0.0
+            np.cumsum(a_x, out=ca[1:])
+            self._cache["ca"] = ca
+        return self._cache["ca"]
+
     def _ref_sorted_values(self) -> np.ndarray:
         if "xs" not in self._cache:
             o = self._ref_order()[0]
@@ -212,6 +222,7 @@ class InfluenceContext:
         _ = self.n_left
         if self.rank_terms:
             self._ref_order()
+            self._ref_cumsum()
             self._ref_sorted_values()
             self._points()
             if BLOCK_PRODUCTS and self.pairs.i is None:
@@ -227,24 +238,31 @@ class InfluenceContext:
         ref, m, GG = self.ref, self.m, self.groups.n_groups**2
         full = Y is not None and self.rank_terms
         pos, order, ref_cells = ref.pos, ref.order, ref.ref_cells
-        fast, cell_of = False, None
+        fast, packed_p, shift = False, None, 0
         if pos is not None and order is not None and ref_cells is not None and _packable(y):
             packed = self._packed_cells()
             if packed is None:
                 p, vn = _packed_order(y.detach().numpy(), pos, order)
-            else:  # the cells come out of the sort in the low bits
-                p, vn = _packed_order(y.detach().numpy(), packed[0], order, shift=packed[1])
-                cell_of = p & ((1 << packed[1]) - 1)
-                p >>= packed[1]
+            else:  # the cells come out of the sort in the low bits (read chunk by chunk below)
+                packed_p, vn = _packed_order(y.detach().numpy(), packed[0], order, shift=packed[1])
+                shift = packed[1]
+                p = np.right_shift(packed_p, shift, out=self._work("p", m, np.int64))
             fast = vn is None
         if fast and order is not None and ref_cells is not None:
-            gs = p.astype(np.float64)
-            gs *= 2.0
+            gs = np.multiply(p, 2.0, out=self._work("gs", m))
             gs += 1.0 - m
             rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
             beta_s, beta2h, cb, sg = _rank_constants(m)
-            lw, tmp = _buffers(min(m, _CHUNK))
+            lw, tmp = _buffers()
+            cbuf = _cell_buffer()
             table = self._cells_by_pos()
+            mask = (1 << shift) - 1
+
+            def cells_of(a: int, b: int) -> np.ndarray:
+                if packed_p is None:
+                    return table.take(p[a:b])
+                return np.bitwise_and(packed_p[a:b], mask, out=cbuf[: b - a])
+
             cells = np.zeros(GG)
             for a in range(0, m, _CHUNK):  # in chunks that stay in cache: α β − ρ β²/2, summed per cell
                 b = min(m, a + _CHUNK)
@@ -252,17 +270,29 @@ class InfluenceContext:
                 np.multiply(gs[a:b], beta_s[a:b], out=w)
                 np.multiply(beta2h[a:b], rho, out=t)
                 w -= t
-                cell = table.take(p[a:b]) if cell_of is None else cell_of[a:b]
-                cells += np.bincount(cell, weights=w, minlength=GG)
+                cells += np.bincount(cells_of(a, b), weights=w, minlength=GG)
             cells -= (rho / 2.0 / (sg * sg)) * ref_cells[2]  # − ρ α²/2: a sum over the reference alone
             out = ViewTerms(rho, cells)
             if full:  # the view-side re-ranking T^y/σ = (−Σ_{≤j} α + ρ Σ_{≤j} β)/σ, and the values
-                ty = np.cumsum(gs) * (-2.0 / (sg * sg)) + rho * cb
-                out.cells_y = np.bincount(table.take(p) if cell_of is None else cell_of, weights=ty, minlength=GG)
+                cg = self._work("cum", m + 1)  # Σ_{≤j} g, shared with the values' window means
+                cg[0] = 0.0
+                np.cumsum(gs, out=cg[1:])
+                cells_y = np.zeros(GG)
+                for a in range(0, m, _CHUNK):
+                    b = min(m, a + _CHUNK)
+                    w, t = lw[: b - a], tmp[: b - a]
+                    np.multiply(cg[a + 1 : b + 1], -2.0 / (sg * sg), out=w)
+                    np.multiply(cb[a:b], rho, out=t)
+                    w += t
+                    cells_y += np.bincount(cells_of(a, b), weights=w, minlength=GG)
+                out.cells_y = cells_y
                 b_x = np.empty(m)
-                b_x[p] = beta_s * sg  # the view's standardized ranks in the reference's order
+                b_x[p] = np.multiply(
+                    beta_s, sg, out=self._work("sw", m)
+                )  # the view's standardized ranks in the reference's order
                 out.b_x = b_x
-                out.extra = self._view_value_terms(y, Y, B, order.take(p), gs / sg)
+                o_y = np.take(order, p, out=self._work("o_y", m, np.int64))
+                out.extra = self._view_value_terms(y, Y, B, o_y, gs, 1.0 / sg, cg)
             return out
         # ties, or not on CPU: the general path, in pair order
         v, o = _rank_order(y)
@@ -282,33 +312,57 @@ class InfluenceContext:
             b_pair = np.empty(m)
             b_pair[o_np] = b_sorted
             out.b_x = b_pair[self._ref_order()[0]]
-            out.extra = self._view_value_terms(y, Y, B, o_np, a)
+            out.extra = self._view_value_terms(y, Y, B, o_np, a, 1.0)
         return out
 
-    def _view_value_terms(self, y, Y, B, o_y, a_y) -> np.ndarray:
-        """Per deleted group: Δρ of the moved view values (term 3, view side: c^y)."""
+    def _work(self, name: str, m: int, dtype=np.float64) -> np.ndarray:
+        """A work vector of m values for this thread, kept for the call (`shared`: all CCR levels).
+
+        Our choice: a full-term view used ~10 fresh vectors of the pairs' length, whose memory the
+        allocator handed back to the OS and faulted in again at every view (about a third of the
+        view's time); with these the pool's threads hold a few each for the call instead."""
+        mine = self.shared.setdefault("work", {}).setdefault(threading.get_ident(), {})
+        a = mine.get(name)
+        if a is None or a.shape[0] != m or a.dtype != dtype:
+            a = mine[name] = np.empty(m, dtype)
+        return a
+
+    def _view_value_terms(self, y, Y, B, o_y, w_y, scale: float, cw: np.ndarray | None = None) -> np.ndarray:
+        """Per deleted group: Δρ of the moved view values (term 3, view side: c^y), with α = scale · ``w_y``
+        at the view's sorted positions (``cw``: the cumulative sum of ``w_y`` with a leading 0, if at hand)."""
         m = self.m
         sigma = math.sqrt((m * m - 1) / 12.0)
-        ys = np.asarray(y.detach().cpu().numpy(), dtype=np.float64).take(o_y)
-        c_y = np.empty(m)
-        c_y[o_y] = _smoothed_weights(ys, a_y) / sigma
-        phi = self._value_gradient(c_y, y, Y, B)
-        return np.bincount(self.groups.group, weights=phi, minlength=self.groups.n_groups)
+        ys = np.take(np.asarray(y.detach().cpu().numpy(), dtype=np.float64), o_y, out=self._work("ys", m))
+        c_y = self._work("c", m)
+        c_y[o_y] = _smoothed_weights(ys, w_y, cw, out=self._work("sw", m))
+        phi = self._value_gradient(c_y, y, Y, B)  # linear in c: the scale after the sums
+        return np.bincount(self.groups.group, weights=phi, minlength=self.groups.n_groups) * (scale / sigma)
 
     def ref_side(self, b_x: np.ndarray, rho: float) -> np.ndarray:
         """Per deleted group: Δρ of the reference-side terms of a view whose standardized ranks in
         the reference's order are ``b_x`` (term 2, T^x; term 3, c^x). Linear in (b_x, ρ): a
         weighted sum of views is one call."""
         m, G = self.m, self.groups.n_groups
-        o_x, a_x, cells_x = self._ref_order()
+        o_x, _, cells_x = self._ref_order()
+        ca = self._ref_cumsum()
         sigma = math.sqrt((m * m - 1) / 12.0)
-        tx = -np.cumsum(b_x - rho * a_x) / sigma  # T^x / σ (Σ w = 0: the reverse sum is −cumsum)
-        dx_cells = np.bincount(cells_x, weights=tx, minlength=G * G)
+        cbx = self._work("cum", m + 1)  # Σ_{≤j} b_x, shared with the values' window means
+        cbx[0] = 0.0
+        np.cumsum(b_x, out=cbx[1:])
+        dx_cells = np.zeros(G * G)
+        lw, tmp = _buffers()
+        for a in range(0, m, _CHUNK):  # T^x / σ = (ρ Σ_{≤j} a_x − Σ_{≤j} b_x)/σ (Σ w = 0: the reverse sum is −cumsum)
+            b = min(m, a + _CHUNK)
+            w = lw[: b - a]
+            np.multiply(ca[a + 1 : b + 1], rho, out=w)
+            w -= cbx[a + 1 : b + 1]
+            w *= 1.0 / sigma
+            dx_cells += np.bincount(cells_x[a:b], weights=w, minlength=G * G)
         out = -(dx_cells.sum() - self.groups.leave_out(dx_cells)) / self.n_left  # Σ over D_g, / |R_g|
-        c_x = np.empty(m)
-        c_x[o_x] = _smoothed_weights(self._ref_sorted_values(), b_x) / sigma
-        phi = self._value_gradient(c_x, self.x, self.X, None)
-        return out + np.bincount(self.groups.group, weights=phi, minlength=G)
+        c_x = self._work("c", m)
+        c_x[o_x] = _smoothed_weights(self._ref_sorted_values(), b_x, cbx, out=self._work("sw", m))
+        phi = self._value_gradient(c_x, self.x, self.X, None)  # linear in c: the 1/σ after the sums
+        return out + np.bincount(self.groups.group, weights=phi, minlength=G) / sigma
 
     @_one_thread
     def _apply(self, c: np.ndarray, V: Tensor) -> Tensor:
@@ -360,15 +414,18 @@ class InfluenceContext:
 
     @_one_thread
     def _points(self) -> tuple[Tensor, Tensor, Tensor, Tensor, np.ndarray]:
-        """float64 CPU copies of X, the principal scores Z = (H − μ)Vᵀ, Vh, s², and N − n_g per point."""
-        if "points" not in self._cache:
+        """float64 CPU copies of X, the principal scores Z = (H − μ)Vᵀ, Vh, s², and N − n_g per point
+        (all but X the same at every CCR level: in `shared`, computed once per layer)."""
+        if "points" not in self.shared:
             Vh = self.Vh.to(torch.float64).cpu()
             Z = self.Hc.to(torch.float64).cpu() @ Vh.T
             counts = np.bincount(self.groups.group, minlength=self.groups.n_groups)
             left = (self.X.shape[0] - counts[self.groups.group]).astype(np.float64)
             S2 = self.S.to(torch.float64).cpu() ** 2
-            self._cache["points"] = (self.X.to(torch.float64).cpu(), Z, Vh, S2, left)
-        return self._cache["points"]
+            self.shared["points"] = (Z, Vh, S2, left)
+        if "X" not in self._cache:
+            self._cache["X"] = self.X.to(torch.float64).cpu()
+        return (self._cache["X"], *self.shared["points"])
 
     @_one_thread
     def _value_gradient(self, c: np.ndarray, s: Tensor, Y: Tensor, B: Tensor | None) -> np.ndarray:
@@ -408,19 +465,34 @@ _CHUNK = 1 << 15
 """Pairs per chunk of the per-null pass (three float64 vectors of it stay in a core's cache)."""
 
 
-def _buffers(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two float64 work vectors of length m, one pair per thread (the nulls run on a pool)."""
+def _buffers() -> tuple[np.ndarray, np.ndarray]:
+    """Two float64 work vectors of `_CHUNK` values (512 KiB together), one pair per thread (the nulls run on a pool)."""
     buf = getattr(_LOCAL, "buf", None)
-    if buf is None or buf[0].shape[0] != m:
-        buf = (np.empty(m), np.empty(m))
+    if buf is None or buf[0].shape[0] < _CHUNK:
+        buf = (np.empty(_CHUNK), np.empty(_CHUNK))
         _LOCAL.buf = buf
     return buf
 
 
-def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _cell_buffer() -> np.ndarray:
+    """An int64 work vector of `_CHUNK` values per thread (the cells of a chunk of pairs)."""
+    buf = getattr(_LOCAL, "cells", None)
+    if buf is None or buf.shape[0] < _CHUNK:
+        buf = _LOCAL.cells = np.empty(_CHUNK, np.int64)
+    return buf
+
+
+def _smoothed_weights(
+    vs: np.ndarray, w: np.ndarray, cw: np.ndarray | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
     """f(v)·(w − E[w | v]) at each position j of the sorted values ``vs`` (term 3): the density
     (hi − lo)/(P (v_hi − v_lo)) and the mean of w over the window [lo, hi] = [j − h, j + h] ∩ [0, P − 1],
-    h = ⌈√P⌉ (0 where the window holds one value). Slices, no gathers."""
+    h = ⌈√P⌉ (0 where the window holds one value). ``cw``: the cumulative sum of w with a leading
+    0 (P + 1 values) where the caller has it; ``out``: where to write (P values).
+
+    Slices, no gathers; the windows of the middle positions in chunks that stay in a core's cache,
+    into two per-thread work vectors (a full-length pass per step, with fresh vectors each call,
+    was 2–3× slower)."""
     m = vs.shape[0]
     h = max(1, math.ceil(math.sqrt(m)))
     if 2 * h >= m:  # a handful of pairs: gathers
@@ -430,31 +502,47 @@ def _smoothed_weights(vs: np.ndarray, w: np.ndarray) -> np.ndarray:
         c0 = np.concatenate([[0.0], np.cumsum(w)])
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.where(sp > 0, (hi - lo) / (m * sp), 0.0)
-        return f * (w - (c0[hi + 1] - c0[lo]) / (hi - lo + 1))
-    cw = np.empty(m + 1)
-    cw[0] = 0.0
-    np.cumsum(w, out=cw[1:])
-    span, num, mean = np.empty(m), np.empty(m), np.empty(m)
-    mid = slice(h, m - h)
-    span[mid] = vs[2 * h :]
-    span[mid] -= vs[: m - 2 * h]
-    num[mid] = 2 * h
-    mean[mid] = cw[2 * h + 1 :]
-    mean[mid] -= cw[: m - 2 * h]
-    mean[mid] /= 2 * h + 1
+        r = f * (w - (c0[hi + 1] - c0[lo]) / (hi - lo + 1))
+        if out is None:
+            return r
+        out[:] = r
+        return out
+    if cw is None:
+        cw = np.empty(m + 1)
+        cw[0] = 0.0
+        np.cumsum(w, out=cw[1:])
+    if out is None:
+        out = np.empty(m)
     e = np.arange(h)  # the edges: windows [0, j + h] and [j − h, m − 1]
-    span[:h] = vs[h : 2 * h] - vs[0]
-    num[:h] = e + h
-    mean[:h] = cw[h + 1 : 2 * h + 1] / (e + h + 1)
-    span[m - h :] = vs[m - 1] - vs[m - 2 * h : m - h]
-    num[m - h :] = 2 * h - 1 - e
-    mean[m - h :] = (cw[m] - cw[m - 2 * h : m - h]) / (2 * h - e)
+    edges = (
+        (slice(0, h), vs[h : 2 * h] - vs[0], e + h, cw[h + 1 : 2 * h + 1] / (e + h + 1)),
+        (
+            slice(m - h, m),
+            vs[m - 1] - vs[m - 2 * h : m - h],
+            2 * h - 1 - e,
+            (cw[m] - cw[m - 2 * h : m - h]) / (2 * h - e),
+        ),
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(num, span * m, out=num)
-    num[~(span > 0)] = 0.0
-    np.subtract(w, mean, out=mean)
-    mean *= num
-    return mean
+        for at, span, num, mean in edges:
+            out[at] = np.where(span > 0, num / (span * m), 0.0) * (w[at] - mean)
+        dens, inv = 2.0 * h / m, -1.0 / (2 * h + 1)  # the middle: num = 2h, 2h + 1 values
+        sp_buf, mu_buf = _buffers()
+        for a in range(h, m - h, _CHUNK):
+            b = min(m - h, a + _CHUNK)
+            sp, mu = sp_buf[: b - a], mu_buf[: b - a]
+            np.subtract(vs[a + h : b + h], vs[a - h : b - h], out=sp)
+            np.subtract(cw[a + h + 1 : b + h + 1], cw[a - h : b - h], out=mu)
+            mu *= inv
+            mu += w[a:b]
+            flat = not sp.min() > 0  # a zero-width window (ties) or NaN: density 0 there
+            if flat:
+                zero = ~(sp > 0)
+            np.divide(dens, sp, out=sp)
+            np.multiply(sp, mu, out=out[a:b])
+            if flat:
+                out[a:b][zero] = 0.0
+    return out
 
 
 def influence_point_se(

@@ -192,3 +192,36 @@ def test_smoothed_rank_derivative_equals_the_slow_window(m):
     vs, w = np.sort(rng.normal(size=m)), rng.normal(size=m)
     vs[m // 2] = vs[m // 2 - 1]  # a tie: a zero-width span somewhere when m is small
     np.testing.assert_allclose(_pga_influence._smoothed_weights(vs, w), _slow_smoothed(vs, w), atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 15])
+def test_smoothed_weights_in_chunks_with_a_flat_run_and_a_given_cumulative_sum(monkeypatch, chunk):
+    """Middle windows in chunks of any size, a run of equal values longer than a window (zero
+    density there), the caller's cumulative sum and output vector: the slow window's numbers."""
+    monkeypatch.setattr(_pga_influence, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    m = 3000  # h = 55: windows of 111 values
+    vs, w = np.sort(rng.normal(size=m)), rng.normal(size=m)
+    vs[1000:1200] = vs[1000]
+    cw = np.concatenate([[0.0], np.cumsum(w)])
+    out = np.full(m, np.nan)
+    got = _pga_influence._smoothed_weights(vs, w, cw, out=out)
+    assert got is out
+    slow = _slow_smoothed(vs, w)
+    assert (slow[1100:1110] == 0).all()  # the flat run's middle
+    np.testing.assert_allclose(got, slow, atol=1e-12)
+    np.testing.assert_allclose(_pga_influence._smoothed_weights(vs, w), slow, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [5, 333])
+def test_the_per_view_passes_in_chunks_give_the_same_error(monkeypatch, chunk):
+    """The per-view sums (term 1, T^y, T^x) and the window means run chunk by chunk: any chunk size
+    gives the one-chunk numbers (to rounding) and the same z."""
+    H, V, B = _separated(160, 12, 3, 8, 3)  # 12,720 pairs: one chunk by default
+    one = tg.pga_profile(H, V, ccrs=[0, 2], null_bases=B, refit_nulls=3)
+    monkeypatch.setattr(_pga_influence, "_CHUNK", chunk)
+    many = tg.pga_profile(H, V, ccrs=[0, 2], null_bases=B, refit_nulls=3)
+    for c in (0, 2):
+        assert many[c].z == one[c].z
+        assert many[c].stderr_points == pytest.approx(one[c].stderr_points, rel=1e-11)
+        assert many[c].stderr_rho == pytest.approx(one[c].stderr_rho, rel=1e-11)
