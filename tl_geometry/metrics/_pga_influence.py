@@ -140,7 +140,12 @@ class InfluenceContext:
     rank_terms: bool  # terms 2 and 3 (refit_nulls ≥ 1)
     n_full: int = 0  # nulls whose terms 2 (reference side) and 3 are computed
     shared: dict = field(default_factory=dict, repr=False)  # what does not depend on the CCR level (pair endpoints)
+    null_ref_sum: np.ndarray | None = field(
+        default=None, repr=False
+    )  # `ref_side` of the full nulls' sum (`add_full_null`)
     _cache: dict = field(default_factory=dict, repr=False)
+    _full: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # ----------------------------------------------------------------- shared pieces
     @property
@@ -185,13 +190,15 @@ class InfluenceContext:
         """The reference's sorted order (pair indices), the standardized reference ranks and the
         cells in that order."""
         if "ref_order" not in self._cache:
-            if self.ref.order is not None:
+            if self.ref.order is not None:  # no ties: the rank at sorted position j is j + 1 (no gather)
                 o = self.ref.order
+                g = 2.0 * np.arange(self.m) + (1.0 - self.m)
             else:
                 o = np.argsort(self.ref.r2c.cpu().numpy(), kind="stable")
-            g = self.ref.r2c.cpu().numpy().astype(np.float64)[o]
+                g = self.ref.r2c.cpu().numpy().astype(np.float64)[o]
             a = g / math.sqrt(float((g * g).mean()))
-            self._cache["ref_order"] = (o, a, self.groups.cell[o])
+            cells = self.ref.cell_by_pos if self.ref.order is not None and self.ref.cell_by_pos is not None else None
+            self._cache["ref_order"] = (o, a, self.groups.cell[o] if cells is None else cells)
         return self._cache["ref_order"]
 
     def _ref_cumsum(self) -> np.ndarray:
@@ -216,8 +223,7 @@ class InfluenceContext:
         then read, never built twice at once."""
         ref = self.ref
         if ref.pos is not None and ref.order is not None and ref.ref_cells is not None:
-            self._packed_cells()
-            if ref.cell_by_pos is not None:
+            if self._packed_cells() is None and ref.cell_by_pos is not None:
                 self._cells_by_pos()
         _ = self.n_left
         if self.rank_terms:
@@ -326,6 +332,25 @@ class InfluenceContext:
         if a is None or a.shape[0] != m or a.dtype != dtype:
             a = mine[name] = np.empty(m, dtype)
         return a
+
+    def add_full_null(self, q: int, t: ViewTerms, n_null: int) -> None:
+        """Record the terms of full-term null ``q``; the view that completes the ``n_full`` computes
+        `ref_side` of their sum (Σ b_x, Σ ρ) at once, on its pool thread beside the other nulls.
+
+        Where only some nulls are full their weights in Δz are equal (−1/(n_full·s), s the null
+        std known only at the end) and `ref_side` is linear, so the sum is all that is needed; with
+        every null full each has its own weight and `influence_point_se` does it."""
+        if self.n_full >= n_null or t.b_x is None:
+            return
+        with self._lock:
+            self._full[q] = t
+            last = len(self._full) == self.n_full
+        if last:
+            ts = [self._full[k] for k in sorted(self._full)]  # in null order: the same bits on any schedule
+            b_x = ts[0].b_x.copy()
+            for u in ts[1:]:
+                b_x += u.b_x
+            self.null_ref_sum = self.ref_side(b_x, float(sum(u.rho for u in ts)))
 
     def _view_value_terms(self, y, Y, B, o_y, w_y, scale: float, cw: np.ndarray | None = None) -> np.ndarray:
         """Per deleted group: Δρ of the moved view values (term 3, view side: c^y), with α = scale · ``w_y``
@@ -572,10 +597,14 @@ def influence_point_se(
     full = [(q, t) for q, t in enumerate(nulls) if t.b_x is not None and t.extra is not None and t.cells_y is not None]
     if full:  # the null terms computed in full: all nulls (their own weights) or a few (the mean shift)
         w = coef[: len(full)] if len(full) == n else np.full(len(full), -1.0 / (len(full) * null_std))
-        b_x = sum(wq * t.b_x for wq, (_, t) in zip(w, full, strict=True))
-        rho_w = float(sum(wq * t.rho for wq, (_, t) in zip(w, full, strict=True)))
         own = sum(wq * (t.extra + d_rho_y(t)) for wq, (_, t) in zip(w, full, strict=True))
-        dz = dz + ctx.ref_side(b_x, rho_w) + own
+        if len(full) < n and ctx.null_ref_sum is not None:  # equal weights: the sum's, from the pool
+            ref_terms = w[0] * ctx.null_ref_sum
+        else:
+            b_x = sum(wq * t.b_x for wq, (_, t) in zip(w, full, strict=True))
+            rho_w = float(sum(wq * t.rho for wq, (_, t) in zip(w, full, strict=True)))
+            ref_terms = ctx.ref_side(b_x, rho_w)
+        dz = dz + ref_terms + own
     G = groups.n_groups
     return _lin_se(dz, G), _lin_se(dr, G)
 

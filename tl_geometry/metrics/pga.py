@@ -381,8 +381,11 @@ def _score(
                 t = ctx.view(y, Y, readout)
                 if t.b_x is not None:
                     t.ref_terms = ctx.ref_side(t.b_x, t.rho)
+            elif q - 1 < n_full:
+                t = ctx.view(y, Y, bases[q - 1])
+                ctx.add_full_null(q - 1, t, bases.shape[0])
             else:
-                t = ctx.view(y, Y, bases[q - 1]) if q - 1 < n_full else ctx.view(y)
+                t = ctx.view(y)
             return t.rho, t
 
     else:
