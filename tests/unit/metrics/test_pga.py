@@ -322,6 +322,17 @@ def test_cli_pga(monkeypatch, tmp_path, capsys, tiny_model, tiny_tokens):
     assert [row.value for row in r0.filter("pga.z").rows] == [row.value for row in r.filter("pga.z").rows]
     assert {row.extras["stderr_method"] for row in r0.filter("pga.z").rows} == {"none"}
     assert r0.provenance["pga"]["stderr"] == "none"
+    # --refit-nulls: passed on and recorded (the default is the library's); a bad one refused before the load
+    assert r.provenance["pga"]["refit_nulls"] == tg.metrics.pga.DEFAULT_REFIT_NULLS
+    assert cli.main([*args, "--refit-nulls", "2", "--out", str(tmp_path / "r2.json")]) == 0
+    r2 = tg.GeometryReport.from_json(tmp_path / "r2.json")
+    assert r2.provenance["pga"]["refit_nulls"] == 2 and {x.extras["refit_nulls"] for x in r2.filter("pga.z").rows} == {
+        2
+    }
+    capsys.readouterr()
+    asked.clear()
+    assert cli.main([*args, "--refit-nulls", "-1", "--out", str(tmp_path / "bad.json")]) == 2
+    assert "--refit-nulls must be an integer >= 0, got -1" in capsys.readouterr().err and asked == []
     capsys.readouterr()
     # the paper preset loads the unprocessed model and uses Hugging Face's hidden_states hooks
     with pytest.warns(UserWarning, match="processing of this HookedTransformer is unknown"):

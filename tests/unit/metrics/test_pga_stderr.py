@@ -159,6 +159,37 @@ def test_stderr_rows_and_provenance(tiny_model, tiny_tokens):
     assert r0.provenance["pga"]["stderr"] == "none"
     with pytest.raises(InputError, match="stderr must be 'influence'"):
         tg.pga(tiny_model, tiny_tokens, k=4, stderr="bootstrap")
+    assert {row.extras["refit_nulls"] for row in r.filter("pga.z").rows} == {4}  # the default, at most n_null
+    assert r.provenance["pga"]["refit_nulls"] == 4 and r0.provenance["pga"]["refit_nulls"] == 0
+
+
+def test_refit_nulls_reaches_every_hook_and_is_recorded(tiny_model, tiny_tokens):
+    """``tg.pga(refit_nulls=...)``: each hook's error is `pga_profile`'s with that many full-term
+    nulls on the same points (so the option is not dropped on the way), the number used is recorded
+    (capped at n_null), and a bad value is refused before any work."""
+    from tl_geometry import capture
+
+    hook = "blocks.1.hook_resid_post"
+    kw = dict(k=4, n_null=6, ccr=[0, 1], max_points=60, hooks=[hook], progress=False)
+    full = tg.pga(tiny_model, tiny_tokens, refit_nulls=9, **kw)
+    few = tg.pga(tiny_model, tiny_tokens, refit_nulls=1, **kw)
+    assert {row.extras["refit_nulls"] for row in full.filter("pga.z").rows} == {6}
+    assert full.provenance["pga"]["refit_nulls"] == 6 and few.provenance["pga"]["refit_nulls"] == 1
+    cap = capture.collect(tiny_model, tiny_tokens, [hook], max_points=60, seed=0, progress=False)
+    labels = tg.metrics.jackknife.group_labels(cap.positions[:, 0], tg.metrics.pga.DEFAULT_N_GROUPS)
+    V = tg.readout_basis(capture.weight(tiny_model, "W_U"), 4)
+    bases = tg.haar_bases(tiny_model.cfg.d_model, 4, 6, seed=0)
+    for rep, r in ((full, 6), (few, 1)):
+        ref = tg.pga_profile(cap.acts[hook], V, ccrs=[0, 1], null_bases=bases, groups=labels, refit_nulls=r)
+        for row in rep.filter("pga.z").rows:
+            assert row.extras["stderr_points"] == pytest.approx(ref[row.extras["ccr"]].stderr_points, rel=1e-12)
+    assert any(
+        a.extras["stderr_points"] != b.extras["stderr_points"]
+        for a, b in zip(full.filter("pga.z").rows, few.filter("pga.z").rows, strict=True)
+    )
+    for bad in (-1, 2.5, True, "4"):
+        with pytest.raises(InputError, match="refit_nulls must be an integer >= 0"):
+            tg.pga(tiny_model, tiny_tokens, refit_nulls=bad, **kw)
 
 
 # ----------------------------------------------------------------------------- calibration

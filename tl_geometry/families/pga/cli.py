@@ -5,6 +5,7 @@
                     [--model smollm2-135m] [--corpus pydoc] [--n-seqs 16] [--seq-len 256]
                     [--layers 0 5 10 | --hooks NAME ...] [--ccr 0 1 5 10] [--k 100] [--n-null 100]
                     [--max-points 2048] [--max-pairs N] [--stderr influence|jackknife|none]
+                    [--refit-nulls 4]
                     [--no-spectral] [--seed 0]
                     [--out report.json] [--figures DIR] [--force]
 
@@ -52,6 +53,13 @@ def add_parser(subparsers) -> None:
         help="standard error of z: 'influence' (default: first-order effect of the point sample, no re-sort), "
         "'jackknife' (the literal refit per deleted group of points, its check), 'none' (z alone, NaN errors)",
     )
+    p.add_argument(
+        "--refit-nulls",
+        type=int,
+        default=4,
+        help="null subspaces whose point-sample terms are computed in full (default 4; --n-null: the complete "
+        "first-order error, about twice the time; 0: ranks and directions held fixed)",
+    )
     p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
     cli_args.add_batch_seed(p)
     cli_args.add_device_threads(p)
@@ -92,6 +100,7 @@ def run(args) -> int:
         max_pairs=DEFAULT_MAX_PAIRS if args.max_pairs is None else args.max_pairs,
         batch_size=args.batch_size,
         stderr=args.stderr,
+        refit_nulls=args.refit_nulls,
     )
     reports = [rep]
     if not args.no_spectral:
@@ -115,6 +124,7 @@ FLAG_CHECKS = cli_args.model_flag_checks(
     n_null=_checks.int_at_least(2),
     max_points=_checks.int_at_least(3),
     max_pairs=_checks.int_at_least(1, none_ok=True),
+    refit_nulls=_checks.int_at_least(0),
 )
 """What each numeric flag accepts (the one validation layer, `tl_geometry.base._checks`)."""
 
