@@ -186,8 +186,9 @@ def pga(
             (z alone, NaN errors); see [`tl_geometry.pga_score`][tl_geometry.metrics.pga.pga_score]. Recorded in every row's
             ``stderr_method`` and in provenance.
         refit_nulls: null subspaces whose point-sample terms are computed in full (default 4;
-            the rest enter through their own sort; ``n_null`` gives the complete linearization
-            at about twice the time, 0 holds the ranks and directions fixed). The number used,
+            the rest enter through their own sort; ``n_null`` gives the complete linearization,
+            each full-term null costing about four others: twice the time at 30 nulls; 0 holds the
+            ranks and directions fixed). The number used,
             at most ``n_null`` (0 with ``stderr="none"``), is recorded in every row's
             ``refit_nulls`` and in provenance. How far 4 lies from ``n_null``: docs/pga.md.
 

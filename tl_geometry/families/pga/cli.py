@@ -58,7 +58,7 @@ def add_parser(subparsers) -> None:
         type=int,
         default=4,
         help="null subspaces whose point-sample terms are computed in full (default 4; --n-null: the complete "
-        "first-order error, about twice the time; 0: ranks and directions held fixed)",
+        "first-order error, each full-term null costing about four others; 0: ranks and directions held fixed)",
     )
     p.add_argument("--no-spectral", action="store_true", help="skip the spectral metrics")
     cli_args.add_batch_seed(p)
