@@ -114,9 +114,19 @@ def _z(r: dict) -> str:
     return f"z = {r['z']:.4f}" + (f" ± {se:.3f}" if se == se else "")
 
 
+BEFORE_ERRORS = "b0d1404"
+"""The last commit before PGA's standard errors (the default ``--ref``)."""
+
+
+def _ref_label(ref: str) -> str:
+    """What the reference's default ``pga_score`` computes: z alone before the error bars, its own
+    default error otherwise (the row must not claim "before the error bars" for a later commit)."""
+    return "z alone, before the error bars" if ref == BEFORE_ERRORS else "its default pga_score"
+
+
 def main(argv=None) -> None:
     ap = _util.make_parser(__doc__, small="N = 512, 20 nulls, 3 layers")
-    ap.add_argument("--ref", default="b0d1404", help="the earlier commit (default: before PGA's standard errors)")
+    ap.add_argument("--ref", default=BEFORE_ERRORS, help="the earlier commit (default: before PGA's standard errors)")
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--d", type=int, default=576)
     ap.add_argument("--k", type=int, default=100)
@@ -135,7 +145,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ref_src = extract(args.ref, Path(tmp))
         workers = [
-            Worker(f"{args.ref} (z alone, before the error bars)", ref_src, args, None),
+            Worker(f"{args.ref} ({_ref_label(args.ref)})", ref_src, args, None),
             Worker("this tree, z ± stderr (influence, default)", _util.ROOT, args, None),
             Worker("this tree, z alone (stderr='none')", _util.ROOT, args, "none"),
         ]
