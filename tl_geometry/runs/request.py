@@ -12,7 +12,7 @@ The options a metric runs with come from one source, whoever asks:
 
 1. the family's declaration (``FamilySpec.report_options``, or ``fast_options`` with ``fast``) —
    [`report_options`][tl_geometry.runs.request.report_options];
-2. a size flag of ``tl-geometry report`` (``--n-null``, ``--n-probes``, ``--max-points``; `FLAGS`),
+2. a size flag of ``tl-geometry report`` (``--n-null``, ``--n-probes``, ``--max-points``, ``--refit-nulls``; `FLAGS`),
    given to **every** metric being run whose signature takes that keyword
    ([`metrics_taking`][tl_geometry.runs.request.metrics_taking]: no hand table);
 3. the caller's own ``options={metric: {...}}``;
@@ -43,6 +43,7 @@ FLAGS = {
     "n_null": "null subspaces",
     "n_probes": "gradient probes",
     "max_points": "sampled token positions",
+    "refit_nulls": "null subspaces whose point-sample error terms are computed in full",
 }
 """The keyword options ``tl-geometry report`` exposes as flags (``--n-null`` ...), with the words of
 their help. Which metrics a flag reaches, and its defaults, are not listed anywhere: every metric

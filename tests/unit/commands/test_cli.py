@@ -78,6 +78,7 @@ def _no_load(*args, **kwargs):
         (["--corpus", "/nonexistent/corpus.txt"], "corpus '/nonexistent/corpus.txt': no such source"),
         (["--max-points", "1"], "--max-points must be an integer >= 2, got 1"),
         (["--n-null", "1"], "--n-null must be an integer >= 2, got 1"),
+        (["--refit-nulls", "-1"], "--refit-nulls must be an integer >= 0, got -1"),
         (["--n-probes", "1"], "--n-probes must be an integer >= 2, got 1"),
         (["--seq-len", "1"], "--seq-len must be an integer >= 2, got 1"),
         (["--seed", "-1"], "seed must be a non-negative integer"),
@@ -182,6 +183,8 @@ def test_family_flags_set_only_the_metrics_being_run(tmp_path, monkeypatch, caps
         main(["report", "--metrics", "pga", "--max-points", "64", "--n-null", "4", "--out", str(tmp_path / "o")]) == 130
     )
     assert seen["given"] == {"pga": {"max_points": 64, "n_null": 4}}
+    assert main(["report", "--metrics", "pga", "spectral", "--refit-nulls", "9", "--out", str(tmp_path / "o")]) == 130
+    assert seen["given"] == {"pga": {"refit_nulls": 9}}
     assert main(["report", "--n-probes", "4", "--out", str(tmp_path / "o")]) == 130  # nfa is not run by default
     assert seen["given"] == {"agop": {"n_probes": 4}}
     assert main(["report", "--metrics", "shape", "--n-null", "4", "--out", str(tmp_path / "o")]) == 2
