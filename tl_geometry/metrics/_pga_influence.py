@@ -196,7 +196,7 @@ class InfluenceContext:
                 o = np.argsort(self.ref.r2c.cpu().numpy(), kind="stable")
                 g = self.ref.r2c.cpu().numpy().astype(np.float64)[o]
             a = g / math.sqrt(float((g * g).mean()))
-            cells = self.ref.cell_by_pos if self.ref.order is not None and self.ref.cell_by_pos is not None else None
+            cells = self.ref.cell_by_pos  # groups.cell in the reference's order, where it has one (no ties)
             self._cache["ref_order"] = (o, a, self.groups.cell[o] if cells is None else cells)
         return self._cache["ref_order"]
 
@@ -258,8 +258,7 @@ class InfluenceContext:
             gs += 1.0 - m
             rho = ref._rho(torch.from_numpy(gs), None)  # as RankedReference.spearman: the same bits
             beta_s, beta2h, cb, sg = _rank_constants(m)
-            lw, tmp = _buffers()
-            cbuf = _cell_buffer()
+            lw, tmp, cbuf = _buffers()
             table = self._cells_by_pos()
             mask = (1 << shift) - 1
 
@@ -376,7 +375,7 @@ class InfluenceContext:
         cbx[0] = 0.0
         np.cumsum(b_x, out=cbx[1:])
         dx_cells = np.zeros(G * G)
-        lw, tmp = _buffers()
+        lw, _, _ = _buffers()
         for a in range(0, m, _CHUNK):  # T^x / σ = (ρ Σ_{≤j} a_x − Σ_{≤j} b_x)/σ (Σ w = 0: the reverse sum is −cumsum)
             b = min(m, a + _CHUNK)
             w = lw[: b - a]
@@ -491,20 +490,13 @@ _CHUNK = 1 << 15
 """Pairs per chunk of the per-null pass (three float64 vectors of it stay in a core's cache)."""
 
 
-def _buffers() -> tuple[np.ndarray, np.ndarray]:
-    """Two float64 work vectors of `_CHUNK` values (512 KiB together), one pair per thread (the nulls run on a pool)."""
+def _buffers() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Work vectors of `_CHUNK` values, one set per thread (the nulls run on a pool): two float64
+    (512 KiB together) and one int64 (a chunk's cells)."""
     buf = getattr(_LOCAL, "buf", None)
     if buf is None or buf[0].shape[0] < _CHUNK:
-        buf = (np.empty(_CHUNK), np.empty(_CHUNK))
+        buf = (np.empty(_CHUNK), np.empty(_CHUNK), np.empty(_CHUNK, np.int64))
         _LOCAL.buf = buf
-    return buf
-
-
-def _cell_buffer() -> np.ndarray:
-    """An int64 work vector of `_CHUNK` values per thread (the cells of a chunk of pairs)."""
-    buf = getattr(_LOCAL, "cells", None)
-    if buf is None or buf.shape[0] < _CHUNK:
-        buf = _LOCAL.cells = np.empty(_CHUNK, np.int64)
     return buf
 
 
@@ -553,7 +545,7 @@ def _smoothed_weights(
         for at, span, num, mean in edges:
             out[at] = np.where(span > 0, num / (span * m), 0.0) * (w[at] - mean)
         dens, inv = 2.0 * h / m, -1.0 / (2 * h + 1)  # the middle: num = 2h, 2h + 1 values
-        sp_buf, mu_buf = _buffers()
+        sp_buf, mu_buf, _ = _buffers()
         for a in range(h, m - h, _CHUNK):
             b = min(m - h, a + _CHUNK)
             sp, mu = sp_buf[: b - a], mu_buf[: b - a]

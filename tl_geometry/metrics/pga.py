@@ -106,14 +106,21 @@ def _check_stderr(stderr: Any) -> str:
     )
 
 
+def _check_refit_nulls(refit_nulls: Any) -> int:
+    """``refit_nulls`` as a non-negative int (the one check, for the metric and the family)."""
+    return _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
+
+
 def stderr_method(stderr: Any = "influence", refit_nulls: int = DEFAULT_REFIT_NULLS) -> str:
-    """The ``stderr_method`` text recorded for a ``stderr`` choice and ``refit_nulls``.
+    """The ``stderr_method`` text recorded for a ``stderr`` choice and ``refit_nulls`` (both
+    checked: a bad one raises ``InputError``).
 
     Examples:
         >>> stderr_method("none"), stderr_method(False)
         ('none', 'none')
     """
     key = _check_stderr(stderr)
+    refit_nulls = _check_refit_nulls(refit_nulls)
     return STDERR_METHODS[key] + (_FIXED if key != "none" and refit_nulls == 0 else "")
 
 
@@ -507,7 +514,7 @@ def pga_layer(
     """
     stderr = _check_stderr(stderr)
     n_groups = _checks.integer(n_groups, "n_groups", why="point groups of the jackknife", lo=2)
-    refit_nulls = _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
+    refit_nulls = _check_refit_nulls(refit_nulls)
     ccrs = _checks.nonneg_int_list(single_ok=False)(list(ccrs) if isinstance(ccrs, (tuple, range)) else ccrs, "ccrs")
     seed = _checks.seed(seed)
     max_pairs = _checks.integer(max_pairs, "max_pairs", why="None: all pairs", lo=1, none_ok=True)

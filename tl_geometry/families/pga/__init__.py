@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from tl_geometry import capture
-from tl_geometry.base import _checks
 from tl_geometry.errors import InputError
 from tl_geometry.families.pga.reading import RANK_NAMES
 from tl_geometry.metrics.jackknife import group_labels
@@ -209,9 +208,7 @@ def pga(
     """
     if preset not in PRESETS:
         raise InputError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    refit_nulls = _checks.integer(refit_nulls, "refit_nulls", why="0: keep the principal directions fixed", lo=0)
-    method = stderr_method(stderr, refit_nulls)  # refuses a bad stderr before any work
-    refit_used = 0 if method == "none" else min(refit_nulls, n_null) if isinstance(n_null, int) else refit_nulls
+    method = stderr_method(stderr, refit_nulls)  # refuses a bad stderr or refit_nulls before any work
     if isinstance(model, str):
         from tl_geometry import models
 
@@ -239,6 +236,7 @@ def pga(
 
         cap = sample.result()
         bases = haar_bases(d, k, n_null, seed=seed)
+        refit_used = 0 if method == "none" else min(refit_nulls, bases.shape[0])  # what the scores did
         # jackknife groups of whole sequences (a sequence's positions share a context)
         labels = group_labels(cap.positions[:, 0], DEFAULT_N_GROUPS)
         rows = []
