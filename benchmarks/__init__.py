@@ -19,7 +19,8 @@ bench_epsilon            ``similarity_stats`` ε of           six-line numpy flo
 bench_capacity_stream    ``embedding_capacity(gguf)`` with   the same, serial (``prefetch=False``) read + dequantize alone; float32 GEMM
                          the reader thread                                                         of the embedding's shape
 bench_pga                ``pga_score`` (N=2048, 100 nulls)   scipy pdist + spearmanr per subspace  one torch.sort of the N(N−1)/2
-                                                             (extrapolated)                        distances per subspace
+                         (``--ccr 0 1 5``: ``pga_profile``,  (extrapolated)                        distances per subspace
+                         a report hook)
 bench_pga_smollm2        the report's ``pga`` on SmolLM2     capture + scipy loop (extrapolated)   the capture alone
 bench_pga_history        one layer of the paper-size         the same layer at an earlier commit   this tree's z alone
                          profile, z ± stderr                 (before the error bars), same machine (``stderr="none"``)

@@ -1,7 +1,8 @@
 """Benchmark: pga_score, z alone and with its standard error, against the scipy loop and the sort floor.
 
     python -m benchmarks.bench_pga [--n 512 2048] [--d 576] [--k 100] [--n-null 100] [--threads 1]
-        [--repeats 3] [--jackknife] [--small]
+        [--ccr 1] [--busy] [--repeats 3] [--jackknife] [--small]
+    python -m benchmarks.bench_pga --n 1024 --n-null 30 --ccr 0 1 5 --threads 0   # one report hook
 
 One layer per N: N points, d, k, n_null Haar-random null subspaces, CCR-1 (defaults N = 512 and
 2,048, d = 576, k = 100, n_null = 100, as in issue 34; ``--small``: N = 256, d = 64, k = 16, 10 nulls).
@@ -17,6 +18,11 @@ One layer per N: N points, d, k, n_null Haar-random null subspaces, CCR-1 (defau
   ρ are compared on those same subspaces by scoring them with pga_score too;
 * floor: one ``torch.sort`` of the N(N−1)/2 float64 distance vector per subspace (a rank correlation
   of m pairs cannot beat sorting them), × (n_null + 1).
+
+``--ccr 0 1 5`` scores several CCR levels in one call (``pga_profile``: one centering and SVD, as a
+report hook; the scipy loop then runs once per level, the floor counts every level's subspaces);
+``--threads 0`` leaves torch's default threads (the pool of two on 2 cores, as a report);
+``--busy`` runs the rounds beside one CPU-bound process (``_util.competitor``).
 
 Goals (issue 34): with stderr ≤ 1.5 × z alone; at N = 2,048 with stderr ≥ 5 × faster than the scipy
 loop; at N = 256–512 no slower than it.
@@ -40,42 +46,54 @@ def one_size(tg, n: int, args) -> None:
     V = tg.readout_basis(torch.randn(args.d, 4 * args.d, generator=g), args.k)
     bases = tg.haar_bases(args.d, args.k, args.n_null, seed=1)
 
-    # the reference on the same CCR-1 H
+    # the reference on the same H after CCR-c, per level
+    ccrs = list(args.ccr)
     Hc = H.double() - H.double().mean(0)
     _, _, Vh = torch.linalg.svd(Hc, full_matrices=False)
-    X = (Hc - (Hc @ Vh[:1].T) @ Vh[:1]).numpy()
+    Xs = [(Hc - (Hc @ Vh[:c].T) @ Vh[:c]).numpy() for c in ccrs]
     nr = min(args.ref_nulls, args.n_null)
     Vn, Bn = V.double().numpy(), [b.numpy() for b in bases[:nr]]
 
+    def ours(**kw):  # the first level's score (one level: pga_score, as before; several: pga_profile)
+        if len(ccrs) == 1:
+            return tg.pga_score(H, V, null_bases=bases, ccr=ccrs[0], **kw)
+        return tg.pga_profile(H, V, null_bases=bases, ccrs=ccrs, **kw)[ccrs[0]]
+
     cases = {
-        "z": lambda: tg.pga_score(H, V, null_bases=bases, ccr=1, stderr="none"),
-        "influence": lambda: tg.pga_score(H, V, null_bases=bases, ccr=1),
-        "scipy": lambda: _util.scipy_pga_loop(X, Vn, Bn, nr),
+        "z": lambda: ours(stderr="none"),
+        "influence": lambda: ours(),
+        "scipy": lambda: [_util.scipy_pga_loop(X, Vn, Bn, nr) for X in Xs][0],
     }
     if args.jackknife:
-        cases["jackknife"] = lambda: tg.pga_score(H, V, null_bases=bases, ccr=1, stderr="jackknife")
-    t = _util.bench(cases, repeats=args.repeats)
+        cases["jackknife"] = lambda: ours(stderr="jackknife")
+    with _util.competitor(args.busy):
+        t = _util.bench(cases, repeats=args.repeats)
     m = n * (n - 1) // 2
     floor = _util.sort_floor(m, repeats=args.repeats)
     s, s0 = t["influence"].value, t["z"].value
     rho_ref, null_ref = t["scipy"].value
 
-    sub = tg.pga_score(H, V, null_bases=bases[:nr], ccr=1, stderr="none")
+    sub = tg.pga_score(H, V, null_bases=bases[:nr], ccr=ccrs[0], stderr="none")
     z_ref = (rho_ref - null_ref.mean()) / null_ref.std(ddof=1)
     dz = abs(sub.z - z_ref)
     drho = max(abs(sub.rho_read - rho_ref), float(np.abs(sub.null_rhos.double().numpy() - null_ref).max()))
 
-    print(f"\nN={n} d={args.d} k={args.k} n_null={args.n_null} pairs={m:,} threads={args.threads} CCR-1")
+    levels = len(ccrs)
+    fn = "pga_score" if levels == 1 else f"pga_profile ({levels} levels; z of CCR-{ccrs[0]} shown)"
+    print(
+        f"\nN={n} d={args.d} k={args.k} n_null={args.n_null} pairs={m:,} "
+        f"threads={args.threads or 'torch default'} CCR {' '.join(map(str, ccrs))} busy={args.busy}"
+    )
     rows = [
-        (f"pga_score, z alone (stderr='none', {args.n_null} nulls)", t["z"], f"z = {s0.z:.4f}"),
-        ("pga_score, with stderr (influence, the default)", t["influence"], f"z = {s.z:.4f} ± {s.stderr:.3f}"),
+        (f"{fn}, z alone (stderr='none', {args.n_null} nulls)", t["z"], f"z = {s0.z:.4f}"),
+        (f"{fn}, with stderr (influence, the default)", t["influence"], f"z = {s.z:.4f} ± {s.stderr:.3f}"),
     ]
     if args.jackknife:
         j = t["jackknife"].value
-        rows.append(("pga_score, with stderr (jackknife refit)", t["jackknife"], f"± {j.stderr:.3f}"))
+        rows.append((f"{fn}, with stderr (jackknife refit)", t["jackknife"], f"± {j.stderr:.3f}"))
     rows += [
-        (f"scipy loop ({nr} nulls + readout, not extrapolated)", t["scipy"]),
-        (f"floor: one torch.sort of {m:,} float64", floor, f"× {args.n_null + 1} subspaces in the ratio"),
+        (f"scipy loop ({nr} nulls + readout × {levels} level(s), not extrapolated)", t["scipy"]),
+        (f"floor: one torch.sort of {m:,} float64", floor, f"× {levels * (args.n_null + 1)} subspaces in the ratio"),
     ]
     _util.print_table(rows)
     assert s.z == s0.z  # the error bar does not move z
@@ -88,7 +106,7 @@ def one_size(tg, n: int, args) -> None:
         reference_name=f"scipy loop extrapolated to {args.n_null} nulls",
         scale_reference=(args.n_null + 1) / (nr + 1),
         floor_name="one sort per subspace",
-        scale_floor=args.n_null + 1,
+        scale_floor=levels * (args.n_null + 1),
     )
     print("-- z alone against the scipy loop and the floor:")
     _util.print_ratios(
@@ -98,7 +116,7 @@ def one_size(tg, n: int, args) -> None:
         reference_name=f"scipy loop extrapolated to {args.n_null} nulls",
         scale_reference=(args.n_null + 1) / (nr + 1),
         floor_name="one sort per subspace",
-        scale_floor=args.n_null + 1,
+        scale_floor=levels * (args.n_null + 1),
     )
     if args.jackknife:
         print("-- the jackknife refit against z alone:")
@@ -113,12 +131,15 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--n-null", type=int, default=100)
     ap.add_argument("--ref-nulls", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default, as a report)")
+    ap.add_argument("--ccr", type=int, nargs="+", default=[1], help="CCR levels in one call (report: 0 1 5)")
+    ap.add_argument("--busy", action="store_true", help="beside one CPU-bound process")
     ap.add_argument("--jackknife", action="store_true", help="also time stderr='jackknife' (the literal refit)")
     args = _util.parse_args(ap, argv)
     if args.small:
         args.n, args.d, args.k, args.n_null, args.ref_nulls = [256], 64, 16, 10, 3
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     _util.print_environment("pga_score: z alone and with stderr, against the scipy loop (pdist + spearmanr)")
 
     import tl_geometry as tg
