@@ -57,6 +57,10 @@ Checks and profiles (not timing benchmarks; they use ``_util``'s loading helpers
 * ``calibrate_stderr``: every sampled report metric's standard error against its spread over K
   disjoint pydoc samples on SmolLM2-135M (median and p90 of sd / rms stderr, pairwise 95 %
   coverage), one sample at a time, resumable (docs/reliability.md keeps its last table);
+* ``check_agop_probe_bias``: the AGOP rows at the report's 16 probes against 64 on one SmolLM2-135M text, in
+  their own standard errors (plug-in vs bias-corrected AOFE and ratio);
+* ``check_condition_number_error``: the condition number's jackknife error and its first-order version against the
+  spread over disjoint SmolLM2-135M samples;
 * ``check_agop_memory``: AGOP step time and peak RSS on SmolLM2-135M, this tree vs another checkout; graph bound vs held;
 * ``check_cache_smollm2``: cache / activations vs capture on SmolLM2-135M, max |difference| per metric;
 * ``check_report_phases``: a report's resident memory every 20 ms, each metric's interval marked: the

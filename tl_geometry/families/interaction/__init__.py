@@ -470,12 +470,16 @@ def stderr_method(s: HookAGOP) -> str:
 def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
     """Rows ``agop.aofe``, ``agop.aofe_ratio``, ``agop.trace`` per hook of an [`AGOPResult`][tl_geometry.metrics.interaction.AGOPResult].
 
-    The ``agop.aofe_ratio`` value is the **bias-corrected** ratio (``ratio_debiased``,
-    delete-a-group jackknife) when G was estimated with probes, and the exact ratio when G is
-    exact; ``extras["estimator"]`` says which ("jackknife" or "exact") and
-    ``extras["ratio_plugin"]`` keeps the plug-in ratio of Ĝ (biased upwards with few probes:
-    4 probes read 0.77–0.94 on SmolLM2 where 64 read 0.35–0.55). ``agop.aofe`` stays the
-    plug-in AOFE (``extras["aofe_debiased"]`` has the corrected one).
+    The ``agop.aofe_ratio`` and ``agop.aofe`` values are **bias-corrected** (``ratio_debiased``,
+    ``aofe_debiased``: the delete-a-group jackknife over probe groups, for the quadratic AOFE the
+    U-statistic, unbiased in the probes) when G was estimated with probes, and the exact values
+    when G is exact; ``extras["estimator"]`` says which ("jackknife" or "exact") and
+    ``extras["ratio_plugin"]`` / ``extras["aofe_plugin"]`` keep the plug-in values of Ĝ, biased
+    upwards with few probes (4 probes read ratios of 0.77–0.94 on SmolLM2 where 64 read 0.35–0.55;
+    at the report's 16 probes the plug-in AOFE of SmolLM2's layers 5–15 read 0.4–1.1 standard errors
+    (4.6–9.3 %) above the 64-probe value on every probe seed, the corrected one −1.0 … +0.55:
+    docs/interaction.md). Where probe noise dominates a tiny AOFE the corrected value can
+    fall below 0.
 
     Standard errors (probe-estimated rows): ``extras["stderr"]`` is the jackknife over text groups
     and the one over probe groups in quadrature (``stderr_text``, ``stderr_probes``,
@@ -486,11 +490,11 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
     rows = []
     for h, s in result.stats.items():
         if result.exact or s.n_probes == 0:
-            est, ratio = "exact", s.ratio
-        elif math.isnan(s.ratio_debiased):  # a HookAGOP built without the correction
-            est, ratio = "plugin", s.ratio
+            est, ratio, aofe_value = "exact", s.ratio, s.aofe
+        elif math.isnan(s.ratio_debiased) or math.isnan(s.aofe_debiased):  # built without the correction
+            est, ratio, aofe_value = "plugin", s.ratio, s.aofe
         else:
-            est, ratio = "jackknife", s.ratio_debiased
+            est, ratio, aofe_value = "jackknife", s.ratio_debiased, s.aofe_debiased
         exact = result.exact or s.n_probes == 0
         ex = {
             "n_probes": s.n_probes,
@@ -514,9 +518,14 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
         rows += [
             {
                 "metric": "agop.aofe",
-                "value": s.aofe,
+                "value": aofe_value,
                 "hook": h,
-                "extras": {**ex, **se(s.aofe_stderr, s.aofe_stderr_probes, s.aofe_stderr_text)},
+                "extras": {
+                    **ex,
+                    **se(s.aofe_stderr, s.aofe_stderr_probes, s.aofe_stderr_text),
+                    "aofe_plugin": s.aofe,
+                    "estimator": est,
+                },
             },
             {
                 "metric": "agop.aofe_ratio",
@@ -647,9 +656,9 @@ register_family(
                 "agop.aofe",
                 per="hook",
                 by="agop",
-                extras=_AGOP,
+                extras=_AGOP + ("aofe_plugin", "estimator"),
                 optional=_AGOP_OPTIONAL,
-                description="plug-in AOFE of the AGOP",
+                description="AOFE of the AGOP (bias-corrected with probes, exact otherwise)",
             ),
             RowSpec(
                 "agop.aofe_ratio",

@@ -45,16 +45,17 @@ def read_interaction(report: GeometryReport) -> list[str]:
         ests = {r.extras.get("estimator") for r in rows}
         if ests == {"jackknife"}:
             which = "bias-corrected (delete-a-group jackknife over the probe groups; plug-in ratio in extras)"
-        if rows and all(int(r.extras.get("n_text_groups") or 0) >= 2 for r in rows):
-            which += "; errors over the text and the probes"
-        elif any("stderr_probes" in r.extras for r in rows):
-            which += "; errors over the probes only (these tokens, not a fresh draw of text)"
         elif ests == {"exact"}:
             which = "exact AGOP"
         elif ests <= {"jackknife", "exact"}:
             which = "bias-corrected where estimated with probes, exact elsewhere; plug-in ratio in extras"
         else:
             which = "plug-in ratio of the probe estimate, biased upwards with few probes"
+        if ests != {"exact"}:
+            if all(int(r.extras.get("n_text_groups") or 0) >= 2 for r in rows):
+                which += "; errors over the text and the probes"
+            elif any("stderr_probes" in r.extras for r in rows):
+                which += "; errors over the probes only (these tokens, not a fresh draw of text)"
         out.append(
             f"AGOP AOFE ratio (off-diagonal share of ‖G‖²_F; 0 = no interaction between coordinates, "
             f"→1 = all mass off-diagonal; {which}): mean {fmt_number(sum(vals) / len(vals))} over {len(vals)} hooks, "

@@ -258,6 +258,10 @@ def test_probe_estimator_converges_and_stderr_covers(tiny_model, probes):
         plug = sum(r[h].ratio for r in runs) / 4 - ex[h].ratio
         deb = sum(r[h].ratio_debiased for r in runs) / 4 - ex[h].ratio
         assert plug > 0 and abs(deb) < plug, (h, plug, deb)
+        # the AOFE (what the agop.aofe row carries): quadratic in G, so the correction is unbiased
+        plug = sum(r[h].aofe for r in runs) / 4 - ex[h].aofe
+        deb = sum(r[h].aofe_debiased for r in runs) / 4 - ex[h].aofe
+        assert plug > 0 and abs(deb) < plug, (h, plug, deb)
     assert ex[HOOKS[0]].ratio_debiased == ex[HOOKS[0]].ratio
 
 
@@ -594,9 +598,45 @@ def test_aofe_ratio_row_is_bias_corrected(tiny_model, tiny_tokens):
         s = res[h]
         assert row.value == s.ratio_debiased and row.value != s.ratio
         assert row.extras["ratio_plugin"] == s.ratio and row.extras["estimator"] == "jackknife"
+        (row,) = [r for r in rep.rows if r.metric == "agop.aofe" and r.hook == h]
+        assert row.value == s.aofe_debiased and row.value != s.aofe
+        assert row.extras["aofe_plugin"] == s.aofe and row.extras["estimator"] == "jackknife"
     line = next(s for s in interaction_reading.read_interaction(rep) if s.startswith("AGOP AOFE ratio"))
     assert "bias-corrected" in line and "plug-in ratio in extras" in line
     ex = tg.agop_report(tg.agop(tiny_model, tiny_tokens[:1, :6], hooks=HOOKS[:1], exact=True, progress=False))
     (row,) = [r for r in ex.rows if r.metric == "agop.aofe_ratio"]
     assert row.extras["estimator"] == "exact" and row.value == row.extras["ratio_plugin"]
+    (row,) = [r for r in ex.rows if r.metric == "agop.aofe"]
+    assert row.extras["estimator"] == "exact" and row.value == row.extras["aofe_plugin"]
     assert "exact AGOP" in interaction_reading.read_interaction(ex)[0]
+
+
+def _ratio_row(hook, estimator, **extras):
+    ex = {"estimator": estimator, "n_probes": 4, "stderr": 0.01, "n_text_groups": 0, **extras}
+    return {"metric": "agop.aofe_ratio", "hook": hook, "value": 0.4, "extras": ex}
+
+
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        # probe rows beside an exact one (two reports merged): named, with the probes' error
+        (
+            [
+                _ratio_row("blocks.0.hook_resid_pre", "jackknife", stderr_probes=0.01),
+                _ratio_row("blocks.1.hook_resid_pre", "exact"),
+            ],
+            ["bias-corrected where estimated with probes, exact elsewhere", "errors over the probes only"],
+        ),
+        # a plug-in ratio (a HookAGOP built without the correction) with text groups
+        (
+            [_ratio_row("blocks.0.hook_resid_pre", "plugin", stderr_probes=0.01, n_text_groups=4)],
+            ["plug-in ratio of the probe estimate, biased upwards", "errors over the text and the probes"],
+        ),
+        ([_ratio_row("blocks.0.hook_resid_pre", "exact")], ["exact AGOP"]),
+    ],
+)
+def test_aofe_ratio_reading_names_estimator_and_error(rows, words):
+    line = interaction_reading.read_interaction(tg.GeometryReport.from_rows(rows))[0]
+    assert all(w in line for w in words), line
+    if words == ["exact AGOP"]:
+        assert "errors over" not in line
