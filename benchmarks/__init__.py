@@ -41,6 +41,8 @@ bench_report             ``run_report`` (one shared capture) ``capture="separate
 bench_report_scaling     ``run_report`` on ``tg.models.      none simpler: the log-log slope of    AGOP: forward + backward passes;
                          scaled`` models, time and peak RSS  time against parameters × tokens     PGA: one sort per null; one
                          against parameters × tokens         (1: time grows as the work)           forward; the memory estimate
+bench_report_overlap     AGOP then PGA, torch's threads (as  the two side by side, one core each   one float32 GEMM of a layer's
+                         the report runs them)               (fresh workers, a barrier)            activations (1,024 × 576)
 bench_report_render      ``write_outputs``                   each figure + savefig, JSON, markdown plain JSON + markdown dump
 bench_sweep              fsynced line per job; one-read      dump at the end; ``done()`` per job;  bare write + fsync; file read;
                          resume scan; Ray executor           local executor                        load + analyze per job

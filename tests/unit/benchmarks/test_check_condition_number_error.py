@@ -12,7 +12,9 @@ from benchmarks import check_condition_number_error as ccn
 
 def test_first_order_replicates_match_eigvalsh_for_a_small_perturbation():
     g = torch.Generator().manual_seed(0)
-    A = torch.randn(200, 6, generator=g, dtype=torch.float64) * torch.tensor([5.0, 3, 2, 1.5, 1, 0.5], dtype=torch.float64)
+    A = torch.randn(200, 6, generator=g, dtype=torch.float64) * torch.tensor(
+        [5.0, 3, 2, 1.5, 1, 0.5], dtype=torch.float64
+    )
     C = A.T @ A / 199
     cond, reps = ccn.first_order_cond(C, [C + 1e-6 * torch.eye(6, dtype=torch.float64), C.clone()])
     lam = torch.linalg.eigvalsh(C)

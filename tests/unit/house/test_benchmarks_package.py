@@ -34,6 +34,7 @@ TIMING = [
     "bench_pga_smollm2",
     "bench_ray",
     "bench_report",
+    "bench_report_overlap",
     "bench_report_render",
     "bench_report_scaling",
     "bench_sae",
