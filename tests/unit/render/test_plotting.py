@@ -296,6 +296,17 @@ def test_pga_reading_never_calls_chance_a_peak():
     assert "Holm" in text and "n_null = 50" in text
 
 
+def test_pga_reading_with_undefined_z_says_so():
+    nan = float("nan")
+    # a hook whose z is undefined (NaN) is never the "largest"; no finite z at all is said, not raised
+    some = GeometryReport.from_rows(_zrows([nan, 1.2, 0.4], [nan, 0.2, 0.2]), model="m")
+    line = next(s for s in pga_reading.read_pga(some) if s.startswith("PGA CCR-0"))
+    assert "the largest, z = 1.2 ± 0.2 at layer 1" in line
+    none = GeometryReport.from_rows(_zrows([nan, nan], [nan, nan]), model="m")
+    line = next(s for s in pga_reading.read_pga(none) if s.startswith("PGA CCR-0"))
+    assert line.startswith("PGA CCR-0: no finite z at any of 2 hooks")
+
+
 def test_pga_reading_of_reports_without_stderr_uses_the_chance_band_alone():
     bare = GeometryReport.from_rows(_zrows([30.0, 0.5], [float("nan"), float("nan")]), model="m")
     assert [c for _, c, _ in pga_reading.pga_calls(bare.rows)[0]] == ["positive", "inconclusive"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from tl_geometry.base.numbers import fmt_number
@@ -68,14 +69,16 @@ def read_pga(report: GeometryReport) -> list[str]:
                 f"PGA CCR-{ccr}: z is significantly positive at {len(pos)} of {m} hooks, "
                 f"peak z = {pm(best)} at {where_of(best)}"
             )
+        elif not any(math.isfinite(as_float(r.value)) for r, _, _ in calls):
+            head = f"PGA CCR-{ccr}: no finite z at any of {m} hooks"
         else:
-            top_i = max(range(m), key=lambda i: calls[i][0].value)
-            top = calls[top_i][0]
+            top = max((r for r, _, _ in calls if math.isfinite(as_float(r.value))), key=lambda r: r.value)
+            n_null = top.extras.get("n_null")
             v = significance.extreme(
-                [float(r.value) for r, _, _ in calls],
+                [as_float(r.value) for r, _, _ in calls],
                 [as_float(r.extras.get("stderr")) for r, _, _ in calls],
                 kind="max",
-                n_null=top.extras.get("n_null") if isinstance(top.extras.get("n_null"), int) else None,
+                n_null=n_null if isinstance(n_null, int) and not isinstance(n_null, bool) and n_null >= 2 else None,
             )
             why = "lies inside the chance band" if not v.chance else "lies within 2 standard errors of 0"
             head = f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {pm(top)} at {where_of(top)}, {why})"
