@@ -19,8 +19,6 @@ the Marchenko–Pastur edge lies between, so the conservative jackknife stays (d
 
 from __future__ import annotations
 
-import math
-
 from benchmarks import _util
 
 
@@ -43,10 +41,13 @@ def first_order_cond(C, leave_outs) -> tuple[float, list[float]]:
 
 
 def jackknife_se(reps) -> float:
-    """√((G − 1)/G · Σ (θ_g − θ̄)²)."""
-    G = len(reps)
-    mean = sum(reps) / G
-    return math.sqrt((G - 1) / G * sum((r - mean) ** 2 for r in reps))
+    """√((G − 1)/G · Σ (θ_g − θ̄)²) of the replicates: the library's
+    [`jackknife_se`][tl_geometry.metrics.jackknife.jackknife_se] (the one the spectral rows use)."""
+    import torch
+
+    from tl_geometry.metrics.jackknife import jackknife_se as library_se
+
+    return float(library_se(torch.tensor(reps, dtype=torch.float64)[:, None])[0])
 
 
 def main(argv=None) -> int:

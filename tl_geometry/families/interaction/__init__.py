@@ -495,7 +495,7 @@ def agop_report(result: AGOPResult, model: Any = None) -> GeometryReport:
             est, ratio, aofe_value = "plugin", s.ratio, s.aofe
         else:
             est, ratio, aofe_value = "jackknife", s.ratio_debiased, s.aofe_debiased
-        exact = result.exact or s.n_probes == 0
+        exact = est == "exact"
         ex = {
             "n_probes": s.n_probes,
             "space": result.space,

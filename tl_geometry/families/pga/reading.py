@@ -32,7 +32,7 @@ def pga_verdicts(rows: Iterable[Row]) -> dict[int, list[tuple[Row, significance.
     out: dict[int, list[tuple[Row, significance.Verdict]]] = {}
     for ccr, group in sorted(by_ccr.items()):
         nulls = [r.extras.get("n_null") for r in group]
-        ok = all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 for n in nulls)
+        ok = all(_usable_n_null(n) for n in nulls)
         vs = significance.verdicts(
             [float(r.value) for r in group],
             [as_float(r.extras.get("stderr")) for r in group],
@@ -40,6 +40,12 @@ def pga_verdicts(rows: Iterable[Row]) -> dict[int, list[tuple[Row, significance.
         )
         out[ccr] = list(zip(group, vs, strict=True))
     return out
+
+
+def _usable_n_null(n: object) -> bool:
+    """Whether a row's ``n_null`` can set a chance band (an integer ≥ 2; a report written without
+    one, or a hand-edited one, falls back to the normal p)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 2
 
 
 def _method_words(rows) -> str:
@@ -72,14 +78,14 @@ def read_pga(report: GeometryReport) -> list[str]:
         elif not any(math.isfinite(as_float(r.value)) for r, _, _ in calls):
             head = f"PGA CCR-{ccr}: no finite z at any of {m} hooks"
         else:
-            top = max((r for r, _, _ in calls if math.isfinite(as_float(r.value))), key=lambda r: r.value)
-            n_null = top.extras.get("n_null")
-            v = significance.extreme(
+            nulls = [r.extras.get("n_null") for r, _, _ in calls]
+            v = significance.extreme(  # the largest finite z (NaN never is) and its verdict
                 [as_float(r.value) for r, _, _ in calls],
                 [as_float(r.extras.get("stderr")) for r, _, _ in calls],
                 kind="max",
-                n_null=n_null if isinstance(n_null, int) and not isinstance(n_null, bool) and n_null >= 2 else None,
+                n_null=nulls if all(_usable_n_null(n) for n in nulls) else None,  # type: ignore[arg-type]
             )
+            top = calls[v.index][0]
             why = "lies inside the chance band" if not v.chance else "lies within 2 standard errors of 0"
             head = f"PGA CCR-{ccr}: no hook is significantly positive (the largest, z = {pm(top)} at {where_of(top)}, {why})"
         if neg:
