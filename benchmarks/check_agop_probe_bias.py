@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, nargs="+", default=[1, 5, 10, 15, 20, 25, 29])
     ap.add_argument("--json", type=Path, default=None)
     args = _util.parse_args(ap, argv)
+    if args.json is not None and not args.json.parent.is_dir():  # before minutes of passes, not after
+        ap.error(f"--json {args.json}: its folder {args.json.parent} does not exist")
     import tl_geometry as tg
 
     _util.print_environment("AGOP rows at few probes against many (one text)")

@@ -25,6 +25,12 @@ def test_deviations_divide_by_the_runs_own_error():
     assert got["ratio_debiased"][1] == pytest.approx([(0.38 - 0.4) / 0.05, 0.0])  # the ratio's error
 
 
+def test_a_json_destination_in_a_missing_folder_is_refused_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cab.main(["--small", "--json", str(tmp_path / "nowhere" / "out.json")])
+    assert "does not exist" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_small_runs(capsys):
     assert cab.main(["--small"]) == 0
